@@ -1,0 +1,78 @@
+"""Simple lower bounds: the critical path and the total work.
+
+Both relax the problem (no communication, no memory, perfect load balance), so
+each is a valid lower bound on the optimal makespan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..problem import Problem
+
+__all__ = ["Bound", "critical_path_bound", "lower_bound", "min_work", "work_bound"]
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A lower bound on the optimal makespan and the rule that proved it."""
+
+    value: float
+    rule: str
+
+
+def min_work(problem: Problem) -> np.ndarray:
+    """Least total device time of each task over all its L inputs, shape (n,).
+
+    The cheapest way to split L inputs into one batch per device, found by a
+    knapsack recursion over devices, vectorised over tasks: O(m nb L n).
+    """
+    p = problem
+    L = p.L
+    best = np.full((p.n, L + 1), np.inf)
+    best[:, 0] = 0.0
+    for u in range(p.m):
+        new = best.copy()
+        for k, b in enumerate(p.batch_sizes.tolist()):
+            if b <= L:
+                cand = best[:, : L + 1 - b] + p.lat[:, u, k][:, None]
+                new[:, b:] = np.minimum(new[:, b:], cand)
+        best = new
+    return best[:, L]
+
+
+def critical_path_bound(problem: Problem) -> float:
+    """Longest path where each task takes its shortest job on any device, with no communication.
+
+    Every input crosses every path, and each job on it lasts at least that long.
+    O(n m nb + E).
+    """
+    p = problem
+    shortest = p.lat.min(axis=(1, 2)).tolist()
+    finish = [0.0] * p.n
+    for i in p.topo.tolist():
+        finish[i] = shortest[i] + max((finish[q] for q in p.pred[i]), default=0.0)
+    return max(finish)
+
+
+def work_bound(problem: Problem) -> float:
+    """Least total work spread perfectly over all devices: sum of :func:`min_work` / m."""
+    return float(min_work(problem).sum() / problem.m)
+
+
+def lower_bound(problem: Problem) -> Bound:
+    """The largest of the method-independent bounds, with the rule that gave it.
+
+    Examples
+    --------
+    >>> from mapsched import instances
+    >>> lower_bound(instances.load("topcuoglu2002"))
+    Bound(value=54.0, rule='critical-path')
+    """
+    rules = [
+        Bound(critical_path_bound(problem), "critical-path"),
+        Bound(work_bound(problem), "work"),
+    ]
+    return max(rules, key=lambda b: b.value)

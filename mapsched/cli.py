@@ -1,0 +1,212 @@
+"""The ``mapsched`` command line.
+
+Every user error ends with one line on stderr and exit status 2, never a
+traceback; ``validate`` exits 1 for a well-formed but invalid schedule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from . import instances, registry
+from .bounds import lower_bound
+from .errors import MapschedError, OptionError
+from .problem import Problem
+from .schedule import Schedule
+from .solve import DEFAULT_METHOD, solve
+from .validate import validate
+
+BUILTIN = "builtin:"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, not argparse's usage block
+        raise OptionError(message)
+
+
+def load_problem(ref: str) -> Problem:
+    """A problem file, or ``builtin:NAME`` for a built-in instance."""
+    if ref.startswith(BUILTIN):
+        return instances.load(ref[len(BUILTIN):])
+    return Problem.read(ref)
+
+
+def _method_options(extra: Sequence[str]) -> dict[str, str]:
+    """Turn ``--name value`` / ``--name=value`` pairs into a dict of method options."""
+    opts: dict[str, str] = {}
+    k = 0
+    while k < len(extra):
+        tok = extra[k]
+        if not tok.startswith("--") or len(tok) == 2:
+            raise OptionError(f"unexpected argument {tok!r}; method options are given as --name value")
+        if "=" in tok:
+            name, value = tok[2:].split("=", 1)
+        elif k + 1 < len(extra):
+            name, value = tok[2:], extra[k + 1]
+            k += 1
+        else:
+            raise OptionError(f"{tok}: expected a value after it")
+        opts[name.replace("-", "_")] = value
+        k += 1
+    return opts
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[c]) for r in cells) for c in range(len(headers))]
+    lines = ["  ".join(c.rjust(w) if k else c.ljust(w) for k, (c, w) in enumerate(zip(r, widths)))
+             for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _fmt(x: float | None, digits: int = 4) -> str:
+    return "-" if x is None else f"{x:.{digits}g}"
+
+
+def _summary(r: Schedule) -> str:
+    gap = "-" if r.gap is None else f"{100 * r.gap:.1f}%"
+    return (f"{r.method}: makespan {_fmt(r.makespan, 6)} ms, throughput {_fmt(r.throughput)} /s, "
+            f"lower bound {_fmt(r.lower_bound, 6)} (gap {gap}), {r.status}, {r.solve_seconds:.3f} s")
+
+
+# ---------------------------------------------------------------- commands
+def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    problem = load_problem(args.problem)
+    result = solve(problem, args.method, args.time_limit, args.seed, threads=args.threads,
+                   log=args.log, **_method_options(extra))
+    if args.output:
+        result.write(args.output)
+        print(_summary(result))
+    else:
+        print(result.to_json())
+        print(_summary(result), file=sys.stderr)
+    if args.log and result.log:
+        print(result.log, file=sys.stderr)
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    problem = load_problem(args.problem)
+    violations = validate(problem, Schedule.read(args.schedule))
+    for v in violations:
+        print(v)
+    if violations:
+        print(f"invalid: {len(violations)} violation(s)")
+        return 1
+    print("valid")
+    return 0
+
+
+def cmd_bound(args: argparse.Namespace) -> int:
+    b = lower_bound(load_problem(args.problem))
+    if args.json:
+        print(json.dumps({"lower_bound": b.value, "rule": b.rule}))
+    else:
+        print(f"lower bound {b.value:.6g} ms ({b.rule})")
+    return 0
+
+
+def cmd_methods(args: argparse.Namespace) -> int:
+    for m in registry.all_methods():
+        print(f"{m.name:14s} {m.description}  [{', '.join(m.objectives)}]")
+        for o in m.options:
+            choices = f" (one of {', '.join(map(str, o.choices))})" if o.choices else ""
+            print(f"{'':14s}   --{o.name.replace('_', '-')} {o.type.__name__}: {o.help}{choices};"
+                  f" default {o.default}")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from .plot import gantt
+
+    gantt(load_problem(args.problem), Schedule.read(args.schedule), args.output)
+    print(f"wrote {args.output}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    problem = instances.load(args.instance)
+    print(f"{problem!r}")
+    rows, best = [], None
+    for m in registry.all_methods():
+        if problem.objective.kind not in m.objectives:
+            continue
+        r = solve(problem, m.name, args.time_limit, args.seed)
+        ok = "yes" if not validate(problem, r) else "NO"
+        rows.append([m.name, _fmt(r.makespan, 6), _fmt(r.lower_bound, 6),
+                     "-" if r.gap is None else f"{100 * r.gap:.1f}%", r.status, ok, f"{r.solve_seconds:.3f}"])
+        if best is None or r.makespan < best.makespan:
+            best = r
+    print(_table(["method", "makespan", "bound", "gap", "status", "valid", "seconds"], rows))
+    assert best is not None
+    try:
+        from .plot import gantt
+
+        gantt(problem, best, args.output)
+        print(f"wrote the Gantt chart of {best.method} to {args.output}")
+    except MapschedError as exc:
+        print(f"no Gantt chart: {exc}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="mapsched", description="Map and schedule DNN graphs on heterogeneous devices.")
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    prob_help = "problem file (mapsched.problem/1), or builtin:NAME"
+
+    s = sub.add_parser("solve", help="solve a problem and write a schedule",
+                       epilog="Method options follow as --name value; see 'mapsched methods'.")
+    s.add_argument("problem", help=prob_help)
+    s.add_argument("--method", "-m", default=DEFAULT_METHOD, help=f"method name (default {DEFAULT_METHOD})")
+    s.add_argument("--time-limit", type=float, default=None, help="seconds")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--threads", type=int, default=None)
+    s.add_argument("--log", action="store_true", help="print the solver's log to stderr")
+    s.add_argument("-o", "--output", help="schedule file to write (default: print it)")
+
+    v = sub.add_parser("validate", help="check a schedule against every rule")
+    v.add_argument("problem", help=prob_help)
+    v.add_argument("schedule")
+
+    b = sub.add_parser("bound", help="print a proved lower bound on the makespan")
+    b.add_argument("problem", help=prob_help)
+    b.add_argument("--json", action="store_true")
+
+    sub.add_parser("methods", help="list the methods and their options")
+
+    p = sub.add_parser("plot", help="draw a Gantt chart")
+    p.add_argument("schedule")
+    p.add_argument("--problem", required=True, help=prob_help)
+    p.add_argument("-o", "--output", default="gantt.png")
+
+    d = sub.add_parser("demo", help="run every method on a built-in instance")
+    d.add_argument("--instance", default=instances.DEFAULT, choices=instances.names())
+    d.add_argument("--time-limit", type=float, default=5.0, help="seconds per method")
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("-o", "--output", default="mapsched-demo-gantt.png")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if args.command == "solve":
+            return cmd_solve(args, extra)
+        if extra:
+            raise OptionError(f"unrecognized arguments: {' '.join(extra)}")
+        return {
+            "validate": cmd_validate, "bound": cmd_bound, "methods": cmd_methods,
+            "plot": cmd_plot, "demo": cmd_demo,
+        }[args.command](args)
+    except MapschedError as exc:
+        print(f"mapsched: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("mapsched: interrupted", file=sys.stderr)
+        return 130

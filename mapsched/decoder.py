@@ -1,0 +1,286 @@
+"""The schedule decoder: from a mapping and a priority order to the earliest schedule.
+
+This is list scheduling. Tasks are taken in the priority order (which must be
+topological); each job starts as soon as its inputs have arrived from its
+parents' jobs, communication included, and its device is free. By default a job
+is appended after the last job of its device, so the device order follows the
+priority order; with ``insertion=True`` it goes into the first idle gap long
+enough to hold it, as in insertion-based HEFT.
+
+A mapping is an ``owner`` array: ``owner[i, l]`` is the device that runs task i
+for input l (shape ``(n, L)``; for latency a plain ``(n,)`` array of devices will
+do). All inputs of a task on one device form one batch. It is the fitness function
+of every search heuristic, so the hot loop runs over plain Python lists.
+
+Examples
+--------
+>>> from mapsched import instances
+>>> from mapsched.decoder import decode
+>>> p = instances.load("topcuoglu2002")
+>>> decode(p, {t: "p3" for t in p.task_names}).makespan  # everything on p3
+146.0
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .errors import InfeasibleError
+from .problem import Problem
+from .schedule import Job, Schedule
+
+__all__ = ["Decoder", "Timeline", "as_owner", "decode", "memory_use", "owner_counts"]
+
+
+class Timeline:
+    """Busy intervals per device, for append-only or insertion list scheduling."""
+
+    def __init__(self, m: int, insertion: bool = False) -> None:
+        self.insertion = insertion
+        self.starts: list[list[float]] = [[] for _ in range(m)]
+        self.ends: list[list[float]] = [[] for _ in range(m)]
+
+    def earliest(self, u: int, ready: float, d: float) -> tuple[float, int]:
+        """Earliest start >= ``ready`` of a job of length ``d`` on device u, and its slot."""
+        starts, ends = self.starts[u], self.ends[u]
+        if not self.insertion:
+            return (ends[-1] if ends and ends[-1] > ready else ready), len(ends)
+        # Intervals never overlap, so ends are sorted like starts; skip those done by `ready`.
+        s = ready
+        for k in range(bisect_right(ends, ready), len(starts)):
+            if s + d <= starts[k]:
+                return s, k
+            if ends[k] > s:
+                s = ends[k]
+        return s, len(starts)
+
+    def reserve(self, u: int, s: float, e: float, slot: int) -> None:
+        self.starts[u].insert(slot, s)
+        self.ends[u].insert(slot, e)
+
+    def place(self, u: int, ready: float, d: float) -> float:
+        s, slot = self.earliest(u, ready, d)
+        self.reserve(u, s, s + d, slot)
+        return s
+
+
+def owner_counts(problem: Problem, owner: np.ndarray) -> np.ndarray:
+    """Inputs of each task on each device, shape (n, m)."""
+    return np.stack([(owner == u).sum(axis=1) for u in range(problem.m)], axis=1)
+
+
+def memory_use(problem: Problem, counts: np.ndarray) -> np.ndarray:
+    """Bytes used on each device (FORMAT.md rule 6) given inputs per task and device."""
+    return problem.act @ counts + problem.weight @ (counts > 0)
+
+
+def as_owner(problem: Problem, mapping: Any) -> np.ndarray:
+    """Normalise a mapping to an ``(n, L)`` owner array of device indices.
+
+    Accepts an array of shape ``(n,)`` (all inputs of a task on one device) or
+    ``(n, L)``, a dict from task name to device name, or a dict from task name to
+    ``{device name: inputs}``.
+    """
+    n, L = problem.n, problem.L
+    if isinstance(mapping, Mapping):
+        owner = np.full((n, L), -1, dtype=np.int64)
+        for task, where in mapping.items():
+            if task not in problem.task_index:
+                raise InfeasibleError(f"mapping: unknown task {task!r}")
+            i = problem.task_index[task]
+            pairs = where.items() if isinstance(where, Mapping) else [(where, range(L))]
+            for dev, inputs in pairs:
+                if dev not in problem.device_index:
+                    raise InfeasibleError(f"mapping[{task!r}]: unknown device {dev!r}")
+                for lo in inputs:
+                    if not 0 <= lo < L:
+                        raise InfeasibleError(f"mapping[{task!r}]: input {lo} is not in 0..{L - 1}")
+                    owner[i, lo] = problem.device_index[dev]
+        missing = np.flatnonzero((owner < 0).any(axis=1))
+        if len(missing):
+            raise InfeasibleError(
+                f"mapping: task {problem.task_names[missing[0]]!r} has inputs on no device"
+            )
+        return owner
+    owner = np.asarray(mapping, dtype=np.int64)
+    if owner.ndim == 1:
+        owner = np.repeat(owner[:, None], L, axis=1)
+    if owner.shape != (n, L):
+        raise InfeasibleError(f"mapping: expected shape ({n},) or ({n}, {L}), got {owner.shape}")
+    if owner.min() < 0 or owner.max() >= problem.m:
+        raise InfeasibleError(f"mapping: device indices must lie in 0..{problem.m - 1}")
+    return owner
+
+
+class Decoder:
+    """A decoder bound to one problem and one priority order, for repeated use.
+
+    Parameters
+    ----------
+    problem : Problem
+    order : sequence of int, optional
+        A topological order of the tasks; by default the problem's breadth-first one.
+    insertion : bool
+        Fill idle gaps (insertion-based list scheduling) instead of appending.
+
+    Notes
+    -----
+    One decode costs O(n + E) for latency and O(n m + E m^2) for throughput,
+    plus O(log n) per job with insertion.
+    """
+
+    def __init__(self, problem: Problem, order: Sequence[int] | None = None, insertion: bool = False):
+        self.p = problem
+        self.insertion = insertion
+        if order is None:
+            self.order = problem.topo.tolist()
+        else:
+            order = np.asarray(order, dtype=np.int64)
+            if order.shape != (problem.n,) or np.bincount(order, minlength=problem.n).max() != 1:
+                raise ValueError("order: expected a permutation of the task indices")
+            pos = np.empty(problem.n, dtype=np.int64)
+            pos[order] = np.arange(problem.n)
+            if (pos[problem.src] >= pos[problem.dst]).any():
+                raise ValueError("order: expected a topological order (every edge forwards)")
+            self.order = order.tolist()
+        p = problem
+        self._pred_edges = [[(int(p.src[e]), e) for e in p.in_edges[i]] for i in range(p.n)]
+        self._llat = p.link_latency.tolist()
+        self._mpb = p.link_ms_per_byte.tolist()
+        self._nbytes = p.nbytes.tolist()
+
+    # ------------------------------------------------------------ feasibility
+    def infeasibility(self, owner: np.ndarray) -> str | None:
+        """Why the mapping admits no schedule (a one-line reason), or None."""
+        p = self.p
+        counts = owner_counts(p, owner)
+        bad = np.argwhere(counts > 0)
+        k = p.batch_pos[counts[bad[:, 0], bad[:, 1]]]
+        lat = np.where(k >= 0, p.lat[bad[:, 0], bad[:, 1], np.maximum(k, 0)], np.inf)
+        if not np.isfinite(lat).all():
+            i, u = bad[np.flatnonzero(~np.isfinite(lat))[0]]
+            return (
+                f"task {p.task_names[i]!r} cannot run on device {p.device_names[u]!r} "
+                f"at batch size {counts[i, u]}"
+            )
+        used = memory_use(p, counts)
+        over = np.flatnonzero(used > p.mem * (1 + 1e-9))
+        if len(over):
+            u = over[0]
+            return f"device {p.device_names[u]!r} needs {used[u]:.0f} bytes of memory, has {p.mem[u]:.0f}"
+        if p.E:
+            cross = np.isinf(p.link_latency[owner[p.src], owner[p.dst]])
+            if cross.any():
+                e, lo = np.argwhere(cross)[0]
+                a, b = owner[p.src[e], lo], owner[p.dst[e], lo]
+                return (
+                    f"edge {p.task_names[p.src[e]]!r} -> {p.task_names[p.dst[e]]!r} crosses from "
+                    f"{p.device_names[a]!r} to {p.device_names[b]!r}, which have no link"
+                )
+        return None
+
+    # ------------------------------------------------------------------ timing
+    def times(self, owner: np.ndarray) -> list[tuple[int, int, float, float, int]]:
+        """Jobs ``(task, device, start, end, input bitmask)`` of a feasible mapping."""
+        if self.p.L == 1:
+            return self._times_single(owner[:, 0].tolist())
+        return self._times_batched(owner)
+
+    def _times_single(self, dev: list[int]) -> list[tuple[int, int, float, float, int]]:
+        n = self.p.n
+        dur = self.p.dur
+        llat, mpb, nb, pe = self._llat, self._mpb, self._nbytes, self._pred_edges
+        tl = Timeline(self.p.m, self.insertion)
+        d = dur[np.arange(n), dev].tolist()
+        end = [0.0] * n
+        jobs = []
+        for i in self.order:
+            u = dev[i]
+            ready = 0.0
+            for q, e in pe[i]:
+                v = dev[q]
+                t = end[q] if v == u else end[q] + llat[v][u] + nb[e] * mpb[v][u]
+                if t > ready:
+                    ready = t
+            s = tl.place(u, ready, d[i])
+            end[i] = s + d[i]
+            jobs.append((i, u, s, end[i], 1))
+        return jobs
+
+    def _times_batched(self, owner: np.ndarray) -> list[tuple[int, int, float, float, int]]:
+        p = self.p
+        llat, mpb, nb, pe = self._llat, self._mpb, self._nbytes, self._pred_edges
+        tl = Timeline(p.m, self.insertion)
+        # Per task: list of [device, input bitmask, end]; masks test "shares an input".
+        groups: list[list[list]] = [[] for _ in range(p.n)]
+        jobs = []
+        for i in self.order:
+            masks: dict[int, int] = {}
+            for lo, u in enumerate(owner[i].tolist()):
+                masks[u] = masks.get(u, 0) | (1 << lo)
+            for u, mask in sorted(masks.items()):
+                d = float(p.lat[i, u, p.batch_pos[mask.bit_count()]])
+                ready = 0.0
+                for q, e in pe[i]:
+                    for v, qmask, qend in groups[q]:
+                        if qmask & mask:
+                            t = qend if v == u else qend + llat[v][u] + nb[e] * mpb[v][u]
+                            if t > ready:
+                                ready = t
+                s = tl.place(u, ready, d)
+                groups[i].append([u, mask, s + d])
+                jobs.append((i, u, s, s + d, mask))
+        return jobs
+
+    # ------------------------------------------------------------------ public
+    def makespan(self, owner: np.ndarray) -> float:
+        """Makespan of the decoded schedule, or ``inf`` for an infeasible mapping."""
+        if self.infeasibility(owner) is not None:
+            return float("inf")
+        return max(j[3] for j in self.times(owner))
+
+    def schedule(self, owner: np.ndarray, **kwargs: Any) -> Schedule:
+        """The decoded :class:`Schedule`; raises :class:`InfeasibleError` with the reason."""
+        reason = self.infeasibility(owner)
+        if reason is not None:
+            raise InfeasibleError(f"mapping is infeasible: {reason}")
+        tn, dn = self.p.task_names, self.p.device_names
+        jobs = [
+            Job(tn[i], dn[u], s, e, tuple(lo for lo in range(self.p.L) if mask >> lo & 1))
+            for i, u, s, e, mask in self.times(owner)
+        ]
+        return Schedule.from_jobs(self.p, jobs, **kwargs)
+
+
+def decode(
+    problem: Problem,
+    mapping: Any,
+    order: Sequence[int] | None = None,
+    insertion: bool = False,
+    **kwargs: Any,
+) -> Schedule:
+    """Decode a mapping into the earliest schedule that follows ``order``.
+
+    Parameters
+    ----------
+    problem : Problem
+    mapping : array or dict
+        See :func:`as_owner`.
+    order : sequence of int, optional
+        A topological order of task indices (default: breadth-first).
+    insertion : bool
+        Insert jobs into idle gaps instead of appending them.
+    **kwargs
+        Passed on to :class:`~mapsched.schedule.Schedule` (``method``, ``status``...).
+
+    Raises
+    ------
+    InfeasibleError
+        If a task cannot run where it is mapped, memory overflows, or data must
+        cross between devices with no link.
+    """
+    return Decoder(problem, order, insertion).schedule(as_owner(problem, mapping), **kwargs)

@@ -1,0 +1,26 @@
+"""Exceptions raised by mapsched.
+
+Every error a user can cause derives from :class:`MapschedError` and carries a
+one-line message that names the offending field and says what is expected, so
+the command line can print it without a traceback.
+"""
+
+
+class MapschedError(Exception):
+    """Base class of every error caused by user input."""
+
+
+class ProblemError(MapschedError, ValueError):
+    """A problem (task graph, system or objective) is malformed or inconsistent."""
+
+
+class ScheduleError(MapschedError, ValueError):
+    """A schedule file is malformed (as opposed to well-formed but invalid)."""
+
+
+class InfeasibleError(MapschedError):
+    """No schedule exists for a mapping, or a method found none."""
+
+
+class OptionError(MapschedError, ValueError):
+    """An unknown method or a bad method option."""

@@ -1,0 +1,1 @@
+"""Exact formulations (MILP and CP-SAT); filled in by the exact-scheduling work."""

@@ -1,0 +1,595 @@
+"""The problem model: a task graph, a system of devices and links, and an objective.
+
+A :class:`Problem` is validated once, when it is built, and then holds everything
+the solvers need as dense, read-only numpy arrays (see :class:`Problem` for the
+list), so that no solver does dictionary look-ups in its hot loops.
+
+Units everywhere: time in milliseconds, sizes in bytes, bandwidth in bytes per
+second (the contract of ``docs/format.md``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from .errors import ProblemError
+
+__all__ = ["Device", "Edge", "Link", "Objective", "Problem", "System", "Task"]
+
+
+@dataclass(frozen=True)
+class Device:
+    """A processor: its memory in bytes, the batch sizes it runs, the server it sits in."""
+
+    name: str
+    memory: float = math.inf
+    batch_sizes: tuple[int, ...] = (1,)
+    node: str | None = None
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link between two devices; undirected unless ``directed``."""
+
+    a: str
+    b: str
+    bandwidth: float
+    latency: float = 0.0
+    directed: bool = False
+
+
+@dataclass(frozen=True)
+class Task:
+    """An operation of the graph.
+
+    ``latency`` maps a device name either to a number (the time of a batch of 1)
+    or to a mapping from batch size to time. A device absent from it cannot run
+    the task.
+    """
+
+    name: str
+    latency: Mapping[str, Any]
+    weight_bytes: float = 0.0
+    input_bytes: float = 0.0
+    output_bytes: float = 0.0
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A data dependency; ``bytes`` defaults to the source task's ``output_bytes``."""
+
+    src: str
+    dst: str
+    bytes: float | None = None
+
+
+@dataclass(frozen=True)
+class Objective:
+    """``latency`` (one input) or ``throughput`` over a batch of ``batch`` inputs."""
+
+    kind: str = "latency"
+    batch: int = 1
+
+    @property
+    def inputs(self) -> int:
+        """Number of inputs L that a schedule processes (1 for latency)."""
+        return 1 if self.kind == "latency" else self.batch
+
+
+@dataclass(frozen=True)
+class System:
+    """The hardware: devices and the links between them."""
+
+    devices: tuple[Device, ...]
+    links: tuple[Link, ...] = field(default_factory=tuple)
+
+
+def _number(value: Any, where: str, *, allow_inf: bool = False, positive: bool = False) -> float:
+    """Check that ``value`` is a non-negative (or positive) real number; name ``where`` if not."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ProblemError(f"{where}: expected a number, got {value!r}")
+    v = float(value)
+    if math.isnan(v) or (math.isinf(v) and not allow_inf):
+        raise ProblemError(f"{where}: expected a finite number, got {value!r}")
+    if v < 0 or (positive and v == 0):
+        kind = "positive" if positive else "non-negative"
+        raise ProblemError(f"{where}: expected a {kind} number, got {value!r}")
+    return v
+
+
+def _positive_int(value: Any, where: str) -> int:
+    if isinstance(value, str):
+        try:
+            value = int(value)
+        except ValueError:
+            raise ProblemError(f"{where}: expected a positive integer, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ProblemError(f"{where}: expected a positive integer, got {value!r}")
+    return int(value)
+
+
+def _unique(names: Iterable[str], where: str) -> dict[str, int]:
+    index: dict[str, int] = {}
+    for k, name in enumerate(names):
+        if not isinstance(name, str) or not name:
+            raise ProblemError(f"{where}[{k}].name: expected a non-empty string, got {name!r}")
+        if name in index:
+            raise ProblemError(f"{where}[{k}].name: duplicate name {name!r}; names must be unique")
+        index[name] = k
+    return index
+
+
+class Problem:
+    """A mapping and scheduling problem, validated when built.
+
+    Parameters
+    ----------
+    tasks, edges : sequences of :class:`Task` and :class:`Edge`
+        The task graph; it must be acyclic.
+    system : System
+        Devices and links.
+    objective : Objective, optional
+        Latency (the default) or throughput over a batch.
+    name : str, optional
+        A name carried into schedules.
+
+    Raises
+    ------
+    ProblemError
+        With a one-line message naming the field, for a cycle, an unknown or
+        duplicate name, a bad number, a task that no device can run, ...
+
+    Attributes
+    ----------
+    n, m, E, L : int
+        Number of tasks, devices, edges and inputs (1 for latency).
+    batch_sizes : ndarray of int, shape (nb,)
+        Sorted distinct batch sizes over all devices.
+    lat : ndarray, shape (n, m, nb)
+        Latency of task i on device u at batch ``batch_sizes[k]``; ``inf`` where
+        the device cannot run it at that size.
+    dur : ndarray, shape (n, m)
+        Latency at batch size 1 (``inf`` where impossible); what latency solvers use.
+    weight, act : ndarray, shape (n,)
+        Weight bytes, and activation bytes per input (input + output bytes).
+    mem : ndarray, shape (m,)
+        Device memory in bytes (``inf`` when unlimited).
+    src, dst, nbytes : ndarray, shape (E,)
+        Edge endpoints (task indices) and bytes.
+    link_latency, link_ms_per_byte : ndarray, shape (m, m)
+        So that ``comm(e, u, v) = link_latency[u, v] + nbytes[e] * link_ms_per_byte[u, v]``;
+        zero on the diagonal, ``inf`` latency where no link exists.
+    topo : ndarray of int, shape (n,)
+        A breadth-first topological order (Kahn's algorithm with a FIFO queue).
+
+    Examples
+    --------
+    >>> from mapsched import instances
+    >>> p = instances.load("topcuoglu2002")
+    >>> p.n, p.m, p.E
+    (10, 3, 15)
+    >>> float(p.dur[0, 2])
+    9.0
+    """
+
+    def __init__(
+        self,
+        tasks: Sequence[Task],
+        edges: Sequence[Edge],
+        system: System,
+        objective: Objective | None = None,
+        name: str = "problem",
+    ) -> None:
+        if not isinstance(name, str):
+            raise ProblemError(f"name: expected a string, got {name!r}")
+        self.name = name
+        self.objective = self._check_objective(objective or Objective())
+        self.system = self._check_system(system)
+        self.tasks = self._check_tasks(tasks)
+        self.edges = self._check_edges(edges)
+        self._build_arrays()
+        self._check_acyclic()
+        self._check_runnable()
+
+    # ------------------------------------------------------------------ checks
+    @staticmethod
+    def _check_objective(obj: Objective) -> Objective:
+        if obj.kind not in ("latency", "throughput"):
+            raise ProblemError(
+                f"objective.kind: expected 'latency' or 'throughput', got {obj.kind!r}"
+            )
+        if obj.kind == "latency":
+            return Objective("latency", 1)
+        return Objective("throughput", _positive_int(obj.batch, "objective.batch"))
+
+    def _check_system(self, system: System) -> System:
+        devices = list(system.devices)
+        if not devices:
+            raise ProblemError("devices: expected at least one device")
+        self.device_index = _unique((d.name for d in devices), "devices")
+        checked = []
+        for k, d in enumerate(devices):
+            mem = _number(d.memory, f"devices[{k}].memory", allow_inf=True, positive=True)
+            sizes = d.batch_sizes
+            if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable):
+                raise ProblemError(
+                    f"devices[{k}].batch_sizes: expected a list of positive integers, got {sizes!r}"
+                )
+            bs = tuple(sorted({_positive_int(b, f"devices[{k}].batch_sizes") for b in sizes}))
+            if not bs:
+                raise ProblemError(f"devices[{k}].batch_sizes: expected at least one batch size")
+            if d.node is not None and not isinstance(d.node, str):
+                raise ProblemError(f"devices[{k}].node: expected a string, got {d.node!r}")
+            checked.append(Device(d.name, mem, bs, d.node))
+        links, seen = [], set()
+        for k, ln in enumerate(system.links):
+            for end in ("a", "b"):
+                if getattr(ln, end) not in self.device_index:
+                    raise ProblemError(
+                        f"links[{k}].{end}: unknown device {getattr(ln, end)!r}; "
+                        f"expected one of {sorted(self.device_index)}"
+                    )
+            if ln.a == ln.b:
+                raise ProblemError(f"links[{k}]: a link joins two distinct devices, got {ln.a!r} twice")
+            bw = _number(ln.bandwidth, f"links[{k}].bandwidth", positive=True)
+            lt = _number(ln.latency, f"links[{k}].latency")
+            pairs = [(ln.a, ln.b)] if ln.directed else [(ln.a, ln.b), (ln.b, ln.a)]
+            for pair in pairs:
+                if pair in seen:
+                    raise ProblemError(f"links[{k}]: duplicate link from {pair[0]!r} to {pair[1]!r}")
+                seen.add(pair)
+            links.append(Link(ln.a, ln.b, bw, lt, bool(ln.directed)))
+        return System(tuple(checked), tuple(links))
+
+    def _check_tasks(self, tasks: Sequence[Task]) -> tuple[Task, ...]:
+        tasks = list(tasks)
+        if not tasks:
+            raise ProblemError("tasks: expected at least one task")
+        self.task_index = _unique((t.name for t in tasks), "tasks")
+        checked = []
+        for k, t in enumerate(tasks):
+            where = f"tasks[{k}]"
+            if not isinstance(t.latency, Mapping):
+                raise ProblemError(
+                    f"{where}.latency: expected an object from device name to time, got {t.latency!r}"
+                )
+            lat: dict[str, dict[int, float]] = {}
+            for dev, val in t.latency.items():
+                if dev not in self.device_index:
+                    raise ProblemError(
+                        f"{where}.latency: unknown device {dev!r}; "
+                        f"expected one of {sorted(self.device_index)}"
+                    )
+                if isinstance(val, Mapping):
+                    lat[dev] = {
+                        _positive_int(b, f"{where}.latency.{dev} (batch size {b!r})"): _number(
+                            v, f"{where}.latency.{dev}.{b}"
+                        )
+                        for b, v in val.items()
+                    }
+                else:
+                    lat[dev] = {1: _number(val, f"{where}.latency.{dev}")}
+            sizes = [
+                _number(getattr(t, f), f"{where}.{f}")
+                for f in ("weight_bytes", "input_bytes", "output_bytes")
+            ]
+            checked.append(Task(t.name, lat, *sizes))
+        return tuple(checked)
+
+    def _check_edges(self, edges: Sequence[Edge]) -> tuple[Edge, ...]:
+        checked, seen = [], set()
+        for k, e in enumerate(edges):
+            for end in ("src", "dst"):
+                if getattr(e, end) not in self.task_index:
+                    raise ProblemError(f"edges[{k}].{end}: unknown task {getattr(e, end)!r}")
+            if (e.src, e.dst) in seen:
+                raise ProblemError(f"edges[{k}]: duplicate edge {e.src!r} -> {e.dst!r}")
+            seen.add((e.src, e.dst))
+            if e.bytes is None:
+                b = self.tasks[self.task_index[e.src]].output_bytes
+            else:
+                b = _number(e.bytes, f"edges[{k}].bytes")
+            checked.append(Edge(e.src, e.dst, b))
+        return tuple(checked)
+
+    def _check_acyclic(self) -> None:
+        order: list[int] = []
+        indeg = np.bincount(self.dst, minlength=self.n)
+        queue = deque(int(i) for i in np.flatnonzero(indeg == 0))
+        succ = self.succ
+        while queue:
+            i = queue.popleft()
+            order.append(i)
+            for j in succ[i]:
+                indeg[j] -= 1
+                if indeg[j] == 0:
+                    queue.append(j)
+        if len(order) < self.n:
+            cycle = nx.find_cycle(self.graph)
+            names = [self.task_names[u] for u, _ in cycle] + [self.task_names[cycle[0][0]]]
+            raise ProblemError(
+                f"edges: the task graph has a cycle {' -> '.join(names)}; it must be acyclic"
+            )
+        self.topo = _readonly(np.array(order, dtype=np.int64))
+
+    def _check_runnable(self) -> None:
+        L = self.L
+        for i, t in enumerate(self.tasks):
+            if not np.isfinite(self.lat[i]).any():
+                raise ProblemError(
+                    f"tasks[{i}].latency: no device can run task {t.name!r}; give a latency "
+                    "for a device at one of its batch_sizes"
+                )
+            if L == 1:
+                if not self.can_run[i].any():
+                    raise ProblemError(
+                        f"tasks[{i}]: no device can run task {t.name!r} on one input; it needs a "
+                        f"latency at batch size 1 on a device with at least "
+                        f"{self.weight[i] + self.act[i]:.0f} bytes of memory"
+                    )
+            elif not self._splittable(i):
+                raise ProblemError(
+                    f"tasks[{i}]: task {t.name!r} cannot process objective.batch={L} inputs: no "
+                    "choice of one supported batch size per device adds up to it"
+                )
+
+    def _splittable(self, i: int) -> bool:
+        """Whether L inputs of task i split into one feasible batch per device (a subset-sum DP)."""
+        reach = np.zeros(self.L + 1, dtype=bool)
+        reach[0] = True
+        for u in range(self.m):
+            new = reach.copy()
+            for k in np.flatnonzero(np.isfinite(self.lat[i, u])):
+                b = int(self.batch_sizes[k])
+                if b <= self.L and self.weight[i] + self.act[i] * b <= self.mem[u]:
+                    new[b:] |= reach[: self.L + 1 - b]
+            reach = new
+        return bool(reach[self.L])
+
+    # ------------------------------------------------------------------ arrays
+    def _build_arrays(self) -> None:
+        devs, tasks = self.system.devices, self.tasks
+        self.n, self.m, self.E = len(tasks), len(devs), len(self.edges)
+        self.L = self.objective.inputs
+        self.task_names = tuple(t.name for t in tasks)
+        self.device_names = tuple(d.name for d in devs)
+        self.batch_sizes = _readonly(np.array(sorted({b for d in devs for b in d.batch_sizes})))
+        pos = {int(b): k for k, b in enumerate(self.batch_sizes)}
+        # batch_pos[c] is the column of batch size c in `lat`, or -1.
+        batch_pos = np.full(max(self.L, int(self.batch_sizes[-1])) + 1, -1, dtype=np.int64)
+        for b, k in pos.items():
+            batch_pos[b] = k
+        self.batch_pos = _readonly(batch_pos)
+
+        lat = np.full((self.n, self.m, len(pos)), np.inf)
+        for i, t in enumerate(tasks):
+            for dev, table in t.latency.items():
+                u = self.device_index[dev]
+                for b, v in table.items():
+                    if b in devs[u].batch_sizes:
+                        lat[i, u, pos[b]] = v
+        self.lat = _readonly(lat)
+        k1 = pos.get(1)
+        self.dur = _readonly(lat[:, :, k1].copy() if k1 is not None else np.full(lat.shape[:2], np.inf))
+        self.weight = _readonly(np.array([t.weight_bytes for t in tasks], dtype=float))
+        self.act = _readonly(np.array([t.input_bytes + t.output_bytes for t in tasks], dtype=float))
+        self.mem = _readonly(np.array([d.memory for d in devs], dtype=float))
+        # What a single input of a task may occupy: used by latency methods.
+        self.can_run = _readonly(
+            np.isfinite(self.dur) & ((self.weight + self.act)[:, None] <= self.mem[None, :])
+        )
+
+        ti = self.task_index
+        self.src = _readonly(np.array([ti[e.src] for e in self.edges], dtype=np.int64))
+        self.dst = _readonly(np.array([ti[e.dst] for e in self.edges], dtype=np.int64))
+        self.nbytes = _readonly(np.array([e.bytes for e in self.edges], dtype=float))
+
+        llat = np.full((self.m, self.m), np.inf)
+        mpb = np.zeros((self.m, self.m))
+        np.fill_diagonal(llat, 0.0)
+        for ln in self.system.links:
+            a, b = self.device_index[ln.a], self.device_index[ln.b]
+            for u, v in [(a, b)] if ln.directed else [(a, b), (b, a)]:
+                llat[u, v] = ln.latency
+                mpb[u, v] = 1000.0 / ln.bandwidth
+        self.link_latency = _readonly(llat)
+        self.link_ms_per_byte = _readonly(mpb)
+
+        self.pred: tuple[tuple[int, ...], ...]
+        self.succ: tuple[tuple[int, ...], ...]
+        pred: list[list[int]] = [[] for _ in range(self.n)]
+        succ: list[list[int]] = [[] for _ in range(self.n)]
+        self.in_edges: tuple[tuple[int, ...], ...]
+        in_edges: list[list[int]] = [[] for _ in range(self.n)]
+        for e, (s, d) in enumerate(zip(self.src.tolist(), self.dst.tolist())):
+            pred[d].append(s)
+            succ[s].append(d)
+            in_edges[d].append(e)
+        self.pred = tuple(map(tuple, pred))
+        self.succ = tuple(map(tuple, succ))
+        self.in_edges = tuple(map(tuple, in_edges))
+
+    # -------------------------------------------------------------- derived
+    @cached_property
+    def comm(self) -> np.ndarray:
+        """Communication time per edge and device pair, shape (E, m, m); ``inf`` without a link."""
+        c = self.link_latency[None, :, :] + self.nbytes[:, None, None] * self.link_ms_per_byte
+        return _readonly(c)
+
+    @cached_property
+    def graph(self) -> nx.DiGraph:
+        """The task graph over task indices; each edge carries its index as ``e``."""
+        g = nx.DiGraph()
+        g.add_nodes_from(range(self.n))
+        g.add_edges_from((s, d, {"e": e}) for e, (s, d) in enumerate(zip(self.src, self.dst)))
+        return g
+
+    @property
+    def objective_kind(self) -> str:
+        return self.objective.kind
+
+    def device_comm(self, nbytes: float, u: int, v: int) -> float:
+        """Time to move ``nbytes`` from device u to device v (0 when u == v)."""
+        return float(self.link_latency[u, v] + nbytes * self.link_ms_per_byte[u, v])
+
+    def with_objective(self, objective: Objective) -> Problem:
+        """The same graph and system under another objective."""
+        return Problem(self.tasks, self.edges, self.system, objective, self.name)
+
+    def __repr__(self) -> str:
+        obj = self.objective.kind
+        if obj == "throughput":
+            obj += f", L={self.L}"
+        return f"<Problem {self.name!r}: {self.n} tasks, {self.E} edges, {self.m} devices, {obj}>"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Problem):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # ------------------------------------------------------------ conversion
+    def to_dict(self) -> dict[str, Any]:
+        """The problem as a ``mapsched.problem/1`` dictionary."""
+        from .formats import problem_to_dict
+
+        return problem_to_dict(self)
+
+    def to_json(self, indent: int | None = 1) -> str:
+        from .formats import dumps
+
+        return dumps(self.to_dict(), indent)
+
+    def write(self, path: str) -> None:
+        """Write the problem file atomically: a failure leaves no half-written file."""
+        from .formats import write_json
+
+        write_json(path, self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Problem:
+        """Build a problem from a parsed ``mapsched.problem/1`` document."""
+        from .formats import problem_from_dict
+
+        return problem_from_dict(data)
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "problem") -> Problem:
+        from .formats import loads
+
+        return cls.from_dict(loads(text, source, ProblemError))
+
+    @classmethod
+    def read(cls, path: str) -> Problem:
+        """Read a problem file; every defect becomes a one-line :class:`ProblemError`."""
+        from .formats import read_json
+
+        return cls.from_dict(read_json(path, ProblemError))
+
+    @classmethod
+    def from_networkx(
+        cls,
+        graph: nx.DiGraph,
+        system: System,
+        objective: Objective | None = None,
+        name: str = "problem",
+    ) -> Problem:
+        """Build a problem from a DiGraph whose nodes carry ``latency`` (as in
+        :class:`Task`) and optionally ``weight_bytes``, ``input_bytes`` and
+        ``output_bytes``, and whose edges may carry ``bytes``.
+
+        Examples
+        --------
+        >>> import networkx as nx
+        >>> g = nx.DiGraph()
+        >>> g.add_node("a", latency={"cpu": 2.0})
+        >>> g.add_node("b", latency={"cpu": 3.0})
+        >>> g.add_edge("a", "b", bytes=10)
+        >>> Problem.from_networkx(g, System((Device("cpu"),))).n
+        2
+        """
+        tasks = []
+        for node, attrs in graph.nodes(data=True):
+            if "latency" not in attrs:
+                raise ProblemError(f"tasks[{len(tasks)}].latency: node {node!r} has no 'latency' attribute")
+            tasks.append(
+                Task(
+                    str(node),
+                    attrs["latency"],
+                    attrs.get("weight_bytes", 0.0),
+                    attrs.get("input_bytes", 0.0),
+                    attrs.get("output_bytes", 0.0),
+                )
+            )
+        edges = [Edge(str(s), str(d), a.get("bytes")) for s, d, a in graph.edges(data=True)]
+        return cls(tasks, edges, system, objective, name)
+
+    @classmethod
+    def from_arrays(
+        cls,
+        latency: Any,
+        edges: Iterable[Sequence[float]],
+        system: System | None = None,
+        objective: Objective | None = None,
+        task_names: Sequence[str] | None = None,
+        name: str = "problem",
+    ) -> Problem:
+        """Build a latency problem from a task x device computation matrix and an edge list,
+        as users of HEFT libraries pass them.
+
+        ``latency[i][u]`` is the time of task i on device u (``inf`` or ``nan``: cannot
+        run). ``edges`` holds ``(i, j)`` or ``(i, j, cost)``. Without a ``system``, the
+        devices ``p0 .. p{m-1}`` are fully linked at 1000 bytes/s, so that an edge's
+        cost is its communication time in milliseconds.
+
+        Examples
+        --------
+        >>> p = Problem.from_arrays([[3, 5], [2, 1]], [(0, 1, 4)])
+        >>> p.device_names, float(p.comm[0, 0, 1])
+        (('p0', 'p1'), 4.0)
+        """
+        w = np.asarray(latency, dtype=float)
+        if w.ndim != 2:
+            raise ProblemError(f"latency: expected a task x device matrix, got shape {w.shape}")
+        n, m = w.shape
+        if system is None:
+            devs = tuple(Device(f"p{u}") for u in range(m))
+            links = tuple(
+                Link(devs[u].name, devs[v].name, 1000.0) for u in range(m) for v in range(u + 1, m)
+            )
+            system = System(devs, links)
+        if len(system.devices) != m:
+            raise ProblemError(
+                f"latency: the matrix has {m} columns but the system has {len(system.devices)} devices"
+            )
+        names = list(task_names) if task_names is not None else [f"t{i}" for i in range(n)]
+        if len(names) != n:
+            raise ProblemError(f"task_names: expected {n} names, got {len(names)}")
+        dnames = [d.name for d in system.devices]
+        tasks = [
+            Task(names[i], {dnames[u]: float(w[i, u]) for u in range(m) if np.isfinite(w[i, u])})
+            for i in range(n)
+        ]
+        elist = []
+        for k, e in enumerate(edges):
+            if len(e) not in (2, 3):
+                raise ProblemError(f"edges[{k}]: expected (i, j) or (i, j, cost), got {e!r}")
+            i, j = (int(x) for x in e[:2])
+            if not (0 <= i < n and 0 <= j < n):
+                raise ProblemError(f"edges[{k}]: task index out of range 0..{n - 1} in {e!r}")
+            elist.append(Edge(names[i], names[j], e[2] if len(e) == 3 else 0.0))
+        return cls(tasks, elist, system, objective, name)
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a

@@ -1,0 +1,109 @@
+"""The method registry: every method registers under a short name with its options.
+
+A method is a function ``fn(problem, ctx, **options) -> Schedule`` where ``ctx``
+is a :class:`~mapsched.solve.SolveContext`. It returns the best schedule it
+found; :func:`mapsched.solve` then fills in the bound, gap, timing and name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import OptionError
+
+__all__ = ["Method", "Option", "get", "methods", "register"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """A method option: settable as ``solve(..., name=value)`` or ``--name value``."""
+
+    name: str
+    type: type
+    default: Any
+    help: str
+    choices: tuple[Any, ...] | None = None
+
+    def parse(self, value: Any, method: str) -> Any:
+        """Convert a value (a string from the command line, or a Python value) to the option's type."""
+        try:
+            if self.type is bool and isinstance(value, str):
+                if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                    raise ValueError
+                v = value.lower() in ("1", "true", "yes", "on")
+            else:
+                v = self.type(value)
+        except (TypeError, ValueError):
+            raise OptionError(
+                f"--{self.name.replace('_', '-')}: method {method!r} expects {self.type.__name__}, got {value!r}"
+            ) from None
+        if self.choices is not None and v not in self.choices:
+            raise OptionError(
+                f"--{self.name.replace('_', '-')}: expected one of {list(self.choices)}, got {value!r}"
+            )
+        return v
+
+
+@dataclass(frozen=True)
+class Method:
+    """A registered method."""
+
+    name: str
+    fn: Callable[..., Any]
+    description: str
+    objectives: tuple[str, ...]
+    options: tuple[Option, ...] = field(default_factory=tuple)
+    exact: bool = False
+
+    def parse_options(self, given: dict[str, Any]) -> dict[str, Any]:
+        """Defaults overridden by ``given``; unknown names are an :class:`OptionError`."""
+        known = {o.name: o for o in self.options}
+        out = {o.name: o.default for o in self.options}
+        for key, value in given.items():
+            key = key.replace("-", "_")
+            if key not in known:
+                valid = ", ".join(f"--{k.replace('_', '-')}" for k in known) or "none"
+                raise OptionError(f"--{key.replace('_', '-')}: method {self.name!r} has no such option (options: {valid})")
+            out[key] = known[key].parse(value, self.name)
+        return out
+
+
+_REGISTRY: dict[str, Method] = {}
+
+
+def register(
+    name: str,
+    description: str,
+    *,
+    objectives: tuple[str, ...] = ("latency", "throughput"),
+    options: tuple[Option, ...] = (),
+    exact: bool = False,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator that registers a method under ``name``."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if name in _REGISTRY:
+            raise ValueError(f"method {name!r} is registered twice")
+        _REGISTRY[name] = Method(name, fn, description, objectives, tuple(options), exact)
+        return fn
+
+    return wrap
+
+
+def get(name: str) -> Method:
+    """The method registered under ``name``; an :class:`OptionError` names the known ones."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise OptionError(f"--method: unknown method {name!r}; expected one of {sorted(_REGISTRY)}") from None
+
+
+def methods() -> dict[str, str]:
+    """Registered method names with a one-line description each."""
+    return {name: m.description for name, m in sorted(_REGISTRY.items())}
+
+
+def all_methods() -> list[Method]:
+    return [m for _, m in sorted(_REGISTRY.items())]

@@ -1,0 +1,140 @@
+"""One entry point for every method: :func:`solve`."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import registry
+from .bounds import lower_bound
+from .errors import OptionError
+from .problem import Problem
+from .schedule import Schedule
+from .validate import tolerance
+
+__all__ = ["DEFAULT_METHOD", "SolveContext", "solve"]
+
+DEFAULT_METHOD = "single-best"
+
+Progress = Callable[[float, float], None]
+"""A progress callback: called with (seconds since start, best makespan so far)."""
+
+
+@dataclass
+class SolveContext:
+    """What a method needs besides the problem and its options.
+
+    Attributes
+    ----------
+    time_limit : float or None
+        Seconds the method may spend; None means its own budget (iterations).
+    rng : numpy.random.Generator
+        The only source of randomness a method may use.
+    threads : int
+        Threads an exact solver may use.
+    callback : callable or None
+        Called as ``callback(seconds, makespan)`` on every improvement.
+    """
+
+    time_limit: float | None = None
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+    threads: int = 1
+    callback: Progress | None = None
+    log: bool = False
+    started: float = field(default_factory=time.perf_counter)
+    history: list[tuple[float, float]] = field(default_factory=list)
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def remaining(self) -> float:
+        """Seconds left before the time limit (``inf`` without one)."""
+        return math.inf if self.time_limit is None else max(0.0, self.time_limit - self.elapsed())
+
+    def expired(self) -> bool:
+        return self.remaining() <= 0.0
+
+    def improved(self, makespan: float) -> None:
+        """Record a new best makespan, and tell the callback."""
+        if self.history and makespan >= self.history[-1][1]:
+            return
+        t = self.elapsed()
+        self.history.append((t, makespan))
+        if self.callback is not None:
+            self.callback(t, makespan)
+
+
+def solve(
+    problem: Problem,
+    method: str = DEFAULT_METHOD,
+    time_limit: float | None = None,
+    seed: int | np.random.Generator | None = 0,
+    *,
+    threads: int | None = None,
+    callback: Progress | None = None,
+    log: bool = False,
+    **options: Any,
+) -> Schedule:
+    """Map and schedule ``problem`` with a registered method.
+
+    Parameters
+    ----------
+    problem : Problem
+    method : str
+        A name from :func:`mapsched.methods`.
+    time_limit : float, optional
+        Seconds; on expiry a method returns its best schedule with status ``feasible``.
+    seed : int or numpy.random.Generator, optional
+        The same seed gives the same schedule.
+    threads : int, optional
+        For exact solvers; defaults to the number of cores.
+    callback : callable, optional
+        ``callback(seconds, makespan)`` on every improvement.
+    log : bool
+        Keep the solver's log in ``Schedule.log``.
+    **options
+        Method options (see ``mapsched methods``).
+
+    Returns
+    -------
+    Schedule
+        With ``lower_bound`` the best proved bound (the method's own or
+        :func:`mapsched.bounds.lower_bound`), and ``status`` ``optimal`` only when proved.
+
+    Examples
+    --------
+    >>> import mapsched
+    >>> p = mapsched.instances.load("topcuoglu2002")
+    >>> r = mapsched.solve(p, "single-best")
+    >>> r.makespan, r.status
+    (127.0, 'feasible')
+    """
+    m = registry.get(method)
+    if problem.objective.kind not in m.objectives:
+        raise OptionError(
+            f"--method: {method!r} does not handle the {problem.objective.kind} objective; "
+            f"it handles {', '.join(m.objectives)}"
+        )
+    if time_limit is not None and not time_limit > 0:
+        raise OptionError(f"--time-limit: expected a positive number of seconds, got {time_limit!r}")
+    opts = m.parse_options(options)
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    ctx = SolveContext(time_limit, rng, threads or os.cpu_count() or 1, callback, log)
+    result: Schedule = m.fn(problem, ctx, **opts)
+    result.solve_seconds = ctx.elapsed()
+    result.method = method
+    result.history = ctx.history or [(result.solve_seconds, result.makespan)]
+    bound = lower_bound(problem).value
+    if result.lower_bound is not None:
+        bound = max(bound, result.lower_bound)
+    result.lower_bound = bound
+    # A makespan that meets a proved bound is proved optimal, whatever found it.
+    if result.makespan <= bound + tolerance(bound):
+        result.status = "optimal"
+    return result
