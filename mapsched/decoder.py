@@ -18,7 +18,7 @@ Examples
 >>> from mapsched.decoder import decode
 >>> p = instances.load("topcuoglu2002")
 >>> decode(p, {t: "p3" for t in p.task_names}).makespan  # everything on p3
-146.0
+143.0
 """
 
 from __future__ import annotations

@@ -65,7 +65,9 @@ class Method:
             key = key.replace("-", "_")
             if key not in known:
                 valid = ", ".join(f"--{k.replace('_', '-')}" for k in known) or "none"
-                raise OptionError(f"--{key.replace('_', '-')}: method {self.name!r} has no such option (options: {valid})")
+                raise OptionError(
+                    f"--{key.replace('_', '-')}: method {self.name!r} has no such option (options: {valid})"
+                )
             out[key] = known[key].parse(value, self.name)
         return out
 

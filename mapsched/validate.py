@@ -63,13 +63,14 @@ def validate(problem: Problem, schedule: Schedule) -> list[Violation]:
         b = len(j.inputs)
         dev = p.system.devices[u]
         if b not in dev.batch_sizes:
-            out.append(Violation(1, f"jobs[{k}]: batch size {b} is not among {j.device!r}'s batch_sizes {list(dev.batch_sizes)}"))
+            out.append(Violation(
+                1, f"jobs[{k}]: batch size {b} is not among {j.device!r}'s batch_sizes {list(dev.batch_sizes)}"))
         elif not np.isfinite(p.lat[i, u, p.batch_pos[b]]):
             out.append(Violation(1, f"jobs[{k}]: {j.device!r} cannot run task {j.task!r} at batch size {b}"))
         jobs.append((i, u, j))
 
     # Rule 2: durations and non-negative starts.
-    for k, (i, u, j) in enumerate(jobs):
+    for i, u, j in jobs:
         if j.start < -tolerance(j.start):
             out.append(Violation(2, f"job of {j.task!r} on {j.device!r} starts at {j.start} < 0"))
         b = len(j.inputs)
@@ -116,7 +117,7 @@ def validate(problem: Problem, schedule: Schedule) -> list[Violation]:
     by_dev: dict[int, list[Job]] = defaultdict(list)
     for _, u, j in jobs:
         by_dev[u].append(j)
-    for u, js in by_dev.items():
+    for js in by_dev.values():
         js.sort(key=lambda j: (j.start, j.end))
         last = None
         for j in js:

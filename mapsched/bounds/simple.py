@@ -69,7 +69,7 @@ def lower_bound(problem: Problem) -> Bound:
     --------
     >>> from mapsched import instances
     >>> lower_bound(instances.load("topcuoglu2002"))
-    Bound(value=54.0, rule='critical-path')
+    Bound(value=41.0, rule='critical-path')
     """
     rules = [
         Bound(critical_path_bound(problem), "critical-path"),

@@ -1,0 +1,75 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from mapsched import Schedule, instances, validate
+from mapsched.cli import main
+
+
+def test_methods_lists_options(capsys):
+    assert main(["methods"]) == 0
+    out = capsys.readouterr().out
+    assert "single-best" in out and "--samples int" in out
+
+
+def test_solve_writes_a_valid_schedule(tmp_path, capsys):
+    out = tmp_path / "s.json"
+    assert main(["solve", "builtin:topcuoglu2002", "--method", "random", "--samples", "50",
+                 "--seed", "3", "-o", str(out)]) == 0
+    assert "random: makespan" in capsys.readouterr().out
+    s = Schedule.read(str(out))
+    assert validate(instances.load(), s) == [] and s.method == "random"
+
+
+def test_solve_prints_json_without_output(capsys):
+    assert main(["solve", "builtin:topcuoglu2002", "--samples=5", "-m", "random"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["format"] == "mapsched.schedule/1"
+    assert "makespan" in captured.err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["solve", "builtin:topcuoglu2002", "--method", "nope"], "unknown method 'nope'"),
+    (["solve", "builtin:topcuoglu2002", "--method", "random", "--samples", "x"], "--samples"),
+    (["solve", "builtin:topcuoglu2002", "--bogus", "1"], "has no such option"),
+    (["solve", "builtin:topcuoglu2002", "--samples"], "expected a value"),
+    (["solve", "builtin:nope"], "unknown built-in instance"),
+    (["frobnicate"], "invalid choice"),
+    (["bound"], "required"),
+    (["methods", "--what"], "unrecognized arguments"),
+])
+def test_user_errors_are_one_line_exit_2(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and err.startswith("mapsched: error:")
+
+
+def test_bound_text_and_json(capsys):
+    assert main(["bound", "builtin:topcuoglu2002"]) == 0
+    assert "critical-path" in capsys.readouterr().out
+    assert main(["bound", "builtin:topcuoglu2002", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"lower_bound": 41.0, "rule": "critical-path"}
+
+
+def test_plot_and_demo(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    s = tmp_path / "s.json"
+    assert main(["solve", "builtin:topcuoglu2002", "-o", str(s)]) == 0
+    png = tmp_path / "g.png"
+    assert main(["plot", str(s), "--problem", "builtin:topcuoglu2002", "-o", str(png)]) == 0
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    demo_png = tmp_path / "demo.png"
+    assert main(["demo", "--time-limit", "2", "-o", str(demo_png)]) == 0
+    out = capsys.readouterr().out
+    assert "single-best" in out and " NO " not in out and demo_png.exists()
+
+
+def test_entry_point_has_no_traceback(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    proc = subprocess.run([sys.executable, "-m", "mapsched", "bound", str(bad)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().startswith("mapsched: error:")

@@ -1,0 +1,89 @@
+"""Every bad input gets a one-line ProblemError that names the field."""
+
+import copy
+import json
+
+import pytest
+
+from mapsched import Problem, ProblemError, instances
+from mapsched.cli import main
+
+BASE = instances.load("topcuoglu2002").to_dict()
+
+
+def mutate(fn):
+    d = copy.deepcopy(BASE)
+    fn(d)
+    return d
+
+
+CASES = [
+    ("cycle", lambda d: d["edges"].append({"src": "t10", "dst": "t1"}), "edges: the task graph has a cycle t1 -> "),
+    ("self loop", lambda d: d["edges"].append({"src": "t3", "dst": "t3"}), "cycle t3 -> t3"),
+    ("unknown task", lambda d: d["edges"].append({"src": "t1", "dst": "t99"}), "edges[15].dst: unknown task 't99'"),
+    ("unknown device in latency", lambda d: d["tasks"][2]["latency"].update(tpu=3),
+     "tasks[2].latency: unknown device 'tpu'"),
+    ("unknown device in link", lambda d: d["links"].append({"a": "p1", "b": "p9", "bandwidth": 1}),
+     "links[3].b: unknown device 'p9'"),
+    ("duplicate task", lambda d: d["tasks"].append(copy.deepcopy(d["tasks"][0])),
+     "tasks[10].name: duplicate name 't1'"),
+    ("duplicate device", lambda d: d["devices"].append({"name": "p2"}), "devices[3].name: duplicate name 'p2'"),
+    ("negative latency", lambda d: d["tasks"][1]["latency"].update(p1=-1), "tasks[1].latency.p1: expected a non-negative number, got -1"),
+    ("string latency", lambda d: d["tasks"][1]["latency"].update(p1="fast"), "tasks[1].latency.p1: expected a number, got 'fast'"),
+    ("bool latency", lambda d: d["tasks"][1]["latency"].update(p1=True), "tasks[1].latency.p1: expected a number"),
+    ("missing latency", lambda d: d["tasks"][4].pop("latency"), "tasks[4]: missing field 'latency'"),
+    ("batch latency key", lambda d: d["tasks"][0]["latency"].update(p1={"two": 3}), "tasks[0].latency.p1 (batch size 'two')"),
+    ("no device runs a task", lambda d: d["tasks"][3].update(latency={}), "tasks[3].latency: no device can run task 't4'"),
+    ("task too big for memory", lambda d: (d["devices"][0].update(memory=10), d["devices"][1].update(memory=10),
+                                           d["devices"][2].update(memory=10), d["tasks"][0].update(weight_bytes=11)),
+     "tasks[0]: no device can run task 't1' on one input"),
+    ("wrong format", lambda d: d.update(format="mapsched.problem/2"), "format: expected 'mapsched.problem/1', got 'mapsched.problem/2'"),
+    ("unknown field", lambda d: d["devices"][0].update(memroy=5), "devices[0]: unknown field 'memroy'"),
+    ("bad objective", lambda d: d.update(objective={"kind": "energy"}), "objective.kind: expected 'latency' or 'throughput'"),
+    ("throughput without batch", lambda d: d.update(objective={"kind": "throughput"}), "objective.batch: missing"),
+    ("zero bandwidth", lambda d: d["links"][0].update(bandwidth=0), "links[0].bandwidth: expected a positive number"),
+    ("unsplittable batch", lambda d: d.update(objective={"kind": "throughput", "batch": 4}),
+     "tasks[0]: task 't1' cannot process objective.batch=4"),
+    ("bad batch sizes", lambda d: d["devices"][0].update(batch_sizes=[0]), "devices[0].batch_sizes: expected a positive integer, got 0"),
+    ("negative bytes", lambda d: d["edges"][0].update(bytes=-5), "edges[0].bytes: expected a non-negative number"),
+    ("duplicate edge", lambda d: d["edges"].append({"src": "t1", "dst": "t2"}), "edges[15]: duplicate edge 't1' -> 't2'"),
+]
+
+
+@pytest.mark.parametrize("name,fn,message", CASES, ids=[c[0] for c in CASES])
+def test_bad_problem_message(name, fn, message):
+    with pytest.raises(ProblemError) as exc:
+        Problem.from_dict(mutate(fn))
+    text = str(exc.value)
+    assert message in text
+    assert "\n" not in text
+
+
+@pytest.mark.parametrize("name,fn,message", CASES[:6], ids=[c[0] for c in CASES[:6]])
+def test_bad_problem_on_the_command_line(tmp_path, capsys, name, fn, message):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(mutate(fn)))
+    out = tmp_path / "s.json"
+    assert main(["solve", str(path), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+    assert not out.exists()  # nothing half-written
+
+
+def test_malformed_json(tmp_path, capsys):
+    path = tmp_path / "bad.json"
+    path.write_text('{"format": "mapsched.problem/1",, }')
+    with pytest.raises(ProblemError, match=r"malformed JSON at line 1 column 33"):
+        Problem.read(str(path))
+    assert main(["bound", str(path)]) == 2
+    assert "malformed JSON" in capsys.readouterr().err
+
+
+def test_missing_file(capsys):
+    assert main(["bound", "/nonexistent/p.json"]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_not_an_object():
+    with pytest.raises(ProblemError, match="problem: expected a JSON object"):
+        Problem.from_json("[1, 2]")

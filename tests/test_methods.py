@@ -1,0 +1,112 @@
+"""Every registered method, on random problems, through the validator."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from strategies import problems
+
+import mapsched
+from mapsched import InfeasibleError, OptionError, instances, registry, solve, validate
+from mapsched.bounds import critical_path_bound, lower_bound, work_bound
+
+METHODS = [m.name for m in registry.all_methods()]
+# Methods that may legitimately find nothing on a feasible problem (pure sampling,
+# or one device for the whole graph).
+INCOMPLETE = {"random", "single-best"}
+
+
+def run(p, name, **kw):
+    m = registry.get(name)
+    if p.objective.kind not in m.objectives:
+        with pytest.raises(OptionError):
+            solve(p, name)
+        return None
+    try:
+        return solve(p, name, time_limit=kw.pop("time_limit", 2.0), seed=kw.pop("seed", 0), **kw)
+    except InfeasibleError:
+        assert name in INCOMPLETE, f"{name} found no schedule on a feasible problem"
+        return None
+
+
+@pytest.mark.parametrize("name", METHODS)
+@given(p=problems(throughput=None, max_tasks=7))
+def test_method_schedules_are_valid(name, p):
+    r = run(p, name)
+    if r is None:
+        return
+    assert validate(p, r) == []
+    assert r.method == name and r.status in ("optimal", "feasible")
+    assert r.lower_bound is not None and r.lower_bound <= r.makespan * (1 + 1e-9)
+    assert 0.0 <= r.gap <= 1.0
+
+
+@pytest.mark.parametrize("name", METHODS)
+@given(p=problems(throughput=None, max_tasks=6))
+def test_same_seed_same_schedule(name, p):
+    a, b = run(p, name, seed=7), run(p, name, seed=7)
+    assert (a is None) == (b is None)
+    if a is not None:
+        assert a.jobs == b.jobs
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_topcuoglu(name):
+    p = instances.load("topcuoglu2002")
+    r = solve(p, name, time_limit=5)
+    assert validate(p, r) == []
+    assert 41 <= r.makespan <= 127  # between the critical path and the best single device
+
+
+def test_methods_listing_and_errors():
+    listed = mapsched.methods()
+    assert {"single-best", "random"} <= set(listed)
+    assert all(isinstance(d, str) and d for d in listed.values())
+    p = instances.load("topcuoglu2002")
+    with pytest.raises(OptionError, match="unknown method 'nope'"):
+        solve(p, "nope")
+    with pytest.raises(OptionError, match="--samples: method 'random' expects int"):
+        solve(p, "random", samples="many")
+    with pytest.raises(OptionError, match="has no such option"):
+        solve(p, "random", sample=3)
+    with pytest.raises(OptionError, match="--time-limit"):
+        solve(p, "random", time_limit=0)
+
+
+def test_progress_callback_and_history():
+    p = instances.load("topcuoglu2002")
+    seen = []
+    r = solve(p, "random", samples=200, callback=lambda t, v: seen.append(v))
+    assert seen and seen == sorted(seen, reverse=True) and seen[-1] == r.makespan
+    assert [v for _, v in r.history] == seen
+
+
+@given(problems(throughput=None))
+def test_simple_bounds_are_below_every_planted_schedule(p):
+    s = mapsched.decode(p, p.planted)
+    assert critical_path_bound(p) <= s.makespan + 1e-9
+    assert work_bound(p) <= s.makespan + 1e-9
+    b = lower_bound(p)
+    assert b.value == max(critical_path_bound(p), work_bound(p)) and b.rule in ("critical-path", "work")
+
+
+def test_optimal_status_when_bound_is_met():
+    # A chain on one device: the critical path is the optimum.
+    p = mapsched.Problem.from_arrays(np.array([[2.0], [3.0]]), [(0, 1)])
+    r = solve(p, "single-best")
+    assert r.makespan == 5 and r.lower_bound == 5 and r.status == "optimal"
+
+
+def test_both_solver_backends_load_in_one_process():
+    """highspy and ortools' bundled HiGHS must coexist (pinned pair)."""
+    import highspy
+    import pyomo.environ as pyo
+    from ortools.sat.python import cp_model
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    assert pyo.SolverFactory("appsi_highs").available()
+    model = cp_model.CpModel()
+    x = model.new_int_var(0, 3, "x")
+    model.maximize(x)
+    solver = cp_model.CpSolver()
+    assert solver.solve(model) == cp_model.OPTIMAL and solver.value(x) == 3

@@ -1,0 +1,105 @@
+import json
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given
+from strategies import problems
+
+from mapsched import Device, Link, Objective, Problem, Schedule, System, decode, instances
+from mapsched.closure import Closure
+
+
+def test_builtin_topcuoglu_arrays():
+    p = instances.load("topcuoglu2002")
+    assert (p.n, p.m, p.E, p.L) == (10, 3, 15, 1)
+    assert p.dur.shape == (10, 3) and p.dur[0].tolist() == [14, 16, 9]
+    # bandwidth 1000 B/s makes an edge's bytes its time in ms
+    assert p.comm[0, 0, 1] == 18 and p.comm[0, 1, 1] == 0
+    assert p.topo[0] == 0 and p.topo[-1] == 9
+    with pytest.raises(ValueError):
+        p.dur[0, 0] = 1.0  # arrays are read-only
+
+
+def test_three_constructors_agree():
+    p = instances.load("topcuoglu2002")
+    g = nx.DiGraph()
+    for t in p.tasks:
+        g.add_node(t.name, latency={d: v[1] for d, v in t.latency.items()})
+    for e in p.edges:
+        g.add_edge(e.src, e.dst, bytes=e.bytes)
+    q = Problem.from_networkx(g, p.system, name=p.name)
+    assert q == p
+    w = p.dur.copy()
+    edges = [(int(s), int(d), b) for s, d, b in zip(p.src, p.dst, p.nbytes)]
+    r = Problem.from_arrays(w, edges, task_names=p.task_names, name=p.name)
+    assert np.array_equal(r.dur, p.dur) and np.array_equal(r.comm, p.comm)
+
+
+def test_from_arrays_nan_means_cannot_run():
+    p = Problem.from_arrays([[1.0, float("nan")], [2.0, 3.0]], [(0, 1)])
+    assert not p.can_run[0, 1] and p.can_run[1, 1]
+
+
+def test_batched_latency_table_and_defaults():
+    d = {
+        "format": "mapsched.problem/1",
+        "objective": {"kind": "throughput", "batch": 4},
+        "devices": [{"name": "a", "batch_sizes": [1, 2, 4]}, {"name": "b", "memory": 100}],
+        "links": [{"a": "a", "b": "b", "bandwidth": 1e3}],
+        "tasks": [{"name": "x", "latency": {"a": {"1": 1, "2": 1.5, "4": 2.5}, "b": 3},
+                   "output_bytes": 7}, {"name": "y", "latency": {"a": {"4": 2}}}],
+        "edges": [{"src": "x", "dst": "y"}],
+    }
+    p = Problem.from_dict(d)
+    assert p.L == 4 and p.batch_sizes.tolist() == [1, 2, 4]
+    assert p.lat[0, 0].tolist() == [1, 1.5, 2.5]
+    assert np.isinf(p.lat[0, 1, 1]) and p.lat[0, 1, 0] == 3  # b only runs batch 1
+    assert p.nbytes[0] == 7  # edge bytes default to the source's output_bytes
+    assert p.mem[0] == np.inf and p.mem[1] == 100
+
+
+@given(problems(throughput=None))
+def test_problem_round_trips(p):
+    q = Problem.from_json(p.to_json())
+    assert q == p
+    assert q.to_dict() == p.to_dict()
+    assert json.loads(q.to_json()) == json.loads(p.to_json())
+    for a in ("lat", "comm", "mem", "weight", "act", "src", "dst"):
+        assert np.array_equal(getattr(p, a), getattr(q, a))
+
+
+@given(problems(throughput=None))
+def test_schedule_round_trips(p):
+    r = decode(p, p.planted, method="planted", lower_bound=1.0)
+    s = Schedule.from_json(r.to_json())
+    assert s.to_dict() == r.to_dict()
+    assert s.jobs == r.jobs and s.makespan == r.makespan
+
+
+def test_file_round_trip(tmp_path):
+    p = instances.load("topcuoglu2002")
+    path = tmp_path / "p.json"
+    p.write(str(path))
+    assert Problem.read(str(path)) == p
+    assert [f.name for f in tmp_path.iterdir()] == ["p.json"]  # no temporary left behind
+
+
+@given(problems(max_tasks=12))
+def test_closure_matches_networkx(p):
+    c = Closure(p).matrix()
+    for i in range(p.n):
+        desc = nx.descendants(p.graph, i)
+        assert {int(j) for j in np.flatnonzero(c[i])} == desc
+    pairs = Closure(p).unordered_pairs()
+    for i, j in pairs:
+        assert not nx.has_path(p.graph, i, j) and not nx.has_path(p.graph, j, i)
+
+
+def test_with_objective_and_repr():
+    p = instances.load("topcuoglu2002")
+    sys2 = System(tuple(Device(d.name, batch_sizes=(1, 2)) for d in p.system.devices), p.system.links)
+    q = Problem(p.tasks, p.edges, sys2, Objective("throughput", 2), "t")
+    assert q.L == 2 and "L=2" in repr(q)
+    assert q.with_objective(Objective()).L == 1
+    assert Link("a", "b", 1.0).directed is False
