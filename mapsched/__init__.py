@@ -10,7 +10,7 @@ Examples
 []
 """
 
-from . import bounds, formulations, heuristics, instances
+from . import bounds, formulations, generators, heuristics, instances
 from .bounds import lower_bound
 from .decoder import decode
 from .errors import InfeasibleError, MapschedError, OptionError, ProblemError, ScheduleError
@@ -25,6 +25,6 @@ __version__ = "0.1.0"
 __all__ = [
     "Device", "Edge", "InfeasibleError", "Job", "Link", "MapschedError", "Objective",
     "OptionError", "Problem", "ProblemError", "Result", "Schedule", "ScheduleError",
-    "System", "Task", "Violation", "bounds", "decode", "formulations", "heuristics",
+    "System", "Task", "Violation", "bounds", "decode", "formulations", "generators", "heuristics",
     "instances", "lower_bound", "methods", "solve", "validate",
 ]
