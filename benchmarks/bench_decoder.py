@@ -31,7 +31,7 @@ def main() -> None:
         for insertion in (False, True):
             dec = Decoder(p, insertion=insertion)
             dec.makespan(owner)  # warm caches
-            t = min(timeit.repeat(lambda d=dec: d.makespan(owner), number=1, repeat=args.repeat))
+            t = min(timeit.repeat(lambda d=dec, o=owner: d.makespan(o), number=1, repeat=args.repeat))
             cells.append(f"{1000 * t:.2f}")
         print(f"| {p.n} | {p.E} | {p.m} | {cells[0]} | {cells[1]} |")
 

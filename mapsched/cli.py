@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
+import time
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import IO, Any, NoReturn
 
 from . import instances, registry
 from .bounds import lower_bound
@@ -74,11 +76,76 @@ def _summary(r: Schedule) -> str:
             f"lower bound {_fmt(r.lower_bound, 6)} (gap {gap}), {r.status}, {r.solve_seconds:.3f} s")
 
 
+class ProgressBar:
+    """A progress bar on a terminal for solves that last over a second.
+
+    Used as the solve callback (it records the best makespan); a thread redraws it
+    against the time limit (or just the elapsed time without one). Uses rich when
+    installed (``mapsched[progress]``), else a plain one-line display.
+    """
+
+    DELAY = 1.0
+
+    def __init__(self, method: str, time_limit: float | None, stream: IO[str] | None = None,
+                 enabled: bool | None = None) -> None:
+        self.method, self.time_limit = method, time_limit
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.best: float | None = None
+        self.drawn = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __call__(self, seconds: float, makespan: float) -> None:
+        self.best = makespan
+
+    def __enter__(self) -> ProgressBar:
+        if self.enabled:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _label(self) -> str:
+        best = "-" if self.best is None else f"{self.best:.6g} ms"
+        return f"{self.method}: best {best}"
+
+    def _run(self) -> None:
+        t0 = time.perf_counter()
+        if self._stop.wait(self.DELAY):
+            return
+        try:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+        except ImportError:
+            return self._run_plain(t0)
+        cols = [TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn()]
+        with Progress(*cols, console=Console(file=self.stream), transient=True) as bar:
+            task = bar.add_task(self._label(), total=self.time_limit)
+            self.drawn = True
+            while not self._stop.wait(0.1):
+                bar.update(task, description=self._label(), completed=time.perf_counter() - t0)
+
+    def _run_plain(self, t0: float) -> None:
+        while True:
+            limit = f" / {self.time_limit:g}" if self.time_limit else ""
+            self.stream.write(f"\r{self._label()}  {time.perf_counter() - t0:.1f}{limit} s ")
+            self.stream.flush()
+            self.drawn = True
+            if self._stop.wait(0.1):
+                self.stream.write("\r" + " " * 60 + "\r")
+                return
+
+
 # ---------------------------------------------------------------- commands
 def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
     problem = load_problem(args.problem)
-    result = solve(problem, args.method, args.time_limit, args.seed, threads=args.threads,
-                   log=args.log, **_method_options(extra))
+    with ProgressBar(args.method, args.time_limit) as bar:
+        result = solve(problem, args.method, args.time_limit, args.seed, threads=args.threads,
+                       log=args.log, callback=bar, **_method_options(extra))
     if args.output:
         result.write(args.output)
         print(_summary(result))

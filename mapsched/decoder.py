@@ -33,7 +33,10 @@ from .errors import InfeasibleError
 from .problem import Problem
 from .schedule import Job, Schedule
 
-__all__ = ["Decoder", "Timeline", "as_owner", "decode", "memory_use", "owner_counts"]
+__all__ = [
+    "Builder", "Decoder", "Timeline", "as_owner", "decode", "memory_use", "owner_counts", "owner_masks",
+    "split_masks",
+]
 
 
 class Timeline:
@@ -114,6 +117,112 @@ def as_owner(problem: Problem, mapping: Any) -> np.ndarray:
     if owner.min() < 0 or owner.max() >= problem.m:
         raise InfeasibleError(f"mapping: device indices must lie in 0..{problem.m - 1}")
     return owner
+
+
+def owner_masks(row: Sequence[int]) -> list[tuple[int, int]]:
+    """The jobs of one task as ``(device, input bitmask)`` pairs, from its owner row."""
+    masks: dict[int, int] = {}
+    for lo, u in enumerate(row.tolist() if isinstance(row, np.ndarray) else row):
+        masks[u] = masks.get(u, 0) | (1 << lo)
+    return sorted(masks.items())
+
+
+def split_masks(counts: Sequence[int]) -> list[tuple[int, int]]:
+    """Jobs ``(device, bitmask)`` giving device u a contiguous block of ``counts[u]`` inputs."""
+    out, lo = [], 0
+    for u, c in enumerate(counts):
+        if c:
+            out.append((u, ((1 << c) - 1) << lo))
+            lo += c
+    return out
+
+
+class Builder:
+    """A schedule built one task at a time: the incremental form of the decoder.
+
+    Constructive heuristics ask :meth:`trial` where the jobs of a task would run
+    (without committing), pick one option, and :meth:`commit` it. Tasks must be
+    committed in a topological order.
+
+    With ``check=True``, :meth:`trial` returns None for an option that cannot run:
+    an unsupported batch size, a device out of memory, or data crossing devices
+    with no link.
+    """
+
+    def __init__(self, problem: Problem, insertion: bool = False, check: bool = True) -> None:
+        p = problem
+        self.p, self.check = p, check
+        self.timeline = Timeline(p.m, insertion)
+        self.placed: list[list[tuple[int, int, float, float]]] = [[] for _ in range(p.n)]
+        self.mem_left = p.mem.astype(float).copy()
+        self.finish = 0.0
+        self._order: list[int] = []
+        self._llat = p.link_latency.tolist()
+        self._mpb = p.link_ms_per_byte.tolist()
+        self._nbytes = p.nbytes.tolist()
+        self._pred_edges = [[(int(p.src[e]), e) for e in p.in_edges[i]] for i in range(p.n)]
+
+    def ready(self, i: int, u: int, mask: int) -> float:
+        """When the inputs in ``mask`` of task i can all be on device u (``inf``: no link)."""
+        llat, mpb, nb = self._llat, self._mpb, self._nbytes
+        r = 0.0
+        for q, e in self._pred_edges[i]:
+            for v, qmask, _, qend in self.placed[q]:
+                if qmask & mask:
+                    t = qend if v == u else qend + llat[v][u] + nb[e] * mpb[v][u]
+                    if t > r:
+                        r = t
+        return r
+
+    def trial(self, i: int, jobs: list[tuple[int, int]]) -> list[tuple[int, int, float, float, int]] | None:
+        """Where jobs ``(device, mask)`` of task i would start and end: ``(u, mask, start, end, slot)``."""
+        p = self.p
+        out = []
+        for u, mask in jobs:
+            c = mask.bit_count()
+            k = p.batch_pos[c] if c < len(p.batch_pos) else -1
+            d = float(p.lat[i, u, k]) if k >= 0 else np.inf
+            if self.check and (d == np.inf or p.weight[i] + p.act[i] * c > self.mem_left[u] * (1 + 1e-9)):
+                return None
+            r = self.ready(i, u, mask)
+            if r == np.inf:
+                return None
+            s, slot = self.timeline.earliest(u, r, d)
+            out.append((u, mask, s, s + d, slot))
+        return out
+
+    def commit(self, i: int, trial: list[tuple[int, int, float, float, int]]) -> None:
+        """Place the jobs of task i as tried."""
+        p = self.p
+        for u, mask, s, e, slot in trial:
+            self.timeline.reserve(u, s, e, slot)
+            self.placed[i].append((u, mask, s, e))
+            self.mem_left[u] -= p.weight[i] + p.act[i] * mask.bit_count()
+            self.finish = max(self.finish, e)
+        self._order.append(i)
+
+    def jobs(self) -> list[tuple[int, int, float, float, int]]:
+        """Committed jobs ``(task, device, start, end, mask)`` in commit order."""
+        return [(i, u, s, e, mask) for i in self._order for u, mask, s, e in self.placed[i]]
+
+    def owner(self) -> np.ndarray:
+        """The committed mapping as an owner array."""
+        owner = np.zeros((self.p.n, self.p.L), dtype=np.int64)
+        for i, jobs in enumerate(self.placed):
+            for u, mask, _, _ in jobs:
+                for lo in range(self.p.L):
+                    if mask >> lo & 1:
+                        owner[i, lo] = u
+        return owner
+
+    def schedule(self, **kwargs: Any) -> Schedule:
+        return _to_schedule(self.p, self.jobs(), **kwargs)
+
+
+def _to_schedule(p: Problem, jobs: list[tuple[int, int, float, float, int]], **kwargs: Any) -> Schedule:
+    tn, dn = p.task_names, p.device_names
+    out = [Job(tn[i], dn[u], s, e, tuple(lo for lo in range(p.L) if mask >> lo & 1)) for i, u, s, e, mask in jobs]
+    return Schedule.from_jobs(p, out, **kwargs)
 
 
 class Decoder:
@@ -212,29 +321,10 @@ class Decoder:
         return jobs
 
     def _times_batched(self, owner: np.ndarray) -> list[tuple[int, int, float, float, int]]:
-        p = self.p
-        llat, mpb, nb, pe = self._llat, self._mpb, self._nbytes, self._pred_edges
-        tl = Timeline(p.m, self.insertion)
-        # Per task: list of [device, input bitmask, end]; masks test "shares an input".
-        groups: list[list[list]] = [[] for _ in range(p.n)]
-        jobs = []
+        b = Builder(self.p, self.insertion, check=False)
         for i in self.order:
-            masks: dict[int, int] = {}
-            for lo, u in enumerate(owner[i].tolist()):
-                masks[u] = masks.get(u, 0) | (1 << lo)
-            for u, mask in sorted(masks.items()):
-                d = float(p.lat[i, u, p.batch_pos[mask.bit_count()]])
-                ready = 0.0
-                for q, e in pe[i]:
-                    for v, qmask, qend in groups[q]:
-                        if qmask & mask:
-                            t = qend if v == u else qend + llat[v][u] + nb[e] * mpb[v][u]
-                            if t > ready:
-                                ready = t
-                s = tl.place(u, ready, d)
-                groups[i].append([u, mask, s + d])
-                jobs.append((i, u, s, s + d, mask))
-        return jobs
+            b.commit(i, b.trial(i, owner_masks(owner[i])))
+        return b.jobs()
 
     # ------------------------------------------------------------------ public
     def makespan(self, owner: np.ndarray) -> float:
@@ -248,12 +338,7 @@ class Decoder:
         reason = self.infeasibility(owner)
         if reason is not None:
             raise InfeasibleError(f"mapping is infeasible: {reason}")
-        tn, dn = self.p.task_names, self.p.device_names
-        jobs = [
-            Job(tn[i], dn[u], s, e, tuple(lo for lo in range(self.p.L) if mask >> lo & 1))
-            for i, u, s, e, mask in self.times(owner)
-        ]
-        return Schedule.from_jobs(self.p, jobs, **kwargs)
+        return _to_schedule(self.p, self.times(owner), **kwargs)
 
 
 def decode(

@@ -73,3 +73,20 @@ def test_entry_point_has_no_traceback(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().startswith("mapsched: error:")
+
+
+def test_progress_bar_draws_after_a_second():
+    import io
+
+    from mapsched import solve
+    from mapsched.cli import ProgressBar
+
+    p = instances.load()
+    stream = io.StringIO()
+    with ProgressBar("sa", 1.5, stream=stream, enabled=True) as bar:
+        r = solve(p, "sa", time_limit=1.5, iterations=10**9, callback=bar)
+    assert bar.drawn and bar.best == r.makespan
+    quiet = ProgressBar("sa", None, stream=io.StringIO())  # not a terminal: never draws
+    with quiet:
+        quiet(0.1, 5.0)
+    assert not quiet.drawn

@@ -1,5 +1,5 @@
 """Heuristic methods, one module each; importing this package registers them."""
 
-from . import random_search, single_best
+from . import cpop, ea, greedy, heft, met, random_search, sa, single_best
 
-__all__ = ["random_search", "single_best"]
+__all__ = ["cpop", "ea", "greedy", "heft", "met", "random_search", "sa", "single_best"]

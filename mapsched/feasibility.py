@@ -1,0 +1,119 @@
+"""Finding a mapping that fits memory and links, or proving that none exists.
+
+Constructive heuristics place tasks greedily and can paint themselves into a
+corner (a device full, no link to a parent's device) even when a feasible
+mapping exists. They then call :func:`feasible_counts`, a small CP-SAT model
+over "task i runs a batch of b inputs on device u" that keeps as many of the
+heuristic's choices as it can. When no mapping exists, the error names the
+devices and edges of an infeasible core.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from .errors import InfeasibleError
+from .problem import Problem
+from .splits import batch_options
+
+__all__ = ["feasible_counts"]
+
+_MEMORY_STEPS = 10_000_000  # memory is counted in units of mem / _MEMORY_STEPS (or bytes)
+
+
+def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_limit: float = 30.0) -> np.ndarray:
+    """Inputs per task and device, shape (n, m), that fit memory and links.
+
+    Parameters
+    ----------
+    problem : Problem
+    prefer : ndarray, shape (n, m), optional
+        Counts to stay close to: the model maximises the number of (task, device)
+        pairs whose count it keeps.
+    time_limit : float
+        Seconds for CP-SAT.
+
+    Raises
+    ------
+    InfeasibleError
+        When no mapping fits, naming the devices whose memory and the edges whose
+        missing links form an infeasible core.
+
+    Notes
+    -----
+    Memory is rounded conservatively (uses up, capacity down) to integer units of
+    at most ``mem / 10**7``. For throughput, a pair of devices without a link may
+    not hold a parent and a child of an edge at all, which is stricter than needed
+    but keeps the model small.
+    """
+    p = problem
+    model = cp_model.CpModel()
+    y: dict[tuple[int, int, int], cp_model.IntVar] = {}
+    for i in range(p.n):
+        for u in range(p.m):
+            for b in batch_options(p, i, u):
+                y[i, u, b] = model.new_bool_var(f"y{i}_{u}_{b}")
+    use = {}
+    for i in range(p.n):
+        model.add(sum(b * var for (ii, _, b), var in y.items() if ii == i) == p.L)
+        for u in range(p.m):
+            vs = [var for (ii, uu, _), var in y.items() if ii == i and uu == u]
+            use[i, u] = sum(vs) if vs else 0
+            if len(vs) > 1:
+                model.add_at_most_one(vs)
+
+    assume_mem = {}
+    for u in range(p.m):
+        if not math.isfinite(p.mem[u]):
+            continue
+        unit = max(1.0, p.mem[u] / _MEMORY_STEPS)
+        terms = [math.ceil((p.weight[i] + p.act[i] * b) / unit - 1e-9) * var
+                 for (i, uu, b), var in y.items() if uu == u]
+        if terms:
+            lit = assume_mem[u] = model.new_bool_var(f"mem{u}")
+            model.add(sum(terms) <= math.floor(p.mem[u] / unit + 1e-9)).only_enforce_if(lit)
+
+    assume_link = {}
+    unlinked = [(u, v) for u in range(p.m) for v in range(p.m) if u != v and not np.isfinite(p.link_latency[u, v])]
+    if unlinked:
+        for e in range(p.E):
+            i, j = int(p.src[e]), int(p.dst[e])
+            lit = assume_link[e] = model.new_bool_var(f"link{e}")
+            for u, v in unlinked:
+                if not isinstance(use[i, u], int) and not isinstance(use[j, v], int):
+                    model.add(use[i, u] + use[j, v] <= 1).only_enforce_if(lit)
+
+    if prefer is not None:
+        keep = [y[i, u, int(prefer[i, u])] for i in range(p.n) for u in range(p.m) if (i, u, int(prefer[i, u])) in y]
+        for var in keep:
+            model.add_hint(var, 1)
+        model.maximize(sum(keep))
+    lits = list(assume_mem.values()) + list(assume_link.values())
+    model.add_assumptions(lits)
+
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = time_limit
+    solver.parameters.num_workers = 1  # assumptions cores need a single worker
+    status = solver.solve(model)
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        counts = np.zeros((p.n, p.m), dtype=np.int64)
+        for (i, u, b), var in y.items():
+            if solver.value(var):
+                counts[i, u] = b
+        return counts
+    if status == cp_model.INFEASIBLE:
+        core = set(solver.sufficient_assumptions_for_infeasibility())
+        devs = [p.device_names[u] for u, lit in assume_mem.items() if lit.index in core]
+        edges = [f"{p.task_names[p.src[e]]}->{p.task_names[p.dst[e]]}" for e, lit in assume_link.items()
+                 if lit.index in core]
+        parts = []
+        if devs:
+            parts.append(f"the memory of {', '.join(devs)}")
+        if edges:
+            parts.append(f"the missing links under edges {', '.join(edges[:5])}{' ...' if len(edges) > 5 else ''}")
+        why = " together with ".join(parts) or "the batch sizes the devices support"
+        raise InfeasibleError(f"no mapping of the {p.n} tasks exists: {why} rule(s) every one out")
+    raise InfeasibleError(f"no feasible mapping found within {time_limit:g} s (memory and links are tight)")

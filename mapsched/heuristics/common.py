@@ -1,0 +1,136 @@
+"""Pieces shared by the heuristics: ranks, per-task options, and list construction.
+
+Every constructive heuristic is one loop: take tasks in a priority order, try
+each option of the current task with the :class:`~mapsched.decoder.Builder`,
+commit the one its rule prefers. When memory or links leave a task no option,
+the loop hands over to :func:`~mapsched.feasibility.feasible_counts`, which
+keeps the choices made so far where it can, and decodes its mapping instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import product
+
+import numpy as np
+
+from ..decoder import Builder, Decoder, owner_counts, split_masks
+from ..feasibility import feasible_counts
+from ..problem import Problem
+from ..schedule import Schedule
+from ..splits import batch_options, owner_from_counts
+
+Option = list[tuple[int, int]]  # the jobs of one task: (device, input bitmask)
+Trial = list[tuple[int, int, float, float, int]]  # Builder.trial output
+Rule = Callable[[int, list[tuple[Option, Trial]], Builder], tuple[Option, Trial]]
+
+MAX_SPLITS = 64  # candidate splits kept per task for batched heuristics
+
+
+def mean_cost(problem: Problem) -> np.ndarray:
+    """Mean job time of each task over the (device, batch) pairs that can run it, shape (n,)."""
+    usable = problem.batch_sizes <= problem.L
+    lat = np.where(np.isfinite(problem.lat[:, :, usable]), problem.lat[:, :, usable], np.nan)
+    if problem.L == 1:
+        lat = np.where(problem.can_run, problem.dur, np.nan)[:, :, None]
+    return np.nanmean(lat.reshape(problem.n, -1), axis=1)
+
+
+def mean_comm(problem: Problem) -> np.ndarray:
+    """Mean communication time of each edge over the links (ordered pairs of distinct linked devices)."""
+    p = problem
+    linked = np.isfinite(p.link_latency) & ~np.eye(p.m, dtype=bool)
+    if not linked.any():
+        return np.zeros(p.E)
+    return p.link_latency[linked].mean() + p.nbytes * p.link_ms_per_byte[linked].mean()
+
+
+def upward_rank(problem: Problem) -> np.ndarray:
+    """HEFT's rank_u: mean cost plus the longest mean path to an exit. O(n + E)."""
+    p = problem
+    w, c = mean_cost(p).tolist(), mean_comm(p).tolist()
+    out_edges: list[list[int]] = [[] for _ in range(p.n)]
+    for e, s in enumerate(p.src.tolist()):
+        out_edges[s].append(e)
+    dst = p.dst.tolist()
+    rank = [0.0] * p.n
+    for i in reversed(p.topo.tolist()):
+        rank[i] = w[i] + max((c[e] + rank[dst[e]] for e in out_edges[i]), default=0.0)
+    return np.array(rank)
+
+
+def downward_rank(problem: Problem) -> np.ndarray:
+    """CPOP's rank_d: the longest mean path from an entry, excluding the task itself. O(n + E)."""
+    p = problem
+    w, c = mean_cost(p).tolist(), mean_comm(p).tolist()
+    src = p.src.tolist()
+    rank = [0.0] * p.n
+    for i in p.topo.tolist():
+        rank[i] = max((rank[src[e]] + w[src[e]] + c[e] for e in p.in_edges[i]), default=0.0)
+    return np.array(rank)
+
+
+def rank_order(problem: Problem, priority: np.ndarray) -> list[int]:
+    """Tasks by decreasing priority, ties in topological order (so the order stays topological
+    when ranks tie along zero-cost edges)."""
+    pos = np.empty(problem.n, dtype=np.int64)
+    pos[problem.topo] = np.arange(problem.n)
+    return np.lexsort((pos, -priority)).tolist()
+
+
+def _splits(problem: Problem, i: int) -> tuple[tuple[int, ...], ...]:
+    """Feasible count vectors of task i, fastest (smallest longest job) first, at most MAX_SPLITS."""
+    p = problem
+    choices = [[0, *batch_options(p, i, u)] for u in range(p.m)]
+    found = []
+    for counts in product(*choices):
+        if sum(counts) != p.L:
+            continue
+        longest = max(p.lat[i, u, p.batch_pos[c]] for u, c in enumerate(counts) if c)
+        found.append((longest, sum(1 for c in counts if c), counts))
+    found.sort()
+    return tuple(c for _, _, c in found[:MAX_SPLITS])
+
+
+def options(problem: Problem, i: int) -> list[Option]:
+    """The ways to run task i: one device (latency) or one split of its inputs (throughput)."""
+    if problem.L == 1:
+        return [[(int(u), 1)] for u in np.flatnonzero(problem.can_run[i])]
+    return [split_masks(c) for c in _splits(problem, i)]
+
+
+def job_time(trial: Trial) -> float:
+    """How long the task's slowest job lasts (its execution time, waiting excluded)."""
+    return max(e - s for _, _, s, e, _ in trial)
+
+
+def finish(trial: Trial) -> float:
+    return max(e for _, _, _, e, _ in trial)
+
+
+def construct(problem: Problem, order: Sequence[int], rule: Rule, insertion: bool, **kwargs) -> Schedule:
+    """List-schedule ``order`` with ``rule`` choosing among each task's feasible options.
+
+    Falls back to a feasibility repair when a task has no feasible option left.
+    """
+    b = Builder(problem, insertion)
+    for i in order:
+        tried = [(opt, t) for opt in options(problem, i) if (t := b.trial(i, opt)) is not None]
+        if not tried:
+            return _repair(problem, order, b, insertion, **kwargs)
+        b.commit(i, rule(i, tried, b)[1])
+    return b.schedule(**kwargs)
+
+
+def _repair(problem: Problem, order: Sequence[int], b: Builder, insertion: bool, **kwargs) -> Schedule:
+    """Finish a dead-ended construction: keep what was placed where memory and links allow."""
+    prefer = owner_counts(problem, b.owner())
+    placed = [bool(jobs) for jobs in b.placed]
+    # Unplaced tasks prefer their fastest device.
+    for i in np.flatnonzero(~np.array(placed)):
+        prefer[i] = 0
+        prefer[i, int(np.argmin(problem.lat[i].min(axis=1)))] = problem.L
+    counts = feasible_counts(problem, prefer)
+    s = Decoder(problem, order, insertion).schedule(owner_from_counts(counts), **kwargs)
+    s.log += "construction dead-ended on memory or links; finished by a feasibility repair\n"
+    return s

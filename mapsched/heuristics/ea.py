@@ -1,0 +1,51 @@
+"""``ea``: the biased (1+1) evolutionary algorithm.
+
+It starts from every task on its fastest device (hence "biased"; repaired to
+fit memory and links if needed), mutates each gene with probability 1/n, and
+keeps the child when it is no worse. The result is never worse than the start.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..problem import Problem
+from ..registry import Option, register
+from ..schedule import Schedule
+from ..solve import SolveContext
+from .search import MappingSpace
+
+
+def start_mapping(problem: Problem) -> np.ndarray:
+    """The biased start: the fastest mapping, made feasible."""
+    space = MappingSpace(problem)
+    return space.feasible(space.fastest())
+
+
+@register(
+    "ea",
+    "biased (1+1) evolutionary algorithm from the fastest-device mapping",
+    options=(Option("iterations", int, 5000, "children to try"),),
+)
+def ea(problem: Problem, ctx: SolveContext, iterations: int) -> Schedule:
+    """O(iterations (n + E)) for latency."""
+    space = MappingSpace(problem)
+    cur = start_mapping(problem)
+    f_cur = space.fitness(cur)
+    ctx.improved(f_cur)
+    rng, n = ctx.rng, problem.n
+    for _ in range(iterations):
+        if ctx.expired():
+            break
+        genes = np.flatnonzero(rng.random(n) < 1.0 / n)
+        if not len(genes):
+            continue
+        child = cur.copy()
+        for i in genes:
+            space.mutate_gene(child, int(i), rng)
+        f = space.fitness(child)
+        if f <= f_cur:
+            if f < f_cur:
+                ctx.improved(f)
+            cur, f_cur = child, f
+    return space.schedule(cur)

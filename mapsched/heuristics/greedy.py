@@ -1,0 +1,24 @@
+"""``greedy`` and ``bgreedy``: each task, in topological order, goes where the
+latency of everything scheduled so far grows least, communication included."""
+
+from __future__ import annotations
+
+from ..problem import Problem
+from ..registry import register
+from ..schedule import Schedule
+from ..solve import SolveContext
+from .common import construct, finish
+
+
+def _greedy(problem: Problem, ctx: SolveContext) -> Schedule:
+    """O(n k) trials for k options per task."""
+    s = construct(problem, problem.topo.tolist(),
+                  lambda i, tried, b: min(tried, key=lambda t: (max(b.finish, finish(t[1])), finish(t[1]))),
+                  insertion=False)
+    ctx.improved(s.makespan)
+    return s
+
+
+greedy = register("greedy", "each task where the partial makespan grows least", objectives=("latency",))(_greedy)
+bgreedy = register("bgreedy", "batched greedy: each task's split where the partial makespan grows least",
+                   objectives=("throughput",))(_greedy)

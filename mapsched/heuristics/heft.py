@@ -1,0 +1,36 @@
+"""``heft`` and ``bheft``: insertion-based Heterogeneous Earliest Finish Time
+(Topcuoglu, Hariri and Wu, 2002).
+
+Tasks go in decreasing upward rank (mean cost over the devices that can run the
+task, mean communication over the links); each goes to the option with the
+earliest finish time, inserted into idle gaps where it fits. The batched form
+ranks with mean batch times and chooses among input splits.
+"""
+
+from __future__ import annotations
+
+from ..problem import Problem
+from ..registry import register
+from ..schedule import Schedule
+from ..solve import SolveContext
+from .common import construct, finish, rank_order, upward_rank
+
+
+def _heft(problem: Problem, ctx: SolveContext) -> Schedule:
+    """O(n log n + E) for the ranks, then O(n k) trials with insertion.
+
+    Examples
+    --------
+    >>> import mapsched
+    >>> mapsched.solve(mapsched.instances.load("topcuoglu2002"), "heft").makespan
+    80.0
+    """
+    order = rank_order(problem, upward_rank(problem))
+    s = construct(problem, order, lambda i, tried, b: min(tried, key=lambda t: finish(t[1])), insertion=True)
+    ctx.improved(s.makespan)
+    return s
+
+
+heft = register("heft", "insertion-based HEFT (Topcuoglu et al. 2002)", objectives=("latency",))(_heft)
+bheft = register("bheft", "batched HEFT: earliest-finishing input split, by upward rank",
+                 objectives=("throughput",))(_heft)

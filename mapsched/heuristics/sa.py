@@ -1,0 +1,55 @@
+"""``sa``: simulated annealing over the mapping string, the decoder as fitness.
+
+A move gives one random task another device (or, for throughput, a new random
+split of its inputs). Worse moves are accepted with probability
+``exp(-delta / T)``; the temperature falls geometrically from ``t0`` times the
+starting makespan to a thousandth of that over the iteration budget. The best
+mapping seen is returned (or the starting heuristic's own schedule when that is
+better), so the result is never worse than the start.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..problem import Problem
+from ..registry import Option, register
+from ..schedule import Schedule
+from ..solve import SolveContext, solve
+from .search import MappingSpace
+
+
+@register(
+    "sa",
+    "simulated annealing over the mapping string",
+    options=(
+        Option("iterations", int, 5000, "moves to try"),
+        Option("t0", float, 0.05, "initial temperature, relative to the starting makespan"),
+        Option("init", str, "heft", "starting mapping", choices=("heft", "met")),
+    ),
+)
+def sa(problem: Problem, ctx: SolveContext, iterations: int, t0: float, init: str) -> Schedule:
+    """O(iterations (n + E)) for latency."""
+    space = MappingSpace(problem)
+    start = solve(problem, ("b" if problem.L > 1 else "") + init)
+    cur = space.feasible(space.from_schedule(start))
+    f_cur = space.fitness(cur)
+    best, f_best = cur.copy(), f_cur
+    ctx.improved(f_best)
+    rng = ctx.rng
+    temp0 = max(t0 * f_cur, 1e-12)
+    for k in range(iterations):
+        if ctx.expired():
+            break
+        temp = temp0 * 1e-3 ** (k / iterations)
+        i = int(rng.integers(problem.n))
+        cand = cur.copy()
+        space.mutate_gene(cand, i, rng)
+        f = space.fitness(cand)
+        if f <= f_cur or (math.isfinite(f) and rng.random() < math.exp(-(f - f_cur) / temp)):
+            cur, f_cur = cand, f
+            if f < f_best:
+                best, f_best = cand.copy(), f
+                ctx.improved(f_best)
+    # The start's own schedule (HEFT's, with insertion) may beat every decoded string.
+    return start if start.makespan <= f_best else space.schedule(best)

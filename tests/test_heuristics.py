@@ -1,0 +1,116 @@
+"""Heuristics: golden values, search invariants, memory and link handling."""
+
+import pytest
+from hypothesis import given
+from strategies import problems
+
+import mapsched
+from mapsched import InfeasibleError, Problem, instances, solve, validate
+from mapsched.feasibility import feasible_counts
+from mapsched.heuristics.common import downward_rank, upward_rank
+from mapsched.heuristics.ea import start_mapping
+from mapsched.heuristics.search import MappingSpace
+
+TOPCUOGLU = instances.load("topcuoglu2002")
+
+
+def test_heft_golden_80():
+    r = solve(TOPCUOGLU, "heft")
+    assert r.makespan == 80.0 and validate(TOPCUOGLU, r) == []
+
+
+def test_cpop_golden_86():
+    # Topcuoglu et al. report 86 for CPOP on their example.
+    assert solve(TOPCUOGLU, "cpop").makespan == 86.0
+
+
+def test_topcuoglu_ranks():
+    # Upward ranks from Table 1 of Topcuoglu et al. (2002).
+    ru = upward_rank(TOPCUOGLU)
+    assert ru[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]] == pytest.approx(
+        [108.0, 77.0, 80.0, 80.0, 69.0, 63.333, 42.667, 35.667, 44.333, 14.667], abs=1e-3)
+    rd = downward_rank(TOPCUOGLU)
+    assert rd[0] == 0 and rd[9] == pytest.approx(93.333, abs=1e-3)
+
+
+@pytest.mark.parametrize("name", ["sa", "ea"])
+def test_search_reaches_topcuoglu_optimum(name):
+    assert solve(TOPCUOGLU, name, seed=0).makespan == 73.0
+
+
+@given(problems(throughput=None, max_tasks=7))
+def test_ea_never_worse_than_its_start(p):
+    space = MappingSpace(p)
+    start = space.fitness(start_mapping(p))
+    assert solve(p, "ea", iterations=200).makespan <= start + 1e-9
+
+
+@given(problems(throughput=None, max_tasks=7))
+def test_sa_never_worse_than_its_start(p):
+    init = solve(p, "bheft" if p.L > 1 else "heft").makespan
+    assert solve(p, "sa", iterations=200).makespan <= init + 1e-9
+
+
+def test_time_limit_is_honoured():
+    p = mapsched.generators.random_dag(300, 4, seed=1)
+    for name in ("sa", "ea"):
+        r = solve(p, name, time_limit=0.5, iterations=10**9)
+        assert r.solve_seconds < 2.0 and r.status == "feasible" and validate(p, r) == []
+
+
+def tight_problem(mem_b: float):
+    """Two parallel tasks that each need 60 bytes; device a holds 100, b holds mem_b."""
+    return Problem.from_dict({
+        "format": "mapsched.problem/1",
+        "objective": {"kind": "latency"},
+        "devices": [{"name": "a", "memory": 100}, {"name": "b", "memory": mem_b}],
+        "links": [{"a": "a", "b": "b", "bandwidth": 1e6}],
+        "tasks": [{"name": "x", "latency": {"a": 1, "b": 10}, "weight_bytes": 60},
+                  {"name": "y", "latency": {"a": 1, "b": 10}, "weight_bytes": 60}],
+        "edges": [],
+    })
+
+
+@pytest.mark.parametrize("name", ["met", "greedy", "heft", "cpop", "sa", "ea"])
+def test_memory_forces_a_slower_device(name):
+    p = tight_problem(100)
+    r = solve(p, name)
+    assert validate(p, r) == [] and {j.device for j in r.jobs} == {"a", "b"}
+
+
+@pytest.mark.parametrize("name", ["met", "heft", "ea"])
+def test_no_feasible_mapping_names_the_devices(name):
+    p = tight_problem(50)
+    with pytest.raises(InfeasibleError, match="memory of a"):
+        solve(p, name)
+
+
+def test_dead_end_is_repaired():
+    """met puts x on a (fastest), leaving y nowhere: a -> b has no link and a is full."""
+    p = Problem.from_dict({
+        "format": "mapsched.problem/1",
+        "objective": {"kind": "latency"},
+        "devices": [{"name": "a", "memory": 100}, {"name": "b"}, {"name": "c"}],
+        "links": [{"a": "b", "b": "c", "bandwidth": 1e6}, {"a": "a", "b": "c", "bandwidth": 1e6}],
+        "tasks": [{"name": "x", "latency": {"a": 1, "b": 9}, "weight_bytes": 60},
+                  {"name": "y", "latency": {"a": 1, "b": 9}, "weight_bytes": 60}],
+        "edges": [{"src": "x", "dst": "y"}],
+    })
+    r = solve(p, "met")
+    assert validate(p, r) == [] and "feasibility repair" in r.log
+
+
+@given(problems(throughput=None, max_tasks=8))
+def test_feasible_counts_fit(p):
+    counts = feasible_counts(p, None)
+    assert (counts.sum(axis=1) == p.L).all()
+    s = mapsched.decode(p, mapsched.splits.owner_from_counts(counts))
+    assert validate(p, s) == []
+
+
+def test_heft_scales_to_10000_tasks():
+    p = mapsched.generators.random_dag(2000, 4, seed=0)
+    r = solve(p, "heft")
+    assert validate(p, r) == [] and r.makespan < solve(p, "met").makespan
+
+
