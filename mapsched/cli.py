@@ -182,6 +182,9 @@ def cmd_methods(args: argparse.Namespace) -> int:
     for m in registry.all_methods():
         print(f"{m.name:14s} {m.description}  [{', '.join(m.objectives)}]")
         for o in m.options:
+            if not o.cli:
+                print(f"{'':14s}   {o.name} (Python API only): {o.help}")
+                continue
             choices = f" (one of {', '.join(map(str, o.choices))})" if o.choices else ""
             print(f"{'':14s}   --{o.name.replace('_', '-')} {o.type.__name__}: {o.help}{choices};"
                   f" default {o.default}")

@@ -23,6 +23,7 @@ Examples
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -35,8 +36,26 @@ from .schedule import Job, Schedule
 
 __all__ = [
     "Builder", "Decoder", "Timeline", "as_owner", "decode", "memory_use", "owner_counts", "owner_masks",
-    "split_masks",
+    "ready_order", "split_masks",
 ]
+
+
+def ready_order(problem: Problem, priority: np.ndarray) -> list[int]:
+    """Topological order taking, at each step, the ready task of highest priority
+    (ties: lowest index). O(n log n + E)."""
+    p = problem
+    indeg = np.bincount(p.dst, minlength=p.n).tolist()
+    heap = [(-priority[i], i) for i in range(p.n) if indeg[i] == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, i = heapq.heappop(heap)
+        order.append(i)
+        for j in p.succ[i]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                heapq.heappush(heap, (-priority[j], j))
+    return order
 
 
 class Timeline:

@@ -21,8 +21,6 @@ from .splits import batch_options
 
 __all__ = ["feasible_counts"]
 
-_MEMORY_STEPS = 10_000_000  # memory is counted in units of mem / _MEMORY_STEPS (or bytes)
-
 
 def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_limit: float = 30.0) -> np.ndarray:
     """Inputs per task and device, shape (n, m), that fit memory and links.
@@ -44,8 +42,8 @@ def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_lim
 
     Notes
     -----
-    Memory is rounded conservatively (uses up, capacity down) to integer units of
-    at most ``mem / 10**7``. For throughput, a pair of devices without a link may
+    Memory is counted in whole bytes (a fractional size is rounded up and a
+    capacity down). For throughput, a pair of devices without a link may
     not hold a parent and a child of an edge at all, which is stricter than needed
     but keeps the model small.
     """
@@ -69,12 +67,10 @@ def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_lim
     for u in range(p.m):
         if not math.isfinite(p.mem[u]):
             continue
-        unit = max(1.0, p.mem[u] / _MEMORY_STEPS)
-        terms = [math.ceil((p.weight[i] + p.act[i] * b) / unit - 1e-9) * var
-                 for (i, uu, b), var in y.items() if uu == u]
+        terms = [math.ceil(p.weight[i] + p.act[i] * b - 1e-9) * var for (i, uu, b), var in y.items() if uu == u]
         if terms:
             lit = assume_mem[u] = model.new_bool_var(f"mem{u}")
-            model.add(sum(terms) <= math.floor(p.mem[u] / unit + 1e-9)).only_enforce_if(lit)
+            model.add(sum(terms) <= math.floor(p.mem[u] + 1e-9)).only_enforce_if(lit)
 
     assume_link = {}
     unlinked = [(u, v) for u in range(p.m) for v in range(p.m) if u != v and not np.isfinite(p.link_latency[u, v])]

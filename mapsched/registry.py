@@ -25,9 +25,12 @@ class Option:
     default: Any
     help: str
     choices: tuple[Any, ...] | None = None
+    cli: bool = True  # False: Python objects (plugins, executors) that a command line cannot give
 
     def parse(self, value: Any, method: str) -> Any:
         """Convert a value (a string from the command line, or a Python value) to the option's type."""
+        if not self.cli and isinstance(value, str):
+            raise OptionError(f"--{self.name.replace('_', '-')}: method {method!r} takes it from Python only")
         try:
             if self.type is bool and isinstance(value, str):
                 if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):

@@ -57,6 +57,10 @@ class SolveContext:
         """Seconds left before the time limit (``inf`` without one)."""
         return math.inf if self.time_limit is None else max(0.0, self.time_limit - self.elapsed())
 
+    def remaining_or_none(self) -> float | None:
+        """Seconds left, or None without a time limit (for solvers' own limits)."""
+        return None if self.time_limit is None else self.remaining()
+
     def expired(self) -> bool:
         return self.remaining() <= 0.0
 

@@ -8,10 +8,9 @@ device, with insertion. Ready tasks are taken by highest priority.
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 
+from ..decoder import ready_order
 from ..problem import Problem
 from ..registry import register
 from ..schedule import Schedule
@@ -32,23 +31,6 @@ def critical_path(problem: Problem, priority: np.ndarray) -> list[int]:
             break
         path.append(k)
     return path
-
-
-def ready_order(problem: Problem, priority: np.ndarray) -> list[int]:
-    """Topological order taking, at each step, the ready task of highest priority."""
-    p = problem
-    indeg = np.bincount(p.dst, minlength=p.n).tolist()
-    heap = [(-priority[i], i) for i in range(p.n) if indeg[i] == 0]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        _, i = heapq.heappop(heap)
-        order.append(i)
-        for j in p.succ[i]:
-            indeg[j] -= 1
-            if indeg[j] == 0:
-                heapq.heappush(heap, (-priority[j], j))
-    return order
 
 
 @register("cpop", "Critical-Path-on-a-Processor (Topcuoglu et al. 2002)", objectives=("latency",))

@@ -1,0 +1,82 @@
+"""What the exact backends share: time windows, the warm start, the constraint
+hook, and turning a solver's answer back into a valid schedule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..decoder import Decoder, ready_order
+from ..problem import Problem
+from ..schedule import Schedule
+
+__all__ = ["ModelView", "Plugin", "apply_plugins", "retime", "time_windows", "warm_start"]
+
+
+class ModelView(Protocol):
+    """What a constraint plugin sees of an exact model, whatever the backend.
+
+    Expressions are the backend's own (Pyomo or CP-SAT); both support ``+``,
+    ``*`` by a number, ``sum`` and the comparisons ``<=``, ``>=`` and ``==``,
+    so one plugin serves both. Compare times only with times: CP-SAT counts them
+    in integer ticks, Pyomo in milliseconds.
+    """
+
+    problem: Problem
+
+    def use(self, i: int, u: int) -> Any:
+        """1 if task i runs (some of its inputs) on device u, else 0."""
+
+    def count(self, i: int, u: int) -> Any:
+        """Number of task i's inputs on device u."""
+
+    def busy(self, u: int) -> Any:
+        """Total busy time of device u."""
+
+    def add(self, constraint: Any) -> None:
+        """Add a constraint built from the expressions above."""
+
+
+Plugin = Callable[[ModelView], None]
+"""A constraint plugin: called once with the model view after the model is built."""
+
+
+def apply_plugins(view: ModelView, plugins: Iterable[Plugin]) -> None:
+    for plugin in plugins:
+        plugin(view)
+
+
+def time_windows(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per task: its shortest job ``dmin``, ``head`` (the longest chain of shortest jobs
+    before it) and ``tail`` (after it), with no communication. Every schedule starts
+    task i at ``head[i]`` or later and runs ``tail[i]`` or more after it ends. O(n m + E).
+    """
+    p = problem
+    dmin = np.where(np.isfinite(p.lat), p.lat, np.inf).min(axis=(1, 2))
+    head, tail = np.zeros(p.n), np.zeros(p.n)
+    for i in p.topo.tolist():
+        for q in p.pred[i]:
+            head[i] = max(head[i], head[q] + dmin[q])
+    for i in reversed(p.topo.tolist()):
+        for j in p.succ[i]:
+            tail[i] = max(tail[i], tail[j] + dmin[j])
+    return dmin, head, tail
+
+
+def warm_start(problem: Problem) -> Schedule:
+    """The heuristic schedule an exact solve starts from: ``heft`` (or ``bheft``)."""
+    from ..solve import solve
+
+    return solve(problem, "bheft" if problem.L > 1 else "heft")
+
+
+def retime(problem: Problem, owner: np.ndarray, starts: np.ndarray, **kwargs: Any) -> Schedule:
+    """Re-time a solver's answer exactly: decode its mapping in the order of its start
+    times (ties in topological order), appending on each device. Each job then starts
+    no later than the solver put it, up to the solver's rounding and tolerances."""
+    # Taking the ready task that starts first is the start order whenever that order is
+    # topological, and stays topological when solver tolerances blur zero-length jobs.
+    return Decoder(problem, ready_order(problem, -np.asarray(starts, dtype=float))).schedule(owner, **kwargs)

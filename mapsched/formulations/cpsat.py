@@ -1,0 +1,173 @@
+"""The latency problem as an OR-Tools CP-SAT model: the same problem as :mod:`.milp`.
+
+Each task has one start ``s[i]`` and, per device u that can run it, an optional
+interval of length ``t[i, u]`` present iff ``x[i, u]``; ``AddNoOverlap`` per device
+replaces the MILP's disjunctions. Communication is a precedence enforced only when
+both end devices are chosen; a missing link forbids the pair; memory is a linear
+constraint per device.
+
+Time resolution
+    CP-SAT needs integers. Times are counted in ticks of ``1 / resolution`` ms, by
+    default the power of ten that puts the heuristic makespan near 10**9 ticks, so
+    data given in whole (or 10^-k) milliseconds is represented exactly.
+
+Soundness of the bound
+    Durations and communication times are rounded **down** to ticks. Flooring every
+    start of any real schedule, and its makespan, gives a schedule of the rounded
+    model (``floor(a + b) >= floor(a) + floor(b)``), so the rounded optimum is at most
+    the real one: the solver's bound, divided by the resolution, is a lower bound of
+    the real, unrounded problem. Memory is counted in whole bytes (exact for integer
+    sizes; a fractional size is rounded up and a capacity down). The solver's
+    schedule is re-timed exactly by the decoder, in the solver's order.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from ..problem import Problem
+from ..schedule import Schedule
+from .common import Plugin, apply_plugins, time_windows
+
+__all__ = ["CpSatModel", "default_resolution"]
+
+_TICKS = 1e9
+
+
+def default_resolution(upper_bound: float) -> float:
+    """Ticks per millisecond: a power of ten putting ``upper_bound`` near 10**9 ticks."""
+    return 10.0 ** math.floor(math.log10(_TICKS / max(upper_bound, 1e-9)))
+
+
+class CpSatModel:
+    """The CP-SAT latency model of a problem, built once, solvable with a hint.
+
+    Parameters
+    ----------
+    problem : Problem
+    upper_bound : float
+        A makespan some schedule reaches; it bounds every start.
+    resolution : float, optional
+        Ticks per millisecond (default: :func:`default_resolution`).
+    plugins : tuple of callables
+        Constraint plugins (see :class:`~.common.ModelView`).
+    """
+
+    def __init__(self, problem: Problem, upper_bound: float, resolution: float | None = None,
+                 plugins: tuple[Plugin, ...] = ()) -> None:
+        p = self.problem = problem
+        self.res = res = resolution or default_resolution(upper_bound)
+        self.model = m = cp_model.CpModel()
+        dmin, head, tail = time_windows(p)
+        horizon = math.ceil(upper_bound * res)
+        self.d = d = np.where(p.can_run, np.floor(np.where(p.can_run, p.dur, 0) * res), 0).astype(np.int64)
+
+        self.x: dict[tuple[int, int], cp_model.IntVar] = {}
+        self.s = [m.new_int_var(int(math.floor(head[i] * res)), horizon, f"s{i}") for i in range(p.n)]
+        self.C = m.new_int_var(0, horizon, "C")
+        self.intervals: list[list[cp_model.IntervalVar]] = [[] for _ in range(p.m)]
+        self.end = []
+        for i in range(p.n):
+            on = np.flatnonzero(p.can_run[i]).tolist()
+            for u in on:
+                self.x[i, u] = m.new_bool_var(f"x{i}_{u}")
+                self.intervals[u].append(
+                    m.new_optional_fixed_size_interval_var(self.s[i], int(d[i, u]), self.x[i, u], f"iv{i}_{u}"))
+            m.add_exactly_one(self.x[i, u] for u in on)
+            self.end.append(self.s[i] + sum(int(d[i, u]) * self.x[i, u] for u in on))
+            if not p.succ[i]:
+                m.add(self.end[i] <= self.C)
+            m.add(self.end[i] + int(math.floor(tail[i] * res)) <= self.C)
+        for u in range(p.m):
+            m.add_no_overlap(self.intervals[u])
+            m.add(self.busy(u) <= self.C)
+
+        for e in range(p.E):
+            i, j = int(p.src[e]), int(p.dst[e])
+            m.add(self.s[j] >= self.end[i])
+            for u in np.flatnonzero(p.can_run[i]).tolist():
+                for v in np.flatnonzero(p.can_run[j]).tolist():
+                    if u == v:
+                        continue
+                    c = p.comm[e, u, v]
+                    if not math.isfinite(c):
+                        m.add_bool_or([self.x[i, u].Not(), self.x[j, v].Not()])
+                    elif math.floor(c * res) > 0:
+                        m.add(self.s[j] >= self.end[i] + int(math.floor(c * res))).only_enforce_if(
+                            [self.x[i, u], self.x[j, v]])
+
+        for u in range(p.m):
+            if math.isfinite(p.mem[u]):
+                m.add(sum(math.ceil(p.weight[i] + p.act[i] - 1e-9) * self.x[i, u]
+                          for i in range(p.n) if (i, u) in self.x) <= math.floor(p.mem[u] + 1e-9))
+        apply_plugins(self, plugins)
+        m.minimize(self.C)
+
+    # ModelView for plugins (times in ticks)
+    def use(self, i: int, u: int) -> Any:
+        return self.x.get((i, u), 0)
+
+    count = use
+
+    def busy(self, u: int) -> Any:
+        return sum(int(self.d[i, u]) * x for (i, uu), x in self.x.items() if uu == u)
+
+    def add(self, constraint: Any) -> None:
+        self.model.add(constraint)
+
+    def hint(self, schedule: Schedule) -> None:
+        """Hint a schedule (its floored starts are feasible in the rounded model)."""
+        p, m = self.problem, self.model
+        m.clear_hints()
+        for j in schedule.jobs:
+            i, u = p.task_index[j.task], p.device_index[j.device]
+            for (ii, uu), x in self.x.items():
+                if ii == i:
+                    m.add_hint(x, uu == u)
+            m.add_hint(self.s[i], int(math.floor(j.start * self.res)))
+
+    def solve(self, time_limit: float | None, threads: int, seed: int = 0, log: bool = False,
+              on_solution: Any = None) -> dict[str, Any]:
+        """Solve; returns ``owner``, ``starts`` (ms), ``bound`` (ms, sound), ``optimal`` and ``log``."""
+        solver = cp_model.CpSolver()
+        prm = solver.parameters
+        if time_limit is not None:
+            prm.max_time_in_seconds = max(time_limit, 0.01)
+        prm.num_workers = max(1, int(threads))
+        prm.random_seed = int(seed)
+        lines: list[str] = []
+        if log:
+            prm.log_search_progress = True
+            prm.log_to_stdout = False
+            solver.log_callback = lines.append
+        cb = _Callback(self, on_solution) if on_solution is not None else None
+        status = solver.solve(self.model, cb)
+        out: dict[str, Any] = {"owner": None, "starts": None, "log": "\n".join(lines),
+                               "optimal": status == cp_model.OPTIMAL,
+                               "bound": solver.best_objective_bound / self.res}
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            out["owner"], out["starts"] = self.read(solver)
+        return out
+
+    def read(self, solver: Any) -> tuple[np.ndarray, np.ndarray]:
+        owner = np.full(self.problem.n, -1, dtype=np.int64)
+        for (i, u), x in self.x.items():
+            if solver.boolean_value(x):
+                owner[i] = u
+        starts = np.array([solver.value(s) for s in self.s], dtype=float) / self.res
+        return owner, starts
+
+
+class _Callback(cp_model.CpSolverSolutionCallback):
+    """Passes each new solution (owner, starts) on, for progress reports."""
+
+    def __init__(self, model: CpSatModel, fn: Any) -> None:
+        super().__init__()
+        self.model, self.fn = model, fn
+
+    def on_solution_callback(self) -> None:
+        self.fn(*self.model.read(self))

@@ -1,0 +1,81 @@
+"""``exact``: a proved-optimal schedule (given time), with CP-SAT (default) or HiGHS.
+
+Both backends start from ``heft``'s schedule, honour ``time_limit`` and
+``threads``, and return the best schedule found with the solver's proved bound;
+the status is ``optimal`` only when the schedule meets that bound.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InfeasibleError
+from ..problem import Problem
+from ..registry import Option, register
+from ..schedule import Schedule
+from ..solve import SolveContext
+from .common import retime, warm_start
+from .cpsat import CpSatModel
+from .milp import build_model, set_start, solve_model
+
+
+@register(
+    "exact",
+    "exact model: CP-SAT (default) or the Pyomo MILP with HiGHS",
+    objectives=("latency",),
+    exact=True,
+    options=(
+        Option("backend", str, "cpsat", "solver", choices=("cpsat", "highs")),
+        Option("resolution", float, 0.0, "CP-SAT ticks per ms (0: automatic)"),
+        Option("plugins", tuple, (), "constraint plugins (Python API only)", cli=False),
+    ),
+)
+def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, plugins: tuple) -> Schedule:
+    """Solve the latency problem exactly; see :mod:`.milp` and :mod:`.cpsat`.
+
+    Plugins may cut off the warm start, so with plugins it is only a hint, and the
+    horizon is the serial bound (every semi-active schedule ends by it) instead of
+    the warm start's makespan.
+    """
+    start = warm_start(problem)
+    upper = serial_bound(problem) if plugins else start.makespan
+    if not plugins:
+        ctx.improved(start.makespan)
+    if backend == "highs":
+        model = build_model(problem, upper, plugins)
+        set_start(model, problem, start)
+        out = solve_model(model, ctx.remaining_or_none(), ctx.threads, warmstart=True, log=ctx.log)
+        log = f"model built in {model.build_seconds:.3f} s\n" + out["log"]
+    else:
+        model = CpSatModel(problem, upper, resolution or None, plugins)
+        model.hint(start)
+
+        def report(owner, starts):
+            ctx.improved(retime(problem, owner[:, None], starts).makespan)
+
+        seed = int(ctx.rng.integers(2**31 - 1))
+        out = model.solve(ctx.remaining_or_none(), ctx.threads, seed, ctx.log, report)
+        log = f"resolution {model.res:g} ticks/ms\n" + out["log"]
+    bound = out["bound"]
+    if out["owner"] is None:
+        if not plugins:  # the warm start is a valid answer
+            return _finish(start, bound, log)
+        raise InfeasibleError("exact: no schedule satisfies the plugins' constraints "
+                              + ("(proved)" if out["optimal"] else "(none found within the time limit)"))
+    result = retime(problem, out["owner"][:, None], out["starts"])
+    best = start if not plugins and start.makespan < result.makespan else result
+    return _finish(best, bound, log)
+
+
+def serial_bound(problem: Problem) -> float:
+    """No semi-active schedule ends later than all longest jobs and transfers in a row."""
+    p = problem
+    comm = np.where(np.isfinite(p.comm), p.comm, 0.0) if p.E else np.zeros(0)
+    return float(np.where(p.can_run, p.dur, 0).max(axis=1).sum() + (comm.max(axis=(1, 2)).sum() if p.E else 0.0))
+
+
+def _finish(s: Schedule, bound: float | None, log: str) -> Schedule:
+    s.lower_bound = bound if bound is not None and bound == bound else None
+    s.status = "feasible"  # solve() promotes it to optimal when it meets the bound
+    s.log = log
+    return s

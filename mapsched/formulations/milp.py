@@ -1,0 +1,231 @@
+"""The latency MILP of Ghannane & Abdelfattah (section IV-A), as a Pyomo model.
+
+Variables
+    ``x[i, u]`` binary: task i runs on device u (only where it can);
+    ``s[i]`` start time; ``y[i, j]`` binary: i before j, for pairs no path orders;
+    ``C`` the makespan.
+
+Constraints
+    assignment: ``sum_u x[i, u] == 1``;
+    makespan: ``s[i] + D[i] <= C`` for exit tasks, with ``D[i] = sum_u t[i, u] x[i, u]``;
+    precedence: ``s[j] >= s[i] + D[i]`` and, for each linked pair u != v,
+    ``s[j] >= s[i] + D[i] + com(e, u, v) (x[i, u] + x[j, v] - 1)``, which binds only
+    when both are chosen and needs no big-M; without a link, ``x[i, u] + x[j, v] <= 1``;
+    memory: ``sum_i (w[i] + a[i]) x[i, u] <= mem[u]``;
+    no overlap, for each pair (i, j) no path orders and each device u both can use::
+
+        s[j] >= s[i] + t[i, u] - M1 (1 - y[i, j]) - M1 (2 - x[i, u] - x[j, u])
+        s[i] >= s[j] + t[j, u] - M2 y[i, j]       - M2 (2 - x[i, u] - x[j, u])
+
+    redundant: each device's load ``sum_i t[i, u] x[i, u] <= C``.
+
+Big-M values
+    A heuristic makespan ``UB`` caps ``C`` (an optimum never exceeds it, so none is
+    cut off). Then every start lies in ``[head[i], UB - tail[i] - dmin[i]]`` (see
+    :func:`~.common.time_windows`), so ``s[i] + t[i, u] - s[j]`` never exceeds
+    ``M1 = UB - tail[i] - dmin[i] + t[i, u] - head[j]``: with ``M1`` (and ``M2``
+    symmetrically) a relaxed disjunct is always satisfiable, and an active one is exact.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+import pyomo.environ as pyo
+
+from ..closure import Closure
+from ..problem import Problem
+from ..schedule import Schedule
+from .common import Plugin, apply_plugins, time_windows
+
+__all__ = ["build_model", "solve_model"]
+
+
+class _PyomoView:
+    """The plugin view of a Pyomo model (times in milliseconds)."""
+
+    def __init__(self, problem: Problem, model: pyo.ConcreteModel) -> None:
+        self.problem, self.model = problem, model
+
+    def use(self, i: int, u: int) -> Any:
+        return self.model.x[i, u] if (i, u) in self.model.X else 0
+
+    count = use  # one input: a task used on a device holds its only input there
+
+    def busy(self, u: int) -> Any:
+        p = self.problem
+        return sum(float(p.dur[i, u]) * self.model.x[i, u] for i in range(p.n) if (i, u) in self.model.X)
+
+    def add(self, constraint: Any) -> None:
+        self.model.plugins.add(constraint)
+
+
+def build_model(
+    problem: Problem, upper_bound: float | None = None, plugins: tuple[Plugin, ...] = ()
+) -> pyo.ConcreteModel:
+    """Build the latency MILP of ``problem`` from its arrays.
+
+    Parameters
+    ----------
+    problem : Problem
+        A latency problem.
+    upper_bound : float, optional
+        A makespan that some schedule reaches (default: ``heft``'s); it sets the big-Ms.
+    plugins : tuple of callables
+        Constraint plugins (see :class:`~.common.ModelView`).
+
+    Returns
+    -------
+    pyomo.environ.ConcreteModel
+        With variables ``x``, ``s``, ``y``, ``C``; users may add constraints before
+        :func:`solve_model`. ``model.build_seconds`` holds the build time.
+
+    Notes
+    -----
+    O(n m + E m^2 + P m) constraints for P unordered pairs (from the shared
+    transitive closure).
+
+    Examples
+    --------
+    >>> from mapsched import instances
+    >>> m = build_model(instances.load("topcuoglu2002"))
+    >>> len(m.x), len(m.y)
+    (30, 23)
+    """
+    t0 = time.perf_counter()
+    p = problem
+    if upper_bound is None:
+        from .common import warm_start
+
+        upper_bound = warm_start(p).makespan
+    # A hair of slack keeps the warm start inside its bounds despite float rounding.
+    UB = float(upper_bound) * (1 + 1e-9) + 1e-9
+    dmin, head, tail = time_windows(p)
+    dur = p.dur
+    runnable = [(i, u) for i in range(p.n) for u in range(p.m) if p.can_run[i, u]]
+    on = [[u for u in range(p.m) if p.can_run[i, u]] for i in range(p.n)]
+    pairs = [tuple(map(int, ij)) for ij in Closure(p).unordered_pairs()]
+
+    m = pyo.ConcreteModel(name=p.name)
+    m.X = pyo.Set(initialize=runnable, dimen=2)
+    m.x = pyo.Var(m.X, within=pyo.Binary)
+    m.s = pyo.Var(range(p.n), within=pyo.NonNegativeReals,
+                  bounds=lambda _, i: (float(head[i]), max(float(head[i]), UB - float(tail[i] + dmin[i]))))
+    m.C = pyo.Var(within=pyo.NonNegativeReals, bounds=(0.0, UB))
+    m.P = pyo.Set(initialize=pairs, dimen=2)
+    m.y = pyo.Var(m.P, within=pyo.Binary)
+    D = {i: sum(float(dur[i, u]) * m.x[i, u] for u in on[i]) for i in range(p.n)}
+
+    m.assign = pyo.Constraint(range(p.n), rule=lambda m, i: sum(m.x[i, u] for u in on[i]) == 1)
+    exits = [i for i in range(p.n) if not p.succ[i]]
+    m.finish = pyo.Constraint(exits, rule=lambda m, i: m.s[i] + D[i] <= m.C)
+    m.device_load = pyo.Constraint(range(p.m), rule=lambda m, u: sum(
+        float(dur[i, u]) * m.x[i, u] for i in range(p.n) if p.can_run[i, u]) <= m.C)
+
+    m.prec = pyo.ConstraintList()
+    m.nolink = pyo.ConstraintList()
+    for e in range(p.E):
+        i, j = int(p.src[e]), int(p.dst[e])
+        m.prec.add(m.s[j] >= m.s[i] + D[i])
+        for u in on[i]:
+            for v in on[j]:
+                if u == v:
+                    continue
+                c = float(p.comm[e, u, v])
+                if not math.isfinite(c):
+                    m.nolink.add(m.x[i, u] + m.x[j, v] <= 1)
+                elif c > 0:
+                    m.prec.add(m.s[j] >= m.s[i] + D[i] + c * (m.x[i, u] + m.x[j, v] - 1))
+
+    m.memory = pyo.ConstraintList()
+    for u in range(p.m):
+        terms = [float(p.weight[i] + p.act[i]) * m.x[i, u] for i in range(p.n) if p.can_run[i, u]]
+        if math.isfinite(p.mem[u]) and terms:
+            m.memory.add(sum(terms) <= float(p.mem[u]))
+
+    m.disjunct = pyo.ConstraintList()
+    for i, j in pairs:
+        for u in set(on[i]) & set(on[j]):
+            both = 2 - m.x[i, u] - m.x[j, u]
+            m1 = UB - tail[i] - dmin[i] + dur[i, u] - head[j]
+            m2 = UB - tail[j] - dmin[j] + dur[j, u] - head[i]
+            m.disjunct.add(m.s[j] >= m.s[i] + float(dur[i, u]) - float(m1) * (1 - m.y[i, j]) - float(m1) * both)
+            m.disjunct.add(m.s[i] >= m.s[j] + float(dur[j, u]) - float(m2) * m.y[i, j] - float(m2) * both)
+
+    m.plugins = pyo.ConstraintList()
+    apply_plugins(_PyomoView(p, m), plugins)
+    m.obj = pyo.Objective(expr=m.C, sense=pyo.minimize)
+    m.build_seconds = time.perf_counter() - t0
+    return m
+
+
+def set_start(model: pyo.ConcreteModel, problem: Problem, schedule: Schedule) -> None:
+    """Load a schedule into the model's variables as a MIP start."""
+    dev = {j.task: problem.device_index[j.device] for j in schedule.jobs}
+    start = {problem.task_index[j.task]: j.start for j in schedule.jobs}
+    for (i, u) in model.X:
+        model.x[i, u].set_value(1 if dev[problem.task_names[i]] == u else 0)
+    for i in range(problem.n):
+        model.s[i].set_value(start[i])
+    for i, j in model.P:
+        model.y[i, j].set_value(1 if start[i] <= start[j] else 0)
+    model.C.set_value(schedule.makespan)
+
+
+def solve_model(
+    model: pyo.ConcreteModel,
+    time_limit: float | None = None,
+    threads: int = 1,
+    warmstart: bool = True,
+    log: bool = False,
+) -> dict[str, Any]:
+    """Solve a model from :func:`build_model` with HiGHS (Pyomo's appsi interface).
+
+    Returns a dict with ``owner`` (device per task), ``starts``, ``objective``,
+    ``bound``, ``optimal`` (bool) and ``log``; ``owner`` is None if no solution was found.
+    """
+    import highspy
+    from pyomo.contrib.appsi.base import TerminationCondition
+    from pyomo.contrib.appsi.solvers import Highs
+
+    # HiGHS keeps one thread pool per process, sized by the first solve; a later solve
+    # with another thread count fails unless the pool is reset first.
+    highspy.Highs.resetGlobalScheduler(True)
+    opt = Highs()
+    opt.config.load_solution = False
+    opt.config.warmstart = warmstart
+    opt.config.mip_gap = 1e-9
+    if time_limit is not None:
+        opt.config.time_limit = max(time_limit, 0.01)
+    opt.highs_options = {"threads": int(threads), "random_seed": 0}
+    logfile = None
+    if log:
+        fd, logfile = tempfile.mkstemp(prefix="mapsched-highs-", suffix=".log")
+        os.close(fd)
+        opt.config.logfile = logfile
+    try:
+        res = opt.solve(model)
+    finally:
+        text = ""
+        if logfile:
+            with open(logfile, encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+            os.unlink(logfile)
+    out: dict[str, Any] = {"owner": None, "starts": None, "objective": res.best_feasible_objective,
+                           "bound": res.best_objective_bound, "log": text,
+                           "optimal": res.termination_condition == TerminationCondition.optimal}
+    if res.best_feasible_objective is not None:
+        res.solution_loader.load_vars()
+        n = len(model.s)
+        owner = np.full(n, -1, dtype=np.int64)
+        for (i, u) in model.X:
+            if pyo.value(model.x[i, u]) > 0.5:
+                owner[i] = u
+        out["owner"] = owner
+        out["starts"] = np.array([pyo.value(model.s[i]) for i in range(n)])
+    return out
