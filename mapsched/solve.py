@@ -95,7 +95,8 @@ def solve(
     time_limit : float, optional
         Seconds; on expiry a method returns its best schedule with status ``feasible``.
     seed : int or numpy.random.Generator, optional
-        The same seed gives the same schedule.
+        The same seed gives the same schedule (for exact solvers, with ``threads=1``
+        and no time limit reached: parallel workers may find another optimum).
     threads : int, optional
         For exact solvers; defaults to the number of cores.
     callback : callable, optional

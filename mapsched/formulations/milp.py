@@ -95,7 +95,7 @@ def build_model(
     >>> from mapsched import instances
     >>> m = build_model(instances.load("topcuoglu2002"))
     >>> len(m.x), len(m.y)
-    (30, 23)
+    (30, 21)
     """
     t0 = time.perf_counter()
     p = problem
