@@ -66,6 +66,22 @@ def time_windows(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return dmin, head, tail
 
 
+def edge_comm(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """Per edge: ``cmin``, the least time to cross any link (``inf`` if none can be crossed),
+    and ``extra[e, u, v] = comm(e, u, v) - cmin[e]`` for u != v (``inf`` without a link).
+
+    Models state "an edge whose ends sit on different devices costs at least cmin"
+    with one literal per edge, and add pair constraints only where ``extra > 0``:
+    none at all on a system whose links are all alike.
+    """
+    p = problem
+    off = ~np.eye(p.m, dtype=bool)
+    comm = np.where(off[None], p.comm, np.inf)
+    cmin = comm.min(axis=(1, 2)) if p.m > 1 else np.full(p.E, np.inf)
+    extra = comm - np.where(np.isfinite(cmin), cmin, 0.0)[:, None, None]
+    return cmin, extra
+
+
 def warm_start(problem: Problem) -> Schedule:
     """The heuristic schedule an exact solve starts from: ``heft`` (or ``bheft``)."""
     from ..solve import solve

@@ -31,7 +31,7 @@ from ortools.sat.python import cp_model
 
 from ..problem import Problem
 from ..schedule import Schedule
-from .common import Plugin, apply_plugins, time_windows
+from .common import Plugin, apply_plugins, edge_comm, time_windows
 
 __all__ = ["CpSatModel", "default_resolution"]
 
@@ -86,18 +86,32 @@ class CpSatModel:
             m.add_no_overlap(self.intervals[u])
             m.add(self.busy(u) <= self.C)
 
+        # At most m tasks run at once, each for at least its shortest job: a redundant
+        # cumulative that tightens the bound where the graph is wide.
+        fixed = [m.new_fixed_size_interval_var(self.s[i], int(math.floor(dmin[i] * res)), f"min{i}")
+                 for i in range(p.n)]
+        m.add_cumulative(fixed, [1] * p.n, p.m)
+
+        cmin, extra = edge_comm(p)
         for e in range(p.E):
             i, j = int(p.src[e]), int(p.dst[e])
             m.add(self.s[j] >= self.end[i])
-            for u in np.flatnonzero(p.can_run[i]).tolist():
-                for v in np.flatnonzero(p.can_run[j]).tolist():
+            on_i, on_j = np.flatnonzero(p.can_run[i]).tolist(), np.flatnonzero(p.can_run[j]).tolist()
+            # same[e] <=> both ends on one device; apart, the edge costs at least cmin.
+            same = m.new_bool_var(f"same{e}")
+            for u in set(on_i) | set(on_j):
+                m.add(self.use(i, u) == self.use(j, u)).only_enforce_if(same)
+            m.add_bool_or([self.x[i, u] for u in on_i if u in on_j] or [m.new_constant(0)]).only_enforce_if(same)
+            if math.isfinite(cmin[e]) and math.floor(cmin[e] * res) > 0:
+                m.add(self.s[j] >= self.end[i] + int(math.floor(cmin[e] * res))).only_enforce_if(same.Not())
+            for u in on_i:
+                for v in on_j:
                     if u == v:
                         continue
-                    c = p.comm[e, u, v]
-                    if not math.isfinite(c):
+                    if not math.isfinite(extra[e, u, v]):
                         m.add_bool_or([self.x[i, u].Not(), self.x[j, v].Not()])
-                    elif math.floor(c * res) > 0:
-                        m.add(self.s[j] >= self.end[i] + int(math.floor(c * res))).only_enforce_if(
+                    elif math.floor(p.comm[e, u, v] * res) > math.floor(cmin[e] * res):
+                        m.add(self.s[j] >= self.end[i] + int(math.floor(p.comm[e, u, v] * res))).only_enforce_if(
                             [self.x[i, u], self.x[j, v]])
 
         for u in range(p.m):

@@ -8,7 +8,9 @@ Variables
 Constraints
     assignment: ``sum_u x[i, u] == 1``;
     makespan: ``s[i] + D[i] <= C`` for exit tasks, with ``D[i] = sum_u t[i, u] x[i, u]``;
-    precedence: ``s[j] >= s[i] + D[i]`` and, for each linked pair u != v,
+    precedence: with ``same[e, u] <= x[i, u], x[j, u]`` (edge e kept on device u) and
+    ``cmin[e]`` its cheapest crossing, ``s[j] >= s[i] + D[i] + cmin[e] (1 - sum_u same[e, u])``;
+    for each linked pair u != v dearer than ``cmin[e]``,
     ``s[j] >= s[i] + D[i] + com(e, u, v) (x[i, u] + x[j, v] - 1)``, which binds only
     when both are chosen and needs no big-M; without a link, ``x[i, u] + x[j, v] <= 1``;
     memory: ``sum_i (w[i] + a[i]) x[i, u] <= mem[u]``;
@@ -41,7 +43,7 @@ import pyomo.environ as pyo
 from ..closure import Closure
 from ..problem import Problem
 from ..schedule import Schedule
-from .common import Plugin, apply_plugins, time_windows
+from .common import Plugin, apply_plugins, edge_comm, time_windows
 
 __all__ = ["build_model", "solve_model"]
 
@@ -127,20 +129,28 @@ def build_model(
     m.device_load = pyo.Constraint(range(p.m), rule=lambda m, u: sum(
         float(dur[i, u]) * m.x[i, u] for i in range(p.n) if p.can_run[i, u]) <= m.C)
 
+    # same[e, u] <= x[i, u], x[j, u]: the edge stays on device u. Apart, it costs at least
+    # cmin[e]; pairs of devices that cost more than cmin get their own constraint.
+    cmin, extra = edge_comm(p)
+    m.SAME = pyo.Set(initialize=[(e, u) for e in range(p.E) for u in range(p.m)
+                                 if p.can_run[p.src[e], u] and p.can_run[p.dst[e], u]], dimen=2)
+    m.same = pyo.Var(m.SAME, bounds=(0, 1))
+    m.same_src = pyo.Constraint(m.SAME, rule=lambda m, e, u: m.same[e, u] <= m.x[int(p.src[e]), u])
+    m.same_dst = pyo.Constraint(m.SAME, rule=lambda m, e, u: m.same[e, u] <= m.x[int(p.dst[e]), u])
     m.prec = pyo.ConstraintList()
     m.nolink = pyo.ConstraintList()
     for e in range(p.E):
         i, j = int(p.src[e]), int(p.dst[e])
-        m.prec.add(m.s[j] >= m.s[i] + D[i])
+        apart = 1 - sum(m.same[e, u] for u in range(p.m) if (e, u) in m.SAME)
+        m.prec.add(m.s[j] >= m.s[i] + D[i] + (float(cmin[e]) * apart if math.isfinite(cmin[e]) else 0))
         for u in on[i]:
             for v in on[j]:
                 if u == v:
                     continue
-                c = float(p.comm[e, u, v])
-                if not math.isfinite(c):
+                if not math.isfinite(extra[e, u, v]):
                     m.nolink.add(m.x[i, u] + m.x[j, v] <= 1)
-                elif c > 0:
-                    m.prec.add(m.s[j] >= m.s[i] + D[i] + c * (m.x[i, u] + m.x[j, v] - 1))
+                elif extra[e, u, v] > 0:
+                    m.prec.add(m.s[j] >= m.s[i] + D[i] + float(p.comm[e, u, v]) * (m.x[i, u] + m.x[j, v] - 1))
 
     m.memory = pyo.ConstraintList()
     for u in range(p.m):

@@ -1,5 +1,11 @@
 """Seeded workload generators; each returns a validated :class:`~mapsched.Problem`."""
 
+from .costs import PRESETS as SYSTEMS
+from .costs import DeviceProfile, Platform, cpu_t4_a100, gpu_server, multi_node, platform
 from .random_dag import random_dag
+from .random_wired import module_graph, random_wired, stack
 
-__all__ = ["random_dag"]
+__all__ = [
+    "SYSTEMS", "DeviceProfile", "Platform", "cpu_t4_a100", "gpu_server", "module_graph", "multi_node",
+    "platform", "random_dag", "random_wired", "stack",
+]
