@@ -10,7 +10,7 @@ Examples
 []
 """
 
-from . import bounds, formulations, generators, heuristics, instances
+from . import bounds, formulations, generators, heuristics, instances, split
 from .bounds import lower_bound
 from .decoder import decode
 from .errors import InfeasibleError, MapschedError, OptionError, ProblemError, ScheduleError
@@ -26,5 +26,5 @@ __all__ = [
     "Device", "Edge", "InfeasibleError", "Job", "Link", "MapschedError", "Objective",
     "OptionError", "Problem", "ProblemError", "Result", "Schedule", "ScheduleError",
     "System", "Task", "Violation", "bounds", "decode", "formulations", "generators", "heuristics",
-    "instances", "lower_bound", "methods", "solve", "validate",
+    "instances", "lower_bound", "methods", "solve", "split", "validate",
 ]

@@ -170,7 +170,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_bound(args: argparse.Namespace) -> int:
-    b = lower_bound(load_problem(args.problem))
+    b = lower_bound(load_problem(args.problem), "fast" if args.fast else "full", args.time_limit)
     if args.json:
         print(json.dumps({"lower_bound": b.value, "rule": b.rule}))
     else:
@@ -246,6 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bound", help="print a proved lower bound on the makespan")
     b.add_argument("problem", help=prob_help)
     b.add_argument("--json", action="store_true")
+    b.add_argument("--fast", action="store_true", help="only the critical-path and work bounds")
+    b.add_argument("--time-limit", type=float, default=60.0, help="seconds for the module-chain bound")
 
     sub.add_parser("methods", help="list the methods and their options")
 

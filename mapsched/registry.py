@@ -32,7 +32,9 @@ class Option:
         if not self.cli and isinstance(value, str):
             raise OptionError(f"--{self.name.replace('_', '-')}: method {method!r} takes it from Python only")
         try:
-            if self.type is bool and isinstance(value, str):
+            if self.type is object:  # any Python object, passed through as given
+                v = value
+            elif self.type is bool and isinstance(value, str):
                 if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
                     raise ValueError
                 v = value.lower() in ("1", "true", "yes", "on")

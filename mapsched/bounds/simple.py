@@ -62,8 +62,13 @@ def work_bound(problem: Problem) -> float:
     return float(min_work(problem).sum() / problem.m)
 
 
-def lower_bound(problem: Problem) -> Bound:
+def lower_bound(problem: Problem, effort: str = "fast", time_limit: float = 60.0) -> Bound:
     """The largest of the method-independent bounds, with the rule that gave it.
+
+    ``effort="fast"`` (what every ``solve`` adds) takes the critical path and the
+    total work, in O(n m nb L + E). ``effort="full"`` adds the module-chain
+    recursion of :func:`~mapsched.bounds.chain.chain_bound` (exact solves of
+    module pieces, at most ``time_limit`` seconds) for latency problems.
 
     Examples
     --------
@@ -75,4 +80,10 @@ def lower_bound(problem: Problem) -> Bound:
         Bound(critical_path_bound(problem), "critical-path"),
         Bound(work_bound(problem), "work"),
     ]
+    if effort == "full" and problem.L == 1:
+        from .chain import chain_bound
+
+        rules.append(Bound(chain_bound(problem, time_limit=time_limit), "module-chain"))
+    elif effort not in ("fast", "full"):
+        raise ValueError(f"effort: expected 'fast' or 'full', got {effort!r}")
     return max(rules, key=lambda b: b.value)

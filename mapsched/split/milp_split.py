@@ -1,0 +1,251 @@
+"""``split``: MILP-SPLIT (Ghannane & Abdelfattah, section IV-B).
+
+Every module of the chain (see :mod:`.modules`) is solved exactly for every pair
+``(u, v)`` of devices holding its input and its output, and the module solutions
+are combined by dynamic programming::
+
+    dp(M_t, u, v) = min_{u', v'} [dp(M_{t-1}, u', v') + com(t, v', u)] + OPT(M_t, u, v)
+
+The chosen module schedules are stitched into one mapping and one priority order
+(module after module), and the whole graph is re-timed by the decoder, so the
+result always passes the validator (jobs of consecutive modules may then overlap,
+which only helps).
+
+When it is exact
+    With one channel between consecutive modules, every task of module t
+    (t > 0) a descendant of the module's input and every task of module t
+    (t < last) an ancestor of its output, module t cannot start before module
+    t - 1 ends, and the recursion is exact when the modules are solved exactly.
+    Random-wired modules, with one input and one output node and every task on a
+    path between them, satisfy this. The same recursion over the modules' proved
+    bounds then gives a proved lower bound. Memory is a global sum over modules: if
+    the stitched mapping overflows a device it is repaired (and no longer exact).
+    With several channels all channel ends of a module are held on one device for
+    the recursion, which makes it a heuristic, with no bound of its own.
+
+Subproblems are independent and run through a ``concurrent.futures.Executor``:
+by default a process pool sized to the cores; any executor works (those of
+dask.distributed and Ray included) if it can pickle a :class:`Problem`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import Executor, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from ..decoder import Decoder, as_owner, owner_counts, ready_order
+from ..errors import InfeasibleError
+from ..feasibility import feasible_counts
+from ..problem import Edge, Problem, Task
+from ..registry import Option, register
+from ..schedule import Schedule
+from ..solve import SolveContext, solve
+from ..splits import owner_from_counts
+from .modules import ModuleChain, detect_modules
+
+__all__ = ["solve_module", "split"]
+
+
+@dataclass(frozen=True)
+class ModuleSolution:
+    makespan: float
+    bound: float
+    devices: dict[str, str]
+    starts: dict[str, float]
+
+
+def solve_module(sub: Problem, backend: str, time_limit: float | None) -> ModuleSolution | None:
+    """Solve one module subproblem exactly (runs in a worker); None if it has no schedule."""
+    try:
+        r = solve(sub, "exact", time_limit=time_limit, threads=1, backend=backend)
+    except InfeasibleError:
+        return None
+    return ModuleSolution(r.makespan, float(r.lower_bound or 0.0), {j.task: j.device for j in r.jobs},
+                          {j.task: j.start for j in r.jobs})
+
+
+def _subproblem(p: Problem, chain: ModuleChain, t: int, u: int | None, v: int | None) -> Problem | None:
+    """Module t with its inputs held on device u and outputs on v (None: free)."""
+    tasks = list(chain.modules[t])
+    ins = chain.inputs(p, t) if t > 0 and u is not None else []
+    outs = chain.outputs(p, t) if v is not None else []
+    for i in ins:
+        if i in tasks and not p.can_run[i, u]:
+            return None
+    for i in outs:
+        if not p.can_run[i, v]:
+            return None
+    if set(ins) & set(outs) and u != v:
+        return None
+    fix = {i: u for i in ins if i in tasks} | {i: v for i in outs}
+    sub = p.restrict(tasks, fix, name=f"{p.name}.M{t}")
+    node = chain.nodes[t - 1] if t > 0 else None
+    if node is None:
+        return sub
+    # A node channel opens this module with a zero-time copy of the articulation point.
+    name = f"{p.task_names[node]}~copy"
+    copy = Task(name, {p.device_names[u]: {b: 0.0 for b in p.tasks[node].latency[p.device_names[u]]}})
+    edges = [Edge(name, e.dst, e.bytes) for e in p.edges if e.src == p.task_names[node]
+             and p.task_index[e.dst] in chain.modules[t]]
+    return Problem((copy, *sub.tasks), (*edges, *sub.edges), sub.system, sub.objective, sub.name)
+
+
+def _is_exact(p: Problem, chain: ModuleChain) -> bool:
+    """One channel, and within each module every task after its input and before its output."""
+    if chain.width > 1 or any(len(c) > 1 for c in chain.channels):
+        return False
+    for t, mod in enumerate(chain.modules):
+        g = p.graph.subgraph(mod)
+        if t > 0:
+            (i,) = chain.inputs(p, t)
+            below = nx.descendants(p.graph if chain.nodes[t - 1] is not None else g, i) | {i}
+            if not set(mod) <= below:
+                return False
+        if t < len(chain.modules) - 1:
+            (o,) = chain.outputs(p, t)
+            if set(nx.ancestors(g, o)) | {o} != set(mod):
+                return False
+    return True
+
+
+def _com(p: Problem, chain: ModuleChain, t: int, v_prev: int, u: int) -> float:
+    """Cost of moving from module t-1's outputs on v_prev to module t's inputs on u."""
+    if chain.nodes[t - 1] is not None:
+        return 0.0 if u == v_prev else math.inf
+    return max(float(p.comm[e, v_prev, u]) for e in chain.channels[t - 1])
+
+
+@register(
+    "split",
+    "MILP-SPLIT: exact module solves combined by dynamic programming",
+    objectives=("latency",),
+    exact=True,
+    options=(
+        Option("channels", int, 0, "most edges between consecutive modules (0: fewest that split the graph)"),
+        Option("backend", str, "cpsat", "exact solver for the modules", choices=("cpsat", "highs")),
+        Option("module_time_limit", float, 10.0, "seconds per module subproblem"),
+        Option("workers", int, 0, "processes for the subproblems (0: one per core; 1: in this process)"),
+        Option("executor", object, None, "a concurrent.futures.Executor for the subproblems", cli=False),
+    ),
+)
+def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, module_time_limit: float,
+          workers: int, executor: Executor | None) -> Schedule:
+    """MILP-SPLIT; see the module docstring. O(T m^2) module solves and O(T m^4) DP steps."""
+    p = problem
+    chain = _pick_chain(p, channels)
+    T, m = len(chain.modules), p.m
+    ins_dev = [[None] if t == 0 else list(range(m)) for t in range(T)]
+    out_dev = [[None] if t == T - 1 else list(range(m)) for t in range(T)]
+    jobs = {(t, u, v): sub for t in range(T) for u in ins_dev[t] for v in out_dev[t]
+            if (sub := _subproblem(p, chain, t, u, v)) is not None}
+    limit = module_time_limit if ctx.time_limit is None else min(module_time_limit, ctx.remaining())
+    results = _run(jobs, backend, limit, workers, executor, ctx)
+
+    # Dynamic programming over (input device, output device) of each module.
+    value, bound, back = {}, {}, {}
+    for t in range(T):
+        for u in ins_dev[t]:
+            for v in out_dev[t]:
+                r = results.get((t, u, v))
+                if r is None:
+                    continue
+                if t == 0:
+                    value[t, u, v], bound[t, u, v], back[t, u, v] = r.makespan, r.bound, None
+                    continue
+                best, best_b, arg = math.inf, math.inf, None
+                for (tt, uu, vv), val in value.items():
+                    if tt != t - 1:
+                        continue
+                    c = _com(p, chain, t, vv, u)
+                    if val + c < best:
+                        best, arg = val + c, (uu, vv)
+                    best_b = min(best_b, bound[tt, uu, vv] + c)
+                if arg is not None:
+                    value[t, u, v], bound[t, u, v], back[t, u, v] = best + r.makespan, best_b + r.bound, arg
+    finals = {k: val for k, val in value.items() if k[0] == T - 1}
+    if not finals:
+        raise InfeasibleError("split: no combination of module schedules is feasible; try method 'exact'")
+    key = min(finals, key=finals.get)
+    chosen = []
+    t, (u, v) = T - 1, key[1:]
+    while True:
+        chosen.append((t, u, v))
+        if back[t, u, v] is None:
+            break
+        u, v = back[t, u, v]
+        t -= 1
+    schedule = _stitch(p, chain, [results[k] for k in reversed(chosen)], ctx)
+    exact_chain = _is_exact(p, chain)
+    if exact_chain and "repair" not in schedule.log:
+        schedule.lower_bound = min(bound[k] for k in finals)
+    schedule.log += f"{chain.describe(p)}\n{len(jobs)} module subproblems; DP value {finals[key]:.6g}; " \
+                    f"{'exact' if exact_chain else 'heuristic'} recursion\n"
+    return schedule
+
+
+def _pick_chain(p: Problem, channels: int) -> ModuleChain:
+    """The requested chain, or (channels=0) the first of 1..4 channels that splits the graph."""
+    if channels > 0:
+        return detect_modules(p, channels)
+    for c in range(1, 5):
+        chain = detect_modules(p, c)
+        if len(chain.modules) > 1:
+            return chain
+    return chain
+
+
+def _run(jobs: dict, backend: str, limit: float | None, workers: int, executor: Executor | None,
+         ctx: SolveContext) -> dict[tuple, ModuleSolution]:
+    """Solve every subproblem, through the executor (or in this process)."""
+    if executor is None and (workers == 1 or len(jobs) <= 1):
+        out = {}
+        for k, sub in jobs.items():
+            if ctx.expired():
+                break
+            if (r := solve_module(sub, backend, limit)) is not None:
+                out[k] = r
+        return out
+    own = executor is None
+    pool = executor or ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1)
+    try:
+        futures = {pool.submit(solve_module, sub, backend, limit): k for k, sub in jobs.items()}
+        done, pending = wait(futures, timeout=ctx.remaining_or_none())
+        for f in pending:
+            f.cancel()
+        return {futures[f]: r for f in done if (r := f.result()) is not None}
+    finally:
+        if own:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _stitch(p: Problem, chain: ModuleChain, parts: list[ModuleSolution], ctx: SolveContext) -> Schedule:
+    """One mapping and one order from the module schedules; the decoder re-times the whole."""
+    dev: dict[str, str] = {}
+    order: list[int] = []
+    for t, part in enumerate(parts):
+        names = [n for n in part.devices if n in p.task_index and p.task_index[n] in chain.modules[t]]
+        dev.update({n: part.devices[n] for n in names})
+        order += [p.task_index[n] for n in sorted(names, key=lambda n: (part.starts[n], p.task_index[n]))]
+    owner = as_owner(p, dev)
+    dec = Decoder(p, _topological(p, order))
+    if dec.infeasibility(owner) is None:
+        s = dec.schedule(owner)
+    else:  # the modules' memory adds up past a device's capacity
+        s = dec.schedule(owner_from_counts(feasible_counts(p, owner_counts(p, owner))))
+        s.log += "stitched mapping overflowed memory; finished by a feasibility repair\n"
+    ctx.improved(s.makespan)
+    return s
+
+
+def _topological(p: Problem, order: list[int]) -> list[int]:
+    """``order`` made topological (module orders are; a safety net for ties across modules)."""
+    pos = np.empty(p.n, dtype=np.int64)
+    pos[order] = np.arange(p.n)
+    if (pos[p.src] < pos[p.dst]).all():
+        return order
+    return ready_order(p, -pos.astype(float))

@@ -1,0 +1,233 @@
+"""Finding the modules of a task graph: the chain MILP-SPLIT solves module by module.
+
+Single channel
+    On the undirected view, bridges and articulation points cut the graph. An
+    articulation point that ends no bridge becomes a *node channel*: it closes one
+    module and, as a zero-time copy tied to its device, opens the next (the dummy
+    node and zero-cost edge of the seed paper). Removing the bridges leaves the
+    modules.
+
+Several channels
+    The k-edge-connected components (k = channels + 1) are the modules, joined by
+    at most ``channels`` edges.
+
+Making a chain
+    A component need not be convex in the DAG, so the quotient graph is first
+    condensed (components on a cycle of the quotient merge). Its components are then
+    laid out in a topological order (ties: smallest task index first), and a cut is
+    kept between two consecutive components only where at most ``channels`` edges
+    (one node, for a node channel) cross it; components between kept cuts merge into
+    one module. A cut that an edge jumps over on its way to a later module is
+    dropped too, so that every channel joins consecutive modules: the quotient of
+    the result is a path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from ..problem import Problem
+
+__all__ = ["ModuleChain", "detect_modules"]
+
+
+@dataclass(frozen=True)
+class ModuleChain:
+    """Modules in chain order and the channels between consecutive modules.
+
+    Attributes
+    ----------
+    modules : tuple of tuple of int
+        Task indices of each module.
+    channels : tuple of tuple of int
+        ``channels[t]``: indices of the edges from module t to module t + 1 (empty
+        for a node channel).
+    nodes : tuple of int or None
+        ``nodes[t]``: the articulation point shared by modules t and t + 1, which
+        belongs to module t and opens module t + 1 as a zero-time copy; None for
+        edge channels.
+    """
+
+    modules: tuple[tuple[int, ...], ...]
+    channels: tuple[tuple[int, ...], ...]
+    nodes: tuple[int | None, ...]
+
+    @property
+    def width(self) -> int:
+        """The most edges between two consecutive modules (1 for a single-channel chain)."""
+        return max((len(c) for c in self.channels), default=0) or 1
+
+    def inputs(self, problem: Problem, t: int) -> list[int]:
+        """Tasks of module t that receive its incoming channel (the node copy for a node channel)."""
+        if t == 0:
+            return sorted({i for i in self.modules[0] if not any(q in self.modules[0] for q in problem.pred[i])})
+        if self.nodes[t - 1] is not None:
+            return [self.nodes[t - 1]]
+        return sorted({int(problem.dst[e]) for e in self.channels[t - 1]})
+
+    def outputs(self, problem: Problem, t: int) -> list[int]:
+        """Tasks of module t that feed its outgoing channel."""
+        if t == len(self.modules) - 1:
+            mod = set(self.modules[t])
+            return sorted(i for i in mod if not any(j in mod for j in problem.succ[i]))
+        if self.nodes[t] is not None:
+            return [self.nodes[t]]
+        return sorted({int(problem.src[e]) for e in self.channels[t]})
+
+    def describe(self, problem: Problem) -> str:
+        """A readable account: one line per module and channel."""
+        lines = [f"{len(self.modules)} modules, at most {self.width} channel(s) between consecutive modules"]
+        for t, mod in enumerate(self.modules):
+            names = [problem.task_names[i] for i in mod]
+            shown = ", ".join(names[:6]) + (f", ... ({len(names)} tasks)" if len(names) > 6 else "")
+            lines.append(f"  M{t}: {shown}")
+            if t < len(self.channels):
+                if self.nodes[t] is not None:
+                    lines.append(f"    node channel {problem.task_names[self.nodes[t]]}")
+                else:
+                    edges = [f"{problem.task_names[problem.src[e]]}->{problem.task_names[problem.dst[e]]}"
+                             for e in self.channels[t]]
+                    lines.append(f"    channel {', '.join(edges)}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return f"ModuleChain({len(self.modules)} modules, sizes {[len(m) for m in self.modules]}, width {self.width})"
+
+
+def detect_modules(problem: Problem, channels: int = 1, min_size: int = 3) -> ModuleChain:
+    """Split the task graph into a chain of modules joined by at most ``channels`` edges.
+
+    Parameters
+    ----------
+    problem : Problem
+    channels : int
+        1: bridges and articulation points; more: k-edge-connected components
+        with ``k = channels + 1``.
+    min_size : int
+        With several channels, smaller k-edge components (typically a module's
+        channel ends) join the component they share most edges with.
+
+    Notes
+    -----
+    O(n + E) for one channel (bridges, articulation points); the k-edge
+    components cost more (networkx's auxiliary-graph algorithm).
+
+    Examples
+    --------
+    >>> from mapsched.generators import stack
+    >>> chain = detect_modules(stack(modules=3, n=10, seed=1))
+    >>> len(chain.modules) >= 3, chain.width
+    (True, 1)
+    """
+    p = problem
+    und = p.graph.to_undirected()
+    if channels <= 1:
+        bridges = {frozenset(b) for b in nx.bridges(und)}
+        ends = {v for b in bridges for v in b}
+        cut_nodes = set(nx.articulation_points(und)) - ends
+        g = und.copy()
+        g.remove_edges_from(tuple(b) for b in bridges)
+        # An articulation point splits into "its in-side" and "its out-side" pieces.
+        parts = []
+        for comp in nx.connected_components(g):
+            parts.extend(_split_at(p, comp, cut_nodes))
+        return _chain(p, parts, 1)
+    parts = _absorb_fragments(p, [set(c) for c in nx.k_edge_components(und, channels + 1)], min_size)
+    by_components = _chain(p, parts, channels)
+    # Sparse modules are not (channels+1)-edge-connected and crumble; cutting the
+    # task order itself then finds the boundaries. Keep whichever chain is longer.
+    by_order = _chain(p, [{i} for i in range(p.n)], channels, min_size)
+    return by_order if len(by_order.modules) > len(by_components.modules) else by_components
+
+
+def _absorb_fragments(p: Problem, parts: list[set[int]], min_size: int) -> list[set[int]]:
+    """Merge each part smaller than ``min_size`` into the part it shares most edges with.
+
+    Channel ends (a module's input and output tasks) have few edges, so k-edge
+    components leave them alone; they belong with the module they attach to most.
+    """
+    label = {v: k for k, part in enumerate(parts) for v in part}
+    while True:
+        small = sorted((k for k, part in enumerate(parts) if part and len(part) < min_size),
+                       key=lambda k: (len(parts[k]), min(parts[k])))
+        if not small or sum(1 for part in parts if part) == 1:
+            return [part for part in parts if part]
+        k = small[0]
+        links: dict[int, int] = {}
+        for v in parts[k]:
+            for w in (*p.pred[v], *p.succ[v]):
+                if label[w] != k:
+                    links[label[w]] = links.get(label[w], 0) + 1
+        target = max(links, key=lambda t: (links[t], -t))
+        for v in parts[k]:
+            label[v] = target
+        parts[target] |= parts[k]
+        parts[k] = set()
+
+
+def _split_at(p: Problem, comp: set[int], cut_nodes: set[int]) -> list[set[int]]:
+    """Cut a component at articulation points: each point stays with its predecessors."""
+    inside = [v for v in comp if v in cut_nodes]
+    if not inside:
+        return [comp]
+    g = p.graph.subgraph(comp).to_undirected().copy()
+    for v in inside:
+        for j in p.succ[v]:
+            if g.has_edge(v, j):
+                g.remove_edge(v, j)
+    return [set(c) for c in nx.connected_components(g)]
+
+
+def _chain(p: Problem, parts: list[set[int]], width: int, min_size: int = 1) -> ModuleChain:
+    label = np.empty(p.n, dtype=np.int64)
+    for k, part in enumerate(parts):
+        label[list(part)] = k
+    q = nx.DiGraph()
+    q.add_nodes_from(range(len(parts)))
+    q.add_edges_from((int(a), int(b)) for a, b in zip(label[p.src], label[p.dst]) if a != b)
+    cond = nx.condensation(q)
+    groups = [sorted(set().union(*(parts[k] for k in cond.nodes[c]["members"]))) for c in cond.nodes]
+    first = [g[0] for g in groups]
+    order = list(nx.lexicographical_topological_sort(cond, key=lambda c: first[c]))
+    pos = np.empty(p.n, dtype=np.int64)
+    for rank, c in enumerate(order):
+        pos[groups[c]] = rank
+    # crossing[k]: edges from positions <= k to positions > k.
+    a, b = pos[p.src], pos[p.dst]
+    cuts: list[tuple[int, tuple[int, ...], int | None]] = []
+    size = np.cumsum([len(groups[c]) for c in order])
+    for k in range(len(order) - 1):
+        if size[k] - (size[cuts[-1][0]] if cuts else 0) < min_size or size[-1] - size[k] < min_size:
+            continue
+        crossing = np.flatnonzero((a <= k) & (b > k))
+        if 0 < len(crossing) <= width:
+            cuts.append((k, tuple(int(e) for e in crossing), None))
+        elif len(crossing) == 0 or _node_cut(p, pos, k) is None:
+            continue
+        else:
+            cuts.append((k, (), _node_cut(p, pos, k)))
+    # An edge may not jump a module: drop the later of two kept cuts it crosses.
+    while True:
+        ks = [k for k, _, _ in cuts]
+        jump = next((j for j in range(1, len(ks)) if np.any((a <= ks[j - 1]) & (b > ks[j]))), None)
+        if jump is None:
+            break
+        del cuts[jump]
+    modules, chans, nodes = [], [], []
+    lo = 0
+    for k, crossing, node in cuts:
+        modules.append(tuple(sorted(i for c in order[lo:k + 1] for i in groups[c])))
+        chans.append(crossing)
+        nodes.append(node)
+        lo = k + 1
+    modules.append(tuple(sorted(i for c in order[lo:] for i in groups[c])))
+    return ModuleChain(tuple(modules), tuple(chans), tuple(nodes))
+
+
+def _node_cut(p: Problem, pos: np.ndarray, k: int) -> int | None:
+    """The single task at positions <= k from which every edge crossing position k leaves."""
+    srcs = {int(p.src[e]) for e in range(p.E) if pos[p.src[e]] <= k < pos[p.dst[e]]}
+    return srcs.pop() if len(srcs) == 1 else None

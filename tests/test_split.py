@@ -1,0 +1,113 @@
+"""Module detection, MILP-SPLIT and the chain bound."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mapsched import Problem, solve, validate
+from mapsched.bounds import chain_bound, lower_bound
+from mapsched.generators import stack
+from mapsched.split import detect_modules
+
+
+def chain_problem(g: nx.DiGraph, seed: int = 0) -> Problem:
+    """A latency problem on a hand-built graph, on 3 heterogeneous linked devices."""
+    rng = np.random.default_rng(seed)
+    w = rng.uniform(1, 5, size=(g.number_of_nodes(), 3)) * np.array([3.0, 1.2, 1.0])
+    nodes = sorted(g.nodes)
+    idx = {v: k for k, v in enumerate(nodes)}
+    edges = [(idx[a], idx[b], float(rng.integers(1, 4))) for a, b in g.edges]
+    return Problem.from_arrays(w, edges, task_names=[str(v) for v in nodes])
+
+
+def diamonds(k: int) -> nx.DiGraph:
+    """A chain of k diamonds a_t -> (b_t, c_t) -> d_t, joined d_t -> a_{t+1}."""
+    g = nx.DiGraph()
+    for t in range(k):
+        g.add_edges_from([(f"a{t}", f"b{t}"), (f"a{t}", f"c{t}"), (f"b{t}", f"d{t}"), (f"c{t}", f"d{t}")])
+        if t:
+            g.add_edge(f"d{t - 1}", f"a{t}")
+    return g
+
+
+def test_chain_of_diamonds_splits_at_bridges():
+    p = chain_problem(diamonds(4))
+    chain = detect_modules(p)
+    assert [sorted(p.task_names[i] for i in m) for m in chain.modules] == [
+        sorted(f"{x}{t}" for x in "abcd") for t in range(4)]
+    assert chain.width == 1 and all(n is None for n in chain.nodes)
+    assert "4 modules" in chain.describe(p)
+
+
+def inception(k: int) -> nx.DiGraph:
+    """Blocks whose concat node fans straight out into the next block: articulation points."""
+    g = nx.DiGraph()
+    g.add_edges_from([("in", f"x0.{b}") for b in range(3)])
+    for t in range(k):
+        g.add_edges_from([(f"x{t}.{b}", f"cat{t}") for b in range(3)])
+        if t + 1 < k:
+            g.add_edges_from([(f"cat{t}", f"x{t + 1}.{b}") for b in range(3)])
+    return g
+
+
+def test_articulation_points_become_node_channels():
+    p = chain_problem(inception(3))
+    chain = detect_modules(p)
+    cats = [p.task_index[f"cat{t}"] for t in range(2)]
+    assert [n for n in chain.nodes if n is not None] == cats
+    r = solve(p, "split", workers=1)
+    assert validate(p, r) == []
+    assert r.makespan == pytest.approx(solve(p, "exact").makespan)
+
+
+@pytest.mark.parametrize("channels", [2, 3])
+def test_multi_channel_stacks(channels):
+    p = stack(3, 10, channels, "sdep", seed=channels)
+    chain = detect_modules(p, channels)
+    assert len(chain.modules) >= 3 and chain.width <= channels
+    # every edge stays inside a module or joins consecutive modules
+    t = {i: k for k, m in enumerate(chain.modules) for i in m}
+    assert all(t[b] - t[a] in (0, 1) for a, b in zip(p.src, p.dst))
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.integers(0, 10**6), st.integers(2, 3))
+def test_split_equals_exact_on_single_channel_stacks(seed, modules):
+    p = stack(modules, 5, 1, seed=seed)
+    r = solve(p, "split", workers=1)
+    opt = solve(p, "exact", threads=1)
+    assert opt.status == "optimal" and validate(p, r) == []
+    assert r.makespan == pytest.approx(opt.makespan, rel=1e-6)
+    assert r.status == "optimal"
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.integers(0, 10**6), st.sampled_from(["sdep", "wdep"]), st.integers(2, 3))
+def test_multi_channel_split_is_valid_and_bounded(seed, variant, channels):
+    p = stack(2, 5, channels, variant, seed=seed)
+    r = solve(p, "split", channels=channels, workers=1, module_time_limit=2)
+    opt = solve(p, "exact", threads=1, time_limit=30)
+    assert validate(p, r) == []
+    b = chain_bound(p, time_limit=10)
+    # bound <= optimum <= split, through what is proved: the exact solve's bound and makespan
+    assert b <= opt.makespan * (1 + 1e-6)
+    assert opt.lower_bound <= r.makespan * (1 + 1e-6)
+
+
+def test_any_executor_works():
+    p = stack(3, 6, 1, seed=4)
+    with ThreadPoolExecutor(2) as pool:
+        a = solve(p, "split", executor=pool)
+    b = solve(p, "split", workers=1)
+    assert a.makespan == pytest.approx(b.makespan) and validate(p, a) == []
+
+
+def test_full_bound_uses_the_chain():
+    p = stack(3, 8, 1, seed=2)
+    fast, full = lower_bound(p), lower_bound(p, "full", time_limit=30)
+    assert full.value >= fast.value and full.rule == "module-chain"
+    assert full.value <= solve(p, "split", workers=1).makespan + 1e-9
