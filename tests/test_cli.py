@@ -47,10 +47,14 @@ def test_user_errors_are_one_line_exit_2(capsys, argv, message):
 
 
 def test_bound_text_and_json(capsys):
-    assert main(["bound", "builtin:topcuoglu2002"]) == 0
+    assert main(["bound", "builtin:topcuoglu2002", "--fast"]) == 0
     assert "critical-path" in capsys.readouterr().out
-    assert main(["bound", "builtin:topcuoglu2002", "--json"]) == 0
+    assert main(["bound", "builtin:topcuoglu2002", "--fast", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"lower_bound": 41.0, "rule": "critical-path"}
+    # the full bound solves the (one-module) chain exactly: the optimum, 73
+    assert main(["bound", "builtin:topcuoglu2002", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["rule"] == "module-chain" and out["lower_bound"] == pytest.approx(73.0)
 
 
 def test_plot_and_demo(tmp_path, capsys):

@@ -86,7 +86,7 @@ def stack(
     --------
     >>> p = stack(modules=3, n=10, channels=2, variant="sdep", seed=1)
     >>> p.n, len([i for i in range(p.n) if not p.pred[i]])
-    (38, 1)
+    (44, 1)
     """
     if variant not in ("sdep", "wdep"):
         raise ValueError(f"variant: expected 'sdep' or 'wdep', got {variant!r}")

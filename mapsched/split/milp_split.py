@@ -31,6 +31,7 @@ dask.distributed and Ray included) if it can pickle a :class:`Problem`.
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 from concurrent.futures import Executor, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -87,6 +88,8 @@ def _subproblem(p: Problem, chain: ModuleChain, t: int, u: int | None, v: int | 
     node = chain.nodes[t - 1] if t > 0 else None
     if node is None:
         return sub
+    if not p.can_run[node, u]:
+        return None
     # A node channel opens this module with a zero-time copy of the articulation point.
     name = f"{p.task_names[node]}~copy"
     copy = Task(name, {p.device_names[u]: {b: 0.0 for b in p.tasks[node].latency[p.device_names[u]]}})
@@ -192,11 +195,8 @@ def _pick_chain(p: Problem, channels: int) -> ModuleChain:
     """The requested chain, or (channels=0) the first of 1..4 channels that splits the graph."""
     if channels > 0:
         return detect_modules(p, channels)
-    for c in range(1, 5):
-        chain = detect_modules(p, c)
-        if len(chain.modules) > 1:
-            return chain
-    return chain
+    chains = [detect_modules(p, c) for c in range(1, 5)]
+    return next((c for c in chains if len(c.modules) > 1), chains[0])
 
 
 def _run(jobs: dict, backend: str, limit: float | None, workers: int, executor: Executor | None,
@@ -211,7 +211,7 @@ def _run(jobs: dict, backend: str, limit: float | None, workers: int, executor: 
                 out[k] = r
         return out
     own = executor is None
-    pool = executor or ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1)
+    pool = executor or ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1, mp_context=_mp_context())
     try:
         futures = {pool.submit(solve_module, sub, backend, limit): k for k, sub in jobs.items()}
         done, pending = wait(futures, timeout=ctx.remaining_or_none())
@@ -221,6 +221,16 @@ def _run(jobs: dict, backend: str, limit: float | None, workers: int, executor: 
     finally:
         if own:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _mp_context() -> multiprocessing.context.BaseContext:
+    """Worker processes that do not inherit this one's threads: forking after the
+    solvers have started their thread pools can deadlock a child on a held lock."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["mapsched"])
+        return ctx
+    return multiprocessing.get_context("spawn")
 
 
 def _stitch(p: Problem, chain: ModuleChain, parts: list[ModuleSolution], ctx: SolveContext) -> Schedule:

@@ -135,7 +135,13 @@ def detect_modules(problem: Problem, channels: int = 1, min_size: int = 3) -> Mo
         for comp in nx.connected_components(g):
             parts.extend(_split_at(p, comp, cut_nodes))
         return _chain(p, parts, 1)
-    parts = _absorb_fragments(p, [set(c) for c in nx.k_edge_components(und, channels + 1)], min_size)
+    parts = []
+    for comp in nx.connected_components(und):  # networkx's flow code fails on isolated tasks
+        if len(comp) == 1:
+            parts.append(set(comp))
+        else:
+            parts += [set(c) for c in nx.k_edge_components(und.subgraph(comp), channels + 1)]
+    parts = _absorb_fragments(p, parts, min_size)
     by_components = _chain(p, parts, channels)
     # Sparse modules are not (channels+1)-edge-connected and crumble; cutting the
     # task order itself then finds the boundaries. Keep whichever chain is longer.
@@ -150,10 +156,11 @@ def _absorb_fragments(p: Problem, parts: list[set[int]], min_size: int) -> list[
     components leave them alone; they belong with the module they attach to most.
     """
     label = {v: k for k, part in enumerate(parts) for v in part}
+    alone: set[int] = set()  # small parts with no edge to another part: nothing to join
     while True:
-        small = sorted((k for k, part in enumerate(parts) if part and len(part) < min_size),
+        small = sorted((k for k, part in enumerate(parts) if part and len(part) < min_size and k not in alone),
                        key=lambda k: (len(parts[k]), min(parts[k])))
-        if not small or sum(1 for part in parts if part) == 1:
+        if not small:
             return [part for part in parts if part]
         k = small[0]
         links: dict[int, int] = {}
@@ -161,6 +168,9 @@ def _absorb_fragments(p: Problem, parts: list[set[int]], min_size: int) -> list[
             for w in (*p.pred[v], *p.succ[v]):
                 if label[w] != k:
                     links[label[w]] = links.get(label[w], 0) + 1
+        if not links:
+            alone.add(k)
+            continue
         target = max(links, key=lambda t: (links[t], -t))
         for v in parts[k]:
             label[v] = target
