@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -110,8 +111,8 @@ class ProgressBar:
             self._thread.join()
 
     def _label(self) -> str:
-        best = "-" if self.best is None else f"{self.best:.6g} ms"
-        return f"{self.method}: best {best}"
+        best = "-" if self.best is None else f"{self.best:.6g}"
+        return f"{self.method}: {best}"
 
     def _run(self) -> None:
         t0 = time.perf_counter()
@@ -225,6 +226,55 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    from . import bench
+
+    if not os.path.exists(args.suites):
+        raise OptionError(f"--suites: no file {args.suites!r}; run from a checkout or give the path")
+    spec = importlib.util.spec_from_file_location("mapsched_suites", args.suites)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if args.suite not in module.SUITES:
+        raise OptionError(f"suite: unknown suite {args.suite!r}; expected one of {sorted(module.SUITES)}")
+    suite = module.SUITES[args.suite]
+    known = registry.methods()
+    objective = suite.cases[0].build().objective.kind
+    methods = tuple(m for m in suite.methods if m in known and objective in registry.get(m).objectives)
+    suite = bench.Suite(suite.name, suite.cases, methods, args.time_limit or suite.time_limit, suite.options,
+                        suite.description)
+    out = args.output or f"{suite.name}.jsonl"
+    with ProgressBar(f"bench {suite.name}, runs left", None, enabled=sys.stderr.isatty()) as bar:
+        rows = bench.run_suite(suite, out, workers=args.workers, progress=lambda d, t: bar(0, float(t - d)))
+    rows = [r for r in rows if r["method"] in methods]
+    print(f"## {suite.name}: {suite.description}\n")
+    print(bench.results_table(rows, methods, "throughput" if objective == "throughput" else "makespan"))
+    if "exact" in methods and "split" in methods:
+        print("\n" + bench.runtime_table(rows))
+    try:
+        bench.plot_quality(rows, f"{suite.name}-quality.png")
+        print(f"\nwrote {suite.name}-quality.png; raw rows in {out}")
+    except MapschedError as exc:
+        print(f"\nno plot: {exc}; raw rows in {out}")
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from . import generators
+    from .problem import Objective
+
+    objective = Objective("throughput", args.batch) if args.batch > 1 else Objective()
+    if args.kind == "random-dag":
+        p = generators.random_dag(args.tasks, args.devices, args.seed, objective=objective)
+    else:
+        p = generators.stack(args.modules, args.nodes, args.channels, args.variant, args.graph, args.seed,
+                             generators.platform(args.system), objective)
+    p.write(args.output)
+    print(f"wrote {p!r} to {args.output}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="mapsched", description="Map and schedule DNN graphs on heterogeneous devices.")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -257,6 +307,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--problem", required=True, help=prob_help)
     p.add_argument("-o", "--output", default="gantt.png")
 
+    g = sub.add_parser("generate", help="write a seeded synthetic problem (mapsched.problem/1)")
+    g.add_argument("kind", choices=("stack", "random-dag"))
+    g.add_argument("-o", "--output", required=True)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--batch", type=int, default=1, help="inputs L; above 1 the objective is throughput")
+    g.add_argument("--modules", type=int, default=1, help="stack: modules")
+    g.add_argument("--nodes", type=int, default=10, help="stack: nodes per module (N)")
+    g.add_argument("--channels", type=int, default=1, help="stack: edges between consecutive modules")
+    g.add_argument("--variant", choices=("sdep", "wdep"), default="sdep", help="stack: channel wiring")
+    g.add_argument("--graph", choices=("er", "ws", "ba"), default="er", help="stack: random graph model")
+    g.add_argument("--system", default="cpu-t4-a100", help="stack: system preset")
+    g.add_argument("--tasks", type=int, default=1000, help="random-dag: tasks")
+    g.add_argument("--devices", type=int, default=4, help="random-dag: devices")
+
+    bn = sub.add_parser("bench", help="run a benchmark suite (resumable) and print its tables")
+    bn.add_argument("suite")
+    bn.add_argument("--suites", default=os.path.join("benchmarks", "suites.py"), help="file defining SUITES")
+    bn.add_argument("-o", "--output", help="JSON Lines results (default SUITE.jsonl); rows there are kept")
+    bn.add_argument("--workers", type=int, default=0, help="parallel runs (0: one per core)")
+    bn.add_argument("--time-limit", type=float, default=None, help="override the suite's per-method limit")
+
     d = sub.add_parser("demo", help="run every method on a built-in instance")
     d.add_argument("--instance", default=instances.DEFAULT, choices=instances.names())
     d.add_argument("--time-limit", type=float, default=5.0, help="seconds per method")
@@ -275,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise OptionError(f"unrecognized arguments: {' '.join(extra)}")
         return {
             "validate": cmd_validate, "bound": cmd_bound, "methods": cmd_methods,
-            "plot": cmd_plot, "demo": cmd_demo,
+            "plot": cmd_plot, "demo": cmd_demo, "bench": cmd_bench, "generate": cmd_generate,
         }[args.command](args)
     except MapschedError as exc:
         print(f"mapsched: error: {exc}", file=sys.stderr)

@@ -94,3 +94,17 @@ def test_progress_bar_draws_after_a_second():
     with quiet:
         quiet(0.1, 5.0)
     assert not quiet.drawn
+
+
+def test_generate_writes_valid_problems(tmp_path, capsys):
+    from mapsched import Problem
+
+    out = tmp_path / "p.json"
+    assert main(["generate", "stack", "--modules", "2", "--channels", "2", "--variant", "wdep",
+                 "--batch", "8", "--seed", "3", "-o", str(out)]) == 0
+    p = Problem.read(str(out))
+    assert p.objective.kind == "throughput" and p.L == 8
+    assert main(["generate", "random-dag", "--tasks", "50", "-o", str(out)]) == 0
+    assert Problem.read(str(out)).n == 50
+    assert main(["generate", "stack", "--system", "moon", "-o", str(out)]) == 2
+    assert "unknown system preset 'moon'" in capsys.readouterr().err

@@ -1,0 +1,37 @@
+"""Benchmark suites for ``mapsched bench SUITE`` (this file is read by default).
+
+Each suite lists its instances as generator recipes, the methods to compare and the
+time limit each method gets per instance. Methods that are not registered (or do not
+handle the suite's objective) are left out, so suites grow as methods land.
+"""
+
+from mapsched import Objective
+from mapsched.bench import Case, Suite
+from mapsched.generators import random_wired, stack
+
+LATENCY_METHODS = ("single-best", "met", "greedy", "heft", "ea", "sa", "exact", "split")
+THROUGHPUT_METHODS = ("single-best", "bmet", "bgreedy", "bheft", "ea", "sa", "exact", "split")
+STACKS = [(1, "sdep")] + [(c, v) for v in ("sdep", "wdep") for c in (2, 3, 4)]
+
+
+def _stack_cases(objective=None, seed=0):
+    return tuple(
+        Case(f"{'1-chan' if c == 1 else f'{v}, {c}-chan'}", stack,
+             {"modules": 10, "n": 10, "channels": c, "variant": v, "seed": seed, "objective": objective})
+        for c, v in STACKS)
+
+
+SUITES = {
+    "paper-latency": Suite(
+        "paper-latency", _stack_cases(), LATENCY_METHODS, time_limit=60.0,
+        options={"split": {"module_time_limit": 5.0}},
+        description="Table I of the seed paper: 10-module ER(0.2) stacks, latency (ms)"),
+    "paper-throughput": Suite(
+        "paper-throughput", _stack_cases(Objective("throughput", 16)), THROUGHPUT_METHODS, time_limit=60.0,
+        description="Table IV of the seed paper: the same stacks, throughput with B=16"),
+    "smoke": Suite(
+        "smoke", tuple(Case(f"er10-seed{s}", random_wired, {"n": 10, "seed": s}) for s in range(2)),
+        ("met", "heft", "sa", "exact", "split"), time_limit=2.0,
+        options={"sa": {"iterations": 300}},
+        description="a quick check of the runner on two single modules"),
+}

@@ -1,0 +1,219 @@
+"""Benchmark sweeps: every method on every instance with a time limit, resumable,
+run in parallel, reported as tables and a quality-over-time plot.
+
+A :class:`Suite` names its instances as :class:`Case` recipes (a generator and its
+arguments, so that worker processes can rebuild them) and its methods. Results are
+JSON Lines, one row per (instance, method); a rerun skips the rows already there,
+so an interrupted sweep resumes where it stopped.
+
+Reports:
+
+* :func:`results_table`: instances as rows, methods as columns (the seed paper's
+  Tables I and IV), the best value in bold and the second best in italics, the best
+  proved bound in its own column and every cell's gap to it;
+* :func:`runtime_table`: two methods' times side by side with the speed-up (Table III);
+* :func:`plot_quality`: best makespan against seconds, from each run's progress
+  history (Fig. 7).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InfeasibleError, MapschedError
+from .problem import Problem
+
+__all__ = ["Case", "Suite", "plot_quality", "read_rows", "results_table", "run_suite", "runtime_table"]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One instance: ``make(**kwargs)`` builds it (``make`` must be importable by name)."""
+
+    name: str
+    make: Callable[..., Problem]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def build(self) -> Problem:
+        return self.make(**self.kwargs)
+
+
+@dataclass(frozen=True)
+class Suite:
+    """Instances, methods, and the time limit each method gets per instance."""
+
+    name: str
+    cases: tuple[Case, ...]
+    methods: tuple[str, ...]
+    time_limit: float
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    description: str = ""
+
+
+def _run_one(case: Case, method: str, time_limit: float, options: dict[str, Any]) -> dict[str, Any]:
+    """One (instance, method) run, in a worker; every schedule is checked by the validator."""
+    from .solve import solve
+    from .validate import validate
+
+    p = case.build()
+    row: dict[str, Any] = {"instance": case.name, "method": method, "tasks": p.n, "inputs": p.L,
+                           "time_limit": time_limit}
+    try:
+        r = solve(p, method, time_limit=time_limit, seed=0, threads=1, **options)
+    except InfeasibleError as exc:
+        return row | {"error": str(exc)}
+    bad = validate(p, r)
+    if bad:  # a bug, not a result: keep it visible in the table
+        return row | {"error": f"invalid schedule: {bad[0]}"}
+    return row | {"makespan": r.makespan, "throughput": r.throughput, "lower_bound": r.lower_bound,
+                  "status": r.status, "seconds": r.solve_seconds, "history": r.history}
+
+
+def read_rows(path: str) -> list[dict[str, Any]]:
+    """The rows of a JSON Lines results file (none if it does not exist)."""
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers: int = 0,
+              progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
+    """Run every (instance, method) pair not yet in ``out`` and append its row there.
+
+    Parameters
+    ----------
+    suite : Suite
+    out : str
+        JSON Lines file; existing rows are kept and their pairs skipped (resume).
+    executor : concurrent.futures.Executor, optional
+        Where runs go; by default a process pool of ``workers`` (0: one per core).
+    progress : callable, optional
+        Called as ``progress(done, total)`` after each run.
+    """
+    rows = read_rows(out)
+    done = {(r["instance"], r["method"]) for r in rows}
+    todo = [(c, m) for c in suite.cases for m in suite.methods if (c.name, m) not in done]
+    total, finished = len(todo), 0
+    if progress:
+        progress(0, total)
+    own = executor is None
+    if own:
+        from .split.milp_split import _mp_context
+
+        executor = ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1, mp_context=_mp_context())
+    try:
+        futures = [executor.submit(_run_one, c, m, suite.time_limit, suite.options.get(m, {})) for c, m in todo]
+        with open(out, "a", encoding="utf-8") as fh:
+            for f in as_completed(futures):
+                row = f.result() | {"suite": suite.name}
+                fh.write(json.dumps(row) + "\n")
+                fh.flush()  # a row on disk is a row that an interrupted sweep keeps
+                rows.append(row)
+                finished += 1
+                if progress:
+                    progress(finished, total)
+    finally:
+        if own:
+            executor.shutdown(wait=True, cancel_futures=True)
+    return rows
+
+
+def _best_bounds(rows: Iterable[dict[str, Any]]) -> dict[str, float]:
+    """Per instance, the best proved lower bound over all its runs (each is a proof)."""
+    best: dict[str, float] = {}
+    for r in rows:
+        if r.get("lower_bound") is not None:
+            best[r["instance"]] = max(best.get(r["instance"], 0.0), r["lower_bound"])
+    return best
+
+
+def results_table(rows: Sequence[dict[str, Any]], methods: Sequence[str] | None = None,
+                  objective: str = "makespan") -> str:
+    """Markdown table: makespan (or throughput) per instance and method, best in bold,
+    second best in italics, the best bound and each cell's gap to it."""
+    methods = list(methods or dict.fromkeys(r["method"] for r in rows))
+    bounds = _best_bounds(rows)
+    cell: dict[tuple[str, str], dict[str, Any]] = {(r["instance"], r["method"]): r for r in rows}
+    instances = list(dict.fromkeys(r["instance"] for r in rows))
+    higher = objective == "throughput"
+    head = "| instance | " + " | ".join(methods) + " | bound |"
+    lines = [head, "|---|" + "---:|" * (len(methods) + 1)]
+    for inst in instances:
+        vals = {m: cell[inst, m].get(objective) for m in methods if (inst, m) in cell}
+        ranked = sorted({v for v in vals.values() if v is not None}, reverse=higher)
+        b = bounds.get(inst)
+        out = []
+        for m in methods:
+            v = vals.get(m)
+            if v is None:
+                out.append("-" if (inst, m) not in cell else "fail")
+                continue
+            text = f"{v:.4g}"
+            if b is not None and "makespan" in cell[inst, m]:
+                gap = 100 * (cell[inst, m]["makespan"] - b) / cell[inst, m]["makespan"]
+                text += f" ({gap:.0f}%)"
+            if ranked and v == ranked[0]:
+                text = f"**{text}**"
+            elif len(ranked) > 1 and v == ranked[1]:
+                text = f"*{text}*"
+            out.append(text)
+        inputs = next(r["inputs"] for (i, _), r in cell.items() if i == inst)
+        bound = "-" if b is None else (f"{1000 * inputs / b:.4g}" if higher else f"{b:.4g}")
+        lines.append(f"| {inst} | " + " | ".join(out) + f" | {bound} |")
+    lines.append("")
+    lines.append(f"{objective}; in brackets the gap of each makespan to the best proved lower bound "
+                 "(the bound column; for throughput, the upper bound it implies). Best in bold, second in italics.")
+    return "\n".join(lines)
+
+
+def runtime_table(rows: Sequence[dict[str, Any]], slow: str = "exact", fast: str = "split") -> str:
+    """Markdown table of two methods' solve seconds per instance and the speed-up factor."""
+    cell = {(r["instance"], r["method"]): r for r in rows}
+    lines = [f"| instance | {slow} (s) | {fast} (s) | factor |", "|---|---:|---:|---:|"]
+    for inst in dict.fromkeys(r["instance"] for r in rows):
+        a, b = cell.get((inst, slow), {}).get("seconds"), cell.get((inst, fast), {}).get("seconds")
+        if a is None or b is None:
+            continue
+        lines.append(f"| {inst} | {a:.2f} | {b:.2f} | {a / b:.0f}x |")
+    return "\n".join(lines)
+
+
+def plot_quality(rows: Sequence[dict[str, Any]], path: str, instance: str | None = None,
+                 methods: Sequence[str] | None = None) -> None:
+    """Best makespan against seconds for each method on one instance (default: the first)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise MapschedError("bench: plots need matplotlib; pip install 'mapsched[plot]'") from None
+    instance = instance or rows[0]["instance"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    by_method = defaultdict(list)
+    for r in rows:
+        if r["instance"] == instance and r.get("history") and (methods is None or r["method"] in methods):
+            by_method[r["method"]] = r["history"]
+    for m, hist in sorted(by_method.items()):
+        t = [max(h[0], 1e-3) for h in hist] + [max(hist[-1][0], 1e-3) * 1.05]
+        v = [h[1] for h in hist] + [hist[-1][1]]
+        ax.step(t, v, where="post", label=m)
+    b = _best_bounds(rows).get(instance)
+    if b is not None and not math.isnan(b):
+        ax.axhline(b, color="black", ls=":", lw=1, label="best lower bound")
+    ax.set_xscale("log")
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("best makespan (ms)")
+    ax.set_title(f"quality over time: {instance}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
