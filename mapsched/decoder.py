@@ -217,12 +217,13 @@ class Builder:
     def commit(self, i: int, trial: list[tuple[int, int, float, float, int]]) -> None:
         """Place the jobs of task i as tried."""
         p = self.p
+        if not self.placed[i]:  # a task may be committed job by job
+            self._order.append(i)
         for u, mask, s, e, slot in trial:
             self.timeline.reserve(u, s, e, slot)
             self.placed[i].append((u, mask, s, e))
             self.mem_left[u] -= p.weight[i] + p.act[i] * mask.bit_count()
             self.finish = max(self.finish, e)
-        self._order.append(i)
 
     def jobs(self) -> list[tuple[int, int, float, float, int]]:
         """Committed jobs ``(task, device, start, end, mask)`` in commit order."""

@@ -111,3 +111,12 @@ def test_full_bound_uses_the_chain():
     fast, full = lower_bound(p), lower_bound(p, "full", time_limit=30)
     assert full.value >= fast.value and full.rule == "module-chain"
     assert full.value <= solve(p, "split", workers=1).makespan + 1e-9
+
+
+def test_split_on_a_throughput_stack():
+    from mapsched import Objective
+
+    p = stack(2, 5, 1, seed=3, objective=Objective("throughput", 4))
+    r = solve(p, "split", workers=1, module_time_limit=5)
+    assert validate(p, r) == [] and r.lower_bound <= r.makespan
+    assert "heuristic recursion" in r.log

@@ -9,11 +9,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..decoder import Decoder, ready_order
+from ..decoder import Builder, Decoder, ready_order
 from ..problem import Problem
 from ..schedule import Schedule
 
-__all__ = ["ModelView", "Plugin", "apply_plugins", "retime", "time_windows", "warm_start"]
+__all__ = [
+    "ModelView", "Plugin", "apply_plugins", "edge_comm", "retime", "retime_jobs", "time_windows", "warm_start",
+]
 
 
 class ModelView(Protocol):
@@ -96,3 +98,25 @@ def retime(problem: Problem, owner: np.ndarray, starts: np.ndarray, **kwargs: An
     # Taking the ready task that starts first is the start order whenever that order is
     # topological, and stays topological when solver tolerances blur zero-length jobs.
     return Decoder(problem, ready_order(problem, -np.asarray(starts, dtype=float))).schedule(owner, **kwargs)
+
+
+def retime_jobs(problem: Problem, jobs: list[tuple[int, int, int, Any]], **kwargs: Any) -> Schedule:
+    """Re-time batched jobs ``(task, device, input mask, key)`` exactly, one job at a time in
+    the order of their keys (the solver's starts), so each device keeps the solver's job
+    order. A job whose parents' jobs (for its inputs) are not placed yet waits for them,
+    so solver tolerances can never reorder a precedence."""
+    p = problem
+    pos = np.empty(p.n, dtype=np.int64)
+    pos[p.topo] = np.arange(p.n)
+    queue = sorted(jobs, key=lambda j: (j[3], pos[j[0]]))
+    held = [0] * p.n  # input masks placed so far, per task
+    b = Builder(p, check=False)
+    while queue:
+        k = next((k for k, (i, _, mask, _) in enumerate(queue)
+                  if all(held[q] & mask == mask for q in p.pred[i])), None)
+        if k is None:
+            raise ValueError("retime_jobs: the jobs do not cover every parent's inputs")
+        i, u, mask, _ = queue.pop(k)
+        b.commit(i, b.trial(i, [(u, mask)]))
+        held[i] |= mask
+    return b.schedule(**kwargs)

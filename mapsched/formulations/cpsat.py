@@ -177,11 +177,11 @@ class CpSatModel:
 
 
 class _Callback(cp_model.CpSolverSolutionCallback):
-    """Passes each new solution (owner, starts) on, for progress reports."""
+    """Passes each new solution (as the model's ``read`` gives it) on, for progress reports."""
 
     def __init__(self, model: CpSatModel, fn: Any) -> None:
         super().__init__()
         self.model, self.fn = model, fn
 
     def on_solution_callback(self) -> None:
-        self.fn(*self.model.read(self))
+        self.fn(self.model.read(self))

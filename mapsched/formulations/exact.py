@@ -1,6 +1,8 @@
 """``exact``: a proved-optimal schedule (given time), with CP-SAT (default) or HiGHS.
 
-Both backends start from ``heft``'s schedule, honour ``time_limit`` and
+Latency problems use :mod:`.milp` and :mod:`.cpsat`; throughput problems (L > 1)
+use :mod:`.batched_milp` and :mod:`.batched_cpsat`. Both backends start from
+``heft``'s (``bheft``'s) schedule, honour ``time_limit`` and
 ``threads``, and return the best schedule found with the solver's proved bound;
 the status is ``optimal`` only when the schedule meets that bound.
 """
@@ -14,15 +16,17 @@ from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
 from ..solve import SolveContext
-from .common import retime, warm_start
+from .batched_cpsat import CpSatBatched
+from .batched_milp import MilpBatched
+from .common import retime, retime_jobs, warm_start
 from .cpsat import CpSatModel
 from .milp import build_model, set_start, solve_model
 
 
 @register(
     "exact",
-    "exact model: CP-SAT (default) or the Pyomo MILP with HiGHS",
-    objectives=("latency",),
+    "exact model (latency or batched throughput): CP-SAT (default) or a Pyomo MILP with HiGHS",
+    objectives=("latency", "throughput"),
     exact=True,
     options=(
         Option("backend", str, "cpsat", "solver", choices=("cpsat", "highs")),
@@ -41,28 +45,33 @@ def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, 
     upper = serial_bound(problem) if plugins else start.makespan
     if not plugins:
         ctx.improved(start.makespan)
-    if backend == "highs":
+    seed = int(ctx.rng.integers(2**31 - 1))
+    if problem.L > 1:
+        model_b = (CpSatBatched if backend == "cpsat" else MilpBatched)(problem, upper, resolution or None, plugins)
+        model_b.hint(start)
+        out = model_b.solve(ctx.remaining_or_none(), ctx.threads, seed, ctx.log,
+                            lambda jobs: ctx.improved(retime_jobs(problem, jobs).makespan))
+        log = out["log"]
+        result = retime_jobs(problem, out["jobs"]) if out["jobs"] else None
+    elif backend == "highs":
         model = build_model(problem, upper, plugins)
         set_start(model, problem, start)
         out = solve_model(model, ctx.remaining_or_none(), ctx.threads, warmstart=True, log=ctx.log)
         log = f"model built in {model.build_seconds:.3f} s\n" + out["log"]
+        result = retime(problem, out["owner"][:, None], out["starts"]) if out["owner"] is not None else None
     else:
-        model = CpSatModel(problem, upper, resolution or None, plugins)
-        model.hint(start)
-
-        def report(owner, starts):
-            ctx.improved(retime(problem, owner[:, None], starts).makespan)
-
-        seed = int(ctx.rng.integers(2**31 - 1))
-        out = model.solve(ctx.remaining_or_none(), ctx.threads, seed, ctx.log, report)
-        log = f"resolution {model.res:g} ticks/ms\n" + out["log"]
+        model_c = CpSatModel(problem, upper, resolution or None, plugins)
+        model_c.hint(start)
+        out = model_c.solve(ctx.remaining_or_none(), ctx.threads, seed, ctx.log,
+                            lambda sol: ctx.improved(retime(problem, sol[0][:, None], sol[1]).makespan))
+        log = f"resolution {model_c.res:g} ticks/ms\n" + out["log"]
+        result = retime(problem, out["owner"][:, None], out["starts"]) if out["owner"] is not None else None
     bound = out["bound"]
-    if out["owner"] is None:
+    if result is None:
         if not plugins:  # the warm start is a valid answer
             return _finish(start, bound, log)
         raise InfeasibleError("exact: no schedule satisfies the plugins' constraints "
                               + ("(proved)" if out["optimal"] else "(none found within the time limit)"))
-    result = retime(problem, out["owner"][:, None], out["starts"])
     best = start if not plugins and start.makespan < result.makespan else result
     return _finish(best, bound, log)
 

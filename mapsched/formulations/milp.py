@@ -187,17 +187,11 @@ def set_start(model: pyo.ConcreteModel, problem: Problem, schedule: Schedule) ->
     model.C.set_value(schedule.makespan)
 
 
-def solve_model(
-    model: pyo.ConcreteModel,
-    time_limit: float | None = None,
-    threads: int = 1,
-    warmstart: bool = True,
-    log: bool = False,
-) -> dict[str, Any]:
-    """Solve a model from :func:`build_model` with HiGHS (Pyomo's appsi interface).
+def run_highs(model: pyo.ConcreteModel, time_limit: float | None, threads: int, warmstart: bool,
+              log: bool) -> tuple[Any, str, bool]:
+    """Solve a Pyomo model with HiGHS through appsi, without loading the solution.
 
-    Returns a dict with ``owner`` (device per task), ``starts``, ``objective``,
-    ``bound``, ``optimal`` (bool) and ``log``; ``owner`` is None if no solution was found.
+    Returns the appsi results, the HiGHS log (when asked for) and whether it proved optimality.
     """
     import highspy
     from pyomo.contrib.appsi.base import TerminationCondition
@@ -226,9 +220,24 @@ def solve_model(
             with open(logfile, encoding="utf-8", errors="replace") as fh:
                 text = fh.read()
             os.unlink(logfile)
+    return res, text, res.termination_condition == TerminationCondition.optimal
+
+
+def solve_model(
+    model: pyo.ConcreteModel,
+    time_limit: float | None = None,
+    threads: int = 1,
+    warmstart: bool = True,
+    log: bool = False,
+) -> dict[str, Any]:
+    """Solve a model from :func:`build_model` with HiGHS (Pyomo's appsi interface).
+
+    Returns a dict with ``owner`` (device per task), ``starts``, ``objective``,
+    ``bound``, ``optimal`` (bool) and ``log``; ``owner`` is None if no solution was found.
+    """
+    res, text, optimal = run_highs(model, time_limit, threads, warmstart, log)
     out: dict[str, Any] = {"owner": None, "starts": None, "objective": res.best_feasible_objective,
-                           "bound": res.best_objective_bound, "log": text,
-                           "optimal": res.termination_condition == TerminationCondition.optimal}
+                           "bound": res.best_objective_bound, "log": text, "optimal": optimal}
     if res.best_feasible_objective is not None:
         res.solution_loader.load_vars()
         n = len(model.s)

@@ -23,6 +23,12 @@ When it is exact
     With several channels all channel ends of a module are held on one device for
     the recursion, which makes it a heuristic, with no bound of its own.
 
+Batched throughput
+    The same decomposition with the batched exact model per module; a module's
+    input and output tasks then run all L inputs as one batch on their device. The
+    recursion adds module makespans although consecutive modules may pipeline
+    inputs, so it is a heuristic there; the re-timing recovers the overlap.
+
 Subproblems are independent and run through a ``concurrent.futures.Executor``:
 by default a process pool sized to the cores; any executor works (those of
 dask.distributed and Ray included) if it can pickle a :class:`Problem`.
@@ -39,9 +45,10 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
-from ..decoder import Decoder, as_owner, owner_counts, ready_order
+from ..decoder import Decoder, owner_counts
 from ..errors import InfeasibleError
 from ..feasibility import feasible_counts
+from ..formulations.common import retime_jobs
 from ..problem import Edge, Problem, Task
 from ..registry import Option, register
 from ..schedule import Schedule
@@ -56,8 +63,7 @@ __all__ = ["solve_module", "split"]
 class ModuleSolution:
     makespan: float
     bound: float
-    devices: dict[str, str]
-    starts: dict[str, float]
+    jobs: tuple[tuple[str, str, tuple[int, ...], float], ...]  # (task, device, inputs, start)
 
 
 def solve_module(sub: Problem, backend: str, time_limit: float | None) -> ModuleSolution | None:
@@ -66,8 +72,8 @@ def solve_module(sub: Problem, backend: str, time_limit: float | None) -> Module
         r = solve(sub, "exact", time_limit=time_limit, threads=1, backend=backend)
     except InfeasibleError:
         return None
-    return ModuleSolution(r.makespan, float(r.lower_bound or 0.0), {j.task: j.device for j in r.jobs},
-                          {j.task: j.start for j in r.jobs})
+    return ModuleSolution(r.makespan, float(r.lower_bound or 0.0),
+                          tuple((j.task, j.device, j.inputs, j.start) for j in r.jobs))
 
 
 def _subproblem(p: Problem, chain: ModuleChain, t: int, u: int | None, v: int | None) -> Problem | None:
@@ -100,7 +106,7 @@ def _subproblem(p: Problem, chain: ModuleChain, t: int, u: int | None, v: int | 
 
 def _is_exact(p: Problem, chain: ModuleChain) -> bool:
     """One channel, and within each module every task after its input and before its output."""
-    if chain.width > 1 or any(len(c) > 1 for c in chain.channels):
+    if p.L > 1 or chain.width > 1 or any(len(c) > 1 for c in chain.channels):
         return False
     for t, mod in enumerate(chain.modules):
         g = p.graph.subgraph(mod)
@@ -126,7 +132,7 @@ def _com(p: Problem, chain: ModuleChain, t: int, v_prev: int, u: int) -> float:
 @register(
     "split",
     "MILP-SPLIT: exact module solves combined by dynamic programming",
-    objectives=("latency",),
+    objectives=("latency", "throughput"),
     exact=True,
     options=(
         Option("channels", int, 0, "most edges between consecutive modules (0: fewest that split the graph)"),
@@ -234,28 +240,25 @@ def _mp_context() -> multiprocessing.context.BaseContext:
 
 
 def _stitch(p: Problem, chain: ModuleChain, parts: list[ModuleSolution], ctx: SolveContext) -> Schedule:
-    """One mapping and one order from the module schedules; the decoder re-times the whole."""
-    dev: dict[str, str] = {}
-    order: list[int] = []
+    """One schedule from the module schedules: their jobs, module after module and each
+    module's in its solver's order, re-timed exactly over the whole graph."""
+    jobs = []
     for t, part in enumerate(parts):
-        names = [n for n in part.devices if n in p.task_index and p.task_index[n] in chain.modules[t]]
-        dev.update({n: part.devices[n] for n in names})
-        order += [p.task_index[n] for n in sorted(names, key=lambda n: (part.starts[n], p.task_index[n]))]
-    owner = as_owner(p, dev)
-    dec = Decoder(p, _topological(p, order))
-    if dec.infeasibility(owner) is None:
-        s = dec.schedule(owner)
+        for task, dev, inputs, start in part.jobs:
+            i = p.task_index.get(task)
+            if i is not None and i in chain.modules[t]:  # node-channel copies are not tasks
+                mask = sum(1 << lo for lo in inputs)
+                jobs.append((i, p.device_index[dev], mask, (t, start)))
+    owner = np.zeros((p.n, p.L), dtype=np.int64)
+    for i, u, mask, _ in jobs:
+        owner[i, [lo for lo in range(p.L) if mask >> lo & 1]] = u
+    if Decoder(p).infeasibility(owner) is None:
+        s = retime_jobs(p, jobs)
     else:  # the modules' memory adds up past a device's capacity
-        s = dec.schedule(owner_from_counts(feasible_counts(p, owner_counts(p, owner))))
+        s = Decoder(p).schedule(owner_from_counts(feasible_counts(p, owner_counts(p, owner))))
         s.log += "stitched mapping overflowed memory; finished by a feasibility repair\n"
     ctx.improved(s.makespan)
     return s
 
 
-def _topological(p: Problem, order: list[int]) -> list[int]:
-    """``order`` made topological (module orders are; a safety net for ties across modules)."""
-    pos = np.empty(p.n, dtype=np.int64)
-    pos[order] = np.arange(p.n)
-    if (pos[p.src] < pos[p.dst]).all():
-        return order
-    return ready_order(p, -pos.astype(float))
+_SPAN = 1e12  # sorts every job of module t before those of module t + 1

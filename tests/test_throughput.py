@@ -1,0 +1,70 @@
+"""Batched throughput: the CP-SAT and MILP models of data + model parallel schedules."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from strategies import problems
+
+from mapsched import Device, Objective, Problem, System, Task, solve, validate
+from mapsched.formulations.batched_cpsat import CpSatBatched
+from mapsched.formulations.common import retime_jobs
+from mapsched.generators import stack
+
+
+def exact(p, backend="cpsat", **kw):
+    r = solve(p, "exact", backend=backend, threads=1, **kw)
+    assert validate(p, r) == []
+    assert r.lower_bound <= r.makespan * (1 + 1e-9) + 1e-9
+    return r
+
+
+def test_batched_model_with_one_input_equals_the_latency_optimum():
+    p = stack(1, 5, 1, seed=3)  # latency, L = 1
+    lat = exact(p)
+    model = CpSatBatched(p, lat.makespan * 1.5)
+    out = model.solve(30, 1)
+    assert out["optimal"]
+    assert retime_jobs(p, out["jobs"]).makespan == pytest.approx(lat.makespan, rel=1e-6)
+
+
+def test_one_device_runs_every_task_as_one_batch():
+    tasks = [Task(f"t{i}", {"gpu": {1: 1.0 + i, 2: 1.5 + i, 4: 2.0 + i}}) for i in range(3)]
+    from mapsched import Edge
+
+    p = Problem(tasks, [Edge("t0", "t1"), Edge("t1", "t2")], System((Device("gpu", batch_sizes=(1, 2, 4)),)),
+                Objective("throughput", 4))
+    r = exact(p)
+    # one batch per (task, device): the only schedule runs each task once at batch 4
+    assert r.makespan == pytest.approx(2.0 + 3.0 + 4.0) and r.status == "optimal"
+    assert r.throughput == pytest.approx(1000 * 4 / 9.0)
+
+
+@settings(max_examples=8, deadline=None)
+@given(problems(throughput=True, max_tasks=3, max_devices=2, max_batch=3))
+def test_backends_agree_on_small_problems(p):
+    a = exact(p, "cpsat", time_limit=60)
+    b = exact(p, "highs", time_limit=60)
+    if a.status == b.status == "optimal":
+        assert a.makespan == pytest.approx(b.makespan, rel=1e-6, abs=1e-6)
+    # each backend's proved bound holds for the other's schedule
+    assert a.lower_bound <= b.makespan * (1 + 1e-6) and b.lower_bound <= a.makespan * (1 + 1e-6)
+
+
+@settings(max_examples=10, deadline=None)
+@given(problems(throughput=True, max_tasks=5, max_devices=3, max_batch=4))
+def test_bound_is_sound_and_schedules_valid(p):
+    r = exact(p, time_limit=10)
+    for other in ("bheft", "bgreedy", "bmet"):
+        assert r.lower_bound <= solve(p, other).makespan * (1 + 1e-9) + 1e-9
+    assert r.makespan <= solve(p, "bheft").makespan + 1e-9  # never worse than the warm start
+    # only supported batch sizes, within memory: the validator's rules 1 and 6
+    for j in r.jobs:
+        assert len(j.inputs) in p.system.devices[p.device_index[j.device]].batch_sizes
+
+
+def test_throughput_beats_single_device_on_a_stack():
+    p = stack(1, 6, 1, seed=1, objective=Objective("throughput", 8))
+    r = exact(p, time_limit=5)
+    single = [np.sum(p.lat[:, u, p.batch_pos[8]]) for u in range(p.m)]
+    assert r.makespan <= min(single) + 1e-9
+    assert {j.device for j in r.jobs} != {p.device_names[int(np.argmin(single))]} or r.makespan == min(single)
