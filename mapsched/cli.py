@@ -144,7 +144,7 @@ class ProgressBar:
 # ---------------------------------------------------------------- commands
 def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
     problem = load_problem(args.problem)
-    with ProgressBar(args.method, args.time_limit) as bar:
+    with ProgressBar(args.method or "solve", args.time_limit) as bar:
         result = solve(problem, args.method, args.time_limit, args.seed, threads=args.threads,
                        log=args.log, callback=bar, **_method_options(extra))
     if args.output:
@@ -283,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("solve", help="solve a problem and write a schedule",
                        epilog="Method options follow as --name value; see 'mapsched methods'.")
     s.add_argument("problem", help=prob_help)
-    s.add_argument("--method", "-m", default=DEFAULT_METHOD, help=f"method name (default {DEFAULT_METHOD})")
+    s.add_argument("--method", "-m", default=DEFAULT_METHOD, help="default: heft (bheft for throughput)")
     s.add_argument("--time-limit", type=float, default=None, help="seconds")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--threads", type=int, default=None)

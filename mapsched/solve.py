@@ -20,7 +20,8 @@ from .validate import tolerance
 
 __all__ = ["DEFAULT_METHOD", "SolveContext", "solve"]
 
-DEFAULT_METHOD = "single-best"
+DEFAULT_METHOD = None
+"""``method=None`` picks ``heft`` for latency and ``bheft`` for throughput: fast and good."""
 
 Progress = Callable[[float, float], None]
 """A progress callback: called with (seconds since start, best makespan so far)."""
@@ -76,7 +77,7 @@ class SolveContext:
 
 def solve(
     problem: Problem,
-    method: str = DEFAULT_METHOD,
+    method: str | None = DEFAULT_METHOD,
     time_limit: float | None = None,
     seed: int | np.random.Generator | None = 0,
     *,
@@ -90,8 +91,8 @@ def solve(
     Parameters
     ----------
     problem : Problem
-    method : str
-        A name from :func:`mapsched.methods`.
+    method : str, optional
+        A name from :func:`mapsched.methods`; by default ``heft`` (``bheft`` for throughput).
     time_limit : float, optional
         Seconds; on expiry a method returns its best schedule with status ``feasible``.
     seed : int or numpy.random.Generator, optional
@@ -120,6 +121,8 @@ def solve(
     >>> r.makespan, r.status
     (127.0, 'feasible')
     """
+    if method is None:
+        method = "heft" if problem.L == 1 else "bheft"
     m = registry.get(method)
     if problem.objective.kind not in m.objectives:
         raise OptionError(

@@ -46,9 +46,9 @@ import networkx as nx
 import numpy as np
 
 from ..decoder import Decoder, owner_counts
-from ..errors import InfeasibleError
+from ..errors import InfeasibleError, ProblemError
 from ..feasibility import feasible_counts
-from ..formulations.common import retime_jobs
+from ..formulations.common import retime_jobs, warm_start
 from ..problem import Edge, Problem, Task
 from ..registry import Option, register
 from ..schedule import Schedule
@@ -90,7 +90,10 @@ def _subproblem(p: Problem, chain: ModuleChain, t: int, u: int | None, v: int | 
     if set(ins) & set(outs) and u != v:
         return None
     fix = {i: u for i in ins if i in tasks} | {i: v for i in outs}
-    sub = p.restrict(tasks, fix, name=f"{p.name}.M{t}")
+    try:
+        sub = p.restrict(tasks, fix, name=f"{p.name}.M{t}")
+    except ProblemError:  # e.g. a held task cannot take all L inputs on that device
+        return None
     node = chain.nodes[t - 1] if t > 0 else None
     if node is None:
         return sub
@@ -101,7 +104,10 @@ def _subproblem(p: Problem, chain: ModuleChain, t: int, u: int | None, v: int | 
     copy = Task(name, {p.device_names[u]: {b: 0.0 for b in p.tasks[node].latency[p.device_names[u]]}})
     edges = [Edge(name, e.dst, e.bytes) for e in p.edges if e.src == p.task_names[node]
              and p.task_index[e.dst] in chain.modules[t]]
-    return Problem((copy, *sub.tasks), (*edges, *sub.edges), sub.system, sub.objective, sub.name)
+    try:
+        return Problem((copy, *sub.tasks), (*edges, *sub.edges), sub.system, sub.objective, sub.name)
+    except ProblemError:  # the copy cannot take all L inputs on that device
+        return None
 
 
 def _is_exact(p: Problem, chain: ModuleChain) -> bool:
@@ -177,8 +183,10 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
                 if arg is not None:
                     value[t, u, v], bound[t, u, v], back[t, u, v] = best + r.makespan, best_b + r.bound, arg
     finals = {k: val for k, val in value.items() if k[0] == T - 1}
-    if not finals:
-        raise InfeasibleError("split: no combination of module schedules is feasible; try method 'exact'")
+    if not finals:  # holding channel ends on one device ruled out every combination (or time ran out)
+        s = warm_start(p)
+        s.log += "split: no combination of module schedules; returned the warm start\n"
+        return s
     key = min(finals, key=finals.get)
     chosen = []
     t, (u, v) = T - 1, key[1:]
