@@ -267,6 +267,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     objective = Objective("throughput", args.batch) if args.batch > 1 else Objective()
     if args.kind == "random-dag":
         p = generators.random_dag(args.tasks, args.devices, args.seed, objective=objective)
+    elif args.kind in ("vgg", "resnet", "inception", "transformer"):
+        p = getattr(generators, args.kind)(platform=generators.platform(args.system), objective=objective,
+                                           seed=args.seed)
     else:
         p = generators.stack(args.modules, args.nodes, args.channels, args.variant, args.graph, args.seed,
                              generators.platform(args.system), objective)
@@ -308,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="gantt.png")
 
     g = sub.add_parser("generate", help="write a seeded synthetic problem (mapsched.problem/1)")
-    g.add_argument("kind", choices=("stack", "random-dag"))
+    g.add_argument("kind", choices=("stack", "random-dag", "vgg", "resnet", "inception", "transformer"))
     g.add_argument("-o", "--output", required=True)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--batch", type=int, default=1, help="inputs L; above 1 the objective is throughput")

@@ -77,3 +77,24 @@ def test_cost_model_batching_is_sublinear():
     k = {int(b): c for c, b in enumerate(p.batch_sizes)}
     per_input = p.lat[:, :, k[8]] / 8
     assert np.all(per_input < p.lat[:, :, k[2]] / 2)
+
+
+def test_network_shapes():
+    from mapsched.generators import inception, resnet, transformer, vgg
+    from mapsched.split import detect_modules
+
+    v = vgg(16)
+    assert v.n == 16 and v.E == 15  # a chain
+    r = resnet()
+    assert r.n > 20 and any(len(r.pred[i]) == 2 for i in range(r.n))  # residual adds
+    inc = inception(3)
+    chain = detect_modules(inc)
+    cats = {inc.task_index[f"i{t}.concat"] for t in range(2)}
+    assert cats <= {n for n in chain.nodes if n is not None} | {i for m in chain.modules for i in m}
+    assert len(chain.modules) >= 3
+    t = transformer(2, heads=4)
+    assert sum(name.startswith("l0.head") for name in t.task_names) == 4
+    # CPU far slower than the GPUs on conv-heavy nets; batching helps on the GPU
+    assert v.dur[:, 0].sum() > 5 * v.dur[:, 2].sum()
+    for p in (v, r, inc, t):
+        assert validate(p, solve(p, "heft")) == []
