@@ -182,7 +182,7 @@ def runtime_table(rows: Sequence[dict[str, Any]], slow: str = "exact", fast: str
         a, b = cell.get((inst, slow), {}).get("seconds"), cell.get((inst, fast), {}).get("seconds")
         if a is None or b is None:
             continue
-        lines.append(f"| {inst} | {a:.2f} | {b:.2f} | {a / b:.0f}x |")
+        lines.append(f"| {inst} | {a:.2f} | {b:.2f} | {a / b:.1f}x |")
     return "\n".join(lines)
 
 
