@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -198,12 +197,13 @@ def plot_quality(rows: Sequence[dict[str, Any]], path: str, instance: str | None
         raise MapschedError("bench: plots need matplotlib; pip install 'mapsched[plot]'") from None
     instance = instance or rows[0]["instance"]
     fig, ax = plt.subplots(figsize=(7, 4))
-    by_method = defaultdict(list)
+    by_method: dict[str, tuple[list, float]] = {}
     for r in rows:
         if r["instance"] == instance and r.get("history") and (methods is None or r["method"] in methods):
-            by_method[r["method"]] = r["history"]
-    for m, hist in sorted(by_method.items()):
-        t = [max(h[0], 1e-3) for h in hist] + [max(hist[-1][0], 1e-3) * 1.05]
+            by_method[r["method"]] = (r["history"], r.get("seconds", r["history"][-1][0]))
+    for m, (hist, end) in sorted(by_method.items()):
+        # each curve runs on to the end of its method's run
+        t = [max(h[0], 1e-3) for h in hist] + [max(end, hist[-1][0], 1e-3) * 1.05]
         v = [h[1] for h in hist] + [hist[-1][1]]
         ax.step(t, v, where="post", label=m)
     b = _best_bounds(rows).get(instance)
