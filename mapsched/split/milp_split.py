@@ -21,7 +21,9 @@ When it is exact
     bounds then gives a proved lower bound. Memory is a global sum over modules: if
     the stitched mapping overflows a device it is repaired (and no longer exact).
     With several channels all channel ends of a module are held on one device for
-    the recursion, which makes it a heuristic, with no bound of its own.
+    the recursion, which makes it a heuristic, with no bound of its own; each module
+    is then also solved with its channel ends free, those schedules are stitched
+    too, and the better of the two stitchings wins.
 
 Batched throughput
     The same decomposition with the batched exact model per module; a module's
@@ -95,7 +97,7 @@ def _subproblem(p: Problem, chain: ModuleChain, t: int, u: int | None, v: int | 
     except ProblemError:  # e.g. a held task cannot take all L inputs on that device
         return None
     node = chain.nodes[t - 1] if t > 0 else None
-    if node is None:
+    if node is None or u is None:
         return sub
     if not p.can_run[node, u]:
         return None
@@ -158,6 +160,9 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     out_dev = [[None] if t == T - 1 else list(range(m)) for t in range(T)]
     jobs = {(t, u, v): sub for t in range(T) for u in ins_dev[t] for v in out_dev[t]
             if (sub := _subproblem(p, chain, t, u, v)) is not None}
+    exact_chain = _is_exact(p, chain)
+    if not exact_chain:  # also each module with free channel ends, stitched as it comes
+        jobs |= {(t, "free", None): _subproblem(p, chain, t, None, None) for t in range(T)}
     limit = module_time_limit if ctx.time_limit is None else min(module_time_limit, ctx.remaining())
     results = _run(jobs, backend, limit, workers, executor, ctx)
 
@@ -174,7 +179,7 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
                     continue
                 best, best_b, arg = math.inf, math.inf, None
                 for (tt, uu, vv), val in value.items():
-                    if tt != t - 1:
+                    if tt != t - 1 or uu == "free":
                         continue
                     c = _com(p, chain, t, vv, u)
                     if val + c < best:
@@ -182,7 +187,7 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
                     best_b = min(best_b, bound[tt, uu, vv] + c)
                 if arg is not None:
                     value[t, u, v], bound[t, u, v], back[t, u, v] = best + r.makespan, best_b + r.bound, arg
-    finals = {k: val for k, val in value.items() if k[0] == T - 1}
+    finals = {k: val for k, val in value.items() if k[0] == T - 1 and k[1] != "free"}
     if not finals:  # holding channel ends on one device ruled out every combination (or time ran out)
         s = warm_start(p)
         s.log += "split: no combination of module schedules; returned the warm start\n"
@@ -197,7 +202,12 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
         u, v = back[t, u, v]
         t -= 1
     schedule = _stitch(p, chain, [results[k] for k in reversed(chosen)], ctx)
-    exact_chain = _is_exact(p, chain)
+    free = [results.get((t, "free", None)) for t in range(T)]
+    if not exact_chain and all(free):
+        other = _stitch(p, chain, free, ctx)
+        if other.makespan < schedule.makespan:
+            schedule = other
+            schedule.log += "modules solved with free channel ends stitched better than the recursion\n"
     if exact_chain and "repair" not in schedule.log:
         schedule.lower_bound = min(bound[k] for k in finals)
     schedule.log += f"{chain.describe(p)}\n{len(jobs)} module subproblems; DP value {finals[key]:.6g}; " \
