@@ -16,6 +16,7 @@ from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
 from ..solve import SolveContext
+from ..symmetry import symmetry_plugins
 from .batched_cpsat import CpSatBatched
 from .batched_milp import MilpBatched
 from .common import retime, retime_jobs, warm_start
@@ -31,10 +32,13 @@ from .milp import build_model, set_start, solve_model
     options=(
         Option("backend", str, "cpsat", "solver", choices=("cpsat", "highs")),
         Option("resolution", float, 0.0, "CP-SAT ticks per ms (0: automatic)"),
+        Option("symmetry", str, "none", "break identical-device symmetry: none, lex, or task,batch,time "
+               "(a comma-separated lexicographic key)"),
         Option("plugins", tuple, (), "constraint plugins (Python API only)", cli=False),
     ),
 )
-def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, plugins: tuple) -> Schedule:
+def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, symmetry: str,
+          plugins: tuple) -> Schedule:
     """Solve the latency problem exactly; see :mod:`.milp` and :mod:`.cpsat`.
 
     Plugins may cut off the warm start, so with plugins it is only a hint, and the
@@ -45,6 +49,9 @@ def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, 
     upper = serial_bound(problem) if plugins else start.makespan
     if not plugins:
         ctx.improved(start.makespan)
+    # Symmetry cuts keep an optimum (see mapsched.symmetry), so the warm start's makespan
+    # stays a valid horizon; user plugins may cut anything, hence the serial bound.
+    user, plugins = plugins, tuple(plugins) + symmetry_plugins(problem, symmetry)
     seed = int(ctx.rng.integers(2**31 - 1))
     if problem.L > 1:
         model_b = (CpSatBatched if backend == "cpsat" else MilpBatched)(problem, upper, resolution or None, plugins)
@@ -68,11 +75,11 @@ def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, 
         result = retime(problem, out["owner"][:, None], out["starts"]) if out["owner"] is not None else None
     bound = out["bound"]
     if result is None:
-        if not plugins:  # the warm start is a valid answer
+        if not user:  # the warm start is a valid answer
             return _finish(start, bound, log)
         raise InfeasibleError("exact: no schedule satisfies the plugins' constraints "
                               + ("(proved)" if out["optimal"] else "(none found within the time limit)"))
-    best = start if not plugins and start.makespan < result.makespan else result
+    best = start if not user and start.makespan < result.makespan else result
     return _finish(best, bound, log)
 
 

@@ -56,6 +56,7 @@ from ..registry import Option, register
 from ..schedule import Schedule
 from ..solve import SolveContext, solve
 from ..splits import owner_from_counts
+from ..symmetry import symmetry_plugins
 from .modules import ModuleChain, detect_modules
 
 __all__ = ["solve_module", "split"]
@@ -68,10 +69,10 @@ class ModuleSolution:
     jobs: tuple[tuple[str, str, tuple[int, ...], float], ...]  # (task, device, inputs, start)
 
 
-def solve_module(sub: Problem, backend: str, time_limit: float | None) -> ModuleSolution | None:
+def solve_module(sub: Problem, backend: str, time_limit: float | None, symmetry: str = "none") -> ModuleSolution | None:
     """Solve one module subproblem exactly (runs in a worker); None if it has no schedule."""
     try:
-        r = solve(sub, "exact", time_limit=time_limit, threads=1, backend=backend)
+        r = solve(sub, "exact", time_limit=time_limit, threads=1, backend=backend, symmetry=symmetry)
     except InfeasibleError:
         return None
     return ModuleSolution(r.makespan, float(r.lower_bound or 0.0),
@@ -146,12 +147,13 @@ def _com(p: Problem, chain: ModuleChain, t: int, v_prev: int, u: int) -> float:
         Option("channels", int, 0, "most edges between consecutive modules (0: fewest that split the graph)"),
         Option("backend", str, "cpsat", "exact solver for the modules", choices=("cpsat", "highs")),
         Option("module_time_limit", float, 10.0, "seconds per module subproblem"),
+        Option("symmetry", str, "none", "symmetry breaking in the module solves (see exact)"),
         Option("workers", int, 0, "processes for the subproblems (0: one per core; 1: in this process)"),
         Option("executor", object, None, "a concurrent.futures.Executor for the subproblems", cli=False),
     ),
 )
 def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, module_time_limit: float,
-          workers: int, executor: Executor | None) -> Schedule:
+          symmetry: str, workers: int, executor: Executor | None) -> Schedule:
     """MILP-SPLIT; see the module docstring. O(T m^2) module solves and O(T m^4) DP steps."""
     p = problem
     chain = _pick_chain(p, channels)
@@ -164,7 +166,8 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     if not exact_chain:  # also each module with free channel ends, stitched as it comes
         jobs |= {(t, "free", None): _subproblem(p, chain, t, None, None) for t in range(T)}
     limit = module_time_limit if ctx.time_limit is None else min(module_time_limit, ctx.remaining())
-    results = _run(jobs, backend, limit, workers, executor, ctx)
+    symmetry_plugins(problem, symmetry)  # reject a bad criterion before any work
+    results = _run(jobs, backend, limit, symmetry, workers, executor, ctx)
 
     # Dynamic programming over (input device, output device) of each module.
     value, bound, back = {}, {}, {}
@@ -223,21 +226,21 @@ def _pick_chain(p: Problem, channels: int) -> ModuleChain:
     return next((c for c in chains if len(c.modules) > 1), chains[0])
 
 
-def _run(jobs: dict, backend: str, limit: float | None, workers: int, executor: Executor | None,
-         ctx: SolveContext) -> dict[tuple, ModuleSolution]:
+def _run(jobs: dict, backend: str, limit: float | None, symmetry: str, workers: int,
+         executor: Executor | None, ctx: SolveContext) -> dict[tuple, ModuleSolution]:
     """Solve every subproblem, through the executor (or in this process)."""
     if executor is None and (workers == 1 or len(jobs) <= 1):
         out = {}
         for k, sub in jobs.items():
             if ctx.expired():
                 break
-            if (r := solve_module(sub, backend, limit)) is not None:
+            if (r := solve_module(sub, backend, limit, symmetry)) is not None:
                 out[k] = r
         return out
     own = executor is None
     pool = executor or ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1, mp_context=_mp_context())
     try:
-        futures = {pool.submit(solve_module, sub, backend, limit): k for k, sub in jobs.items()}
+        futures = {pool.submit(solve_module, sub, backend, limit, symmetry): k for k, sub in jobs.items()}
         done, pending = wait(futures, timeout=ctx.remaining_or_none())
         for f in pending:
             f.cancel()

@@ -1,0 +1,204 @@
+"""Identical hardware: finding it, and cutting its permutations out of exact models.
+
+Two devices are interchangeable when swapping them maps every schedule to a
+schedule of the same makespan: equal memory, batch sizes and latency for every
+task and batch, and equal links to every other device. Two servers (``node`` in
+the problem file) are interchangeable when a one-to-one map of their devices
+does the same for whole servers. Both relations are equivalences; their classes
+generate the symmetry group (a product of symmetric groups).
+
+Symmetry breaking (the ``symmetry`` option of ``exact`` and ``split``)
+    ``task``, ``batch`` and ``time`` order the devices of each class, and the
+    servers of each class, by number of inputs processed, number of batches, or
+    busy time, non-increasing. A comma-separated list orders by those keys
+    lexicographically (one weighted sum: the first key dominates). ``lex`` instead
+    makes devices of a class enter in order: a task may use device k + 1 of a class
+    only if it or an earlier task (topological order) uses device k (with batching,
+    one task may open several devices at once). None of these cuts
+    off every optimum: permuting the identical devices (then, inside each server,
+    its devices) of an optimal schedule into that order keeps it optimal, since the
+    permutation is a symmetry and the keys are computed by the model itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import OptionError
+from .problem import Problem
+
+__all__ = ["CRITERIA", "Symmetry", "find_symmetry", "symmetry_plugins"]
+
+CRITERIA = ("none", "task", "batch", "time", "lex")
+
+
+def _same(p: Problem, perm: np.ndarray) -> bool:
+    """Whether relabelling device u as perm[u] preserves the whole problem."""
+    if not np.array_equal(p.mem, p.mem[perm]):
+        return False
+    if any(p.system.devices[u].batch_sizes != p.system.devices[perm[u]].batch_sizes for u in range(p.m)):
+        return False
+    if not np.array_equal(np.nan_to_num(p.lat, posinf=-1), np.nan_to_num(p.lat[:, perm, :], posinf=-1)):
+        return False
+    ix = np.ix_(perm, perm)
+    llat = np.nan_to_num(p.link_latency, posinf=-1)
+    return np.array_equal(llat, llat[ix]) and np.array_equal(p.link_ms_per_byte, p.link_ms_per_byte[ix])
+
+
+@dataclass(frozen=True)
+class Symmetry:
+    """Classes of interchangeable devices and of interchangeable servers.
+
+    Attributes
+    ----------
+    devices : tuple of tuple of int
+        Classes (of two or more) of interchangeable devices.
+    servers : tuple of tuple of tuple of int
+        Classes of interchangeable servers; each server as its devices, listed so
+        that the k-th devices of two servers correspond.
+    """
+
+    devices: tuple[tuple[int, ...], ...]
+    servers: tuple[tuple[tuple[int, ...], ...], ...]
+
+    def order(self) -> float:
+        """Size of the symmetry group these classes generate."""
+        from math import factorial, prod
+
+        return float(prod(factorial(len(c)) for c in self.devices)) * float(
+            prod(factorial(len(c)) for c in self.servers))
+
+    def describe(self, problem: Problem) -> str:
+        names = problem.device_names
+        lines = [f"symmetry group of order {self.order():.4g}"]
+        for c in self.devices:
+            lines.append(f"  S{len(c)} on devices {{{', '.join(names[u] for u in c)}}}")
+        for c in self.servers:
+            nodes = [problem.system.devices[s[0]].node for s in c]
+            lines.append(f"  S{len(c)} on servers {{{', '.join(map(str, nodes))}}}")
+        return "\n".join(lines)
+
+
+def find_symmetry(problem: Problem) -> Symmetry:
+    """Interchangeable devices and servers of a problem. O(m^2 (n nb + m^2)).
+
+    Examples
+    --------
+    >>> from mapsched.generators import gpu_server
+    >>> from mapsched import Problem, Task
+    >>> sysm = gpu_server(4).system()
+    >>> p = Problem([Task("t", {d.name: 1.0 for d in sysm.devices})], [], sysm)
+    >>> [len(c) for c in find_symmetry(p).devices]
+    [4]
+    """
+    p = problem
+    classes: list[list[int]] = []
+    for u in range(p.m):
+        for c in classes:
+            perm = np.arange(p.m)
+            perm[[u, c[0]]] = [c[0], u]
+            if _same(p, perm):
+                c.append(u)
+                break
+        else:
+            classes.append([u])
+    servers = _server_classes(p)
+    return Symmetry(tuple(tuple(c) for c in classes if len(c) > 1), servers)
+
+
+def _server_classes(p: Problem) -> tuple[tuple[tuple[int, ...], ...], ...]:
+    nodes: dict[str, list[int]] = {}
+    for u, d in enumerate(p.system.devices):
+        if d.node is not None:
+            nodes.setdefault(d.node, []).append(u)
+    # Devices of a server in a canonical order: by a signature of what they are.
+    def key(u: int) -> tuple:
+        d = p.system.devices[u]
+        return (d.memory, d.batch_sizes, tuple(np.nan_to_num(p.lat[:, u, :], posinf=-1).ravel()))
+
+    ordered = [tuple(sorted(devs, key=key)) for devs in nodes.values()]
+    classes: list[list[tuple[int, ...]]] = []
+    for s in ordered:
+        for c in classes:
+            a = c[0]
+            if len(a) != len(s):
+                continue
+            perm = np.arange(p.m)
+            perm[list(a)], perm[list(s)] = list(s), list(a)
+            if _same(p, perm):
+                c.append(s)
+                break
+        else:
+            classes.append([s])
+    return tuple(tuple(c) for c in classes if len(c) > 1)
+
+
+def _criteria(spec: str) -> list[str]:
+    crit = [c.strip() for c in spec.split(",") if c.strip()]
+    bad = [c for c in crit if c not in CRITERIA]
+    if bad or not crit or (len(crit) > 1 and ("lex" in crit or "none" in crit)):
+        raise OptionError(
+            f"--symmetry: expected none, lex, or a comma-separated list of task, batch, time; got {spec!r}")
+    return crit
+
+
+def symmetry_plugins(problem: Problem, spec: str) -> tuple[Callable[[Any], None], ...]:
+    """Constraint plugins breaking the symmetry of identical devices and servers."""
+    crit = _criteria(spec)
+    if crit == ["none"]:
+        return ()
+    sym = find_symmetry(problem)
+    if not sym.devices and not sym.servers:
+        return ()
+    n, L = problem.n, problem.L
+
+    def key(view: Any, devices: tuple[int, ...]) -> Any:
+        """The lexicographic key of a set of devices, as one weighted sum."""
+        parts = {"task": lambda: sum(view.count(i, u) for i in range(n) for u in devices),
+                 "batch": lambda: sum(view.use(i, u) for i in range(n) for u in devices),
+                 "time": lambda: sum(view.busy(u) for u in devices)}
+        caps = {"task": n * L * len(devices), "batch": n * len(devices)}
+        total, scale = 0, 1
+        for c in reversed(crit):
+            total = total + scale * parts[c]()
+            if c == "time":
+                # Busy time is below the serial horizon; in ticks for CP-SAT.
+                scale *= int(_horizon(view)) + 1
+            else:
+                scale *= caps[c] + 1
+        return total
+
+    def plugin(view: Any) -> None:
+        if crit == ["lex"]:
+            order = problem.topo.tolist()
+            for c in sym.devices:
+                for a, b in zip(c, c[1:]):
+                    for k, i in enumerate(order):
+                        _at_least(view, sum(view.use(j, a) for j in order[:k + 1]), view.use(i, b))
+            return
+        for c in sym.devices:
+            for a, b in zip(c, c[1:]):
+                _at_least(view, key(view, (a,)), key(view, (b,)))
+        for c in sym.servers:
+            for a, b in zip(c, c[1:]):
+                _at_least(view, key(view, a), key(view, b))
+
+    return (plugin,)
+
+
+def _at_least(view: Any, big: Any, small: Any) -> None:
+    """Add ``big >= small`` unless both sides are plain numbers (a device no task can use)."""
+    if isinstance(big, (int, float)) and isinstance(small, (int, float)):
+        return
+    view.add(big >= small)
+
+
+def _horizon(view: Any) -> float:
+    """An upper bound on any device's busy time in the view's time unit."""
+    p = view.problem
+    lat = np.where(np.isfinite(p.lat), p.lat, 0.0).max(axis=(1, 2)).sum()
+    return lat * getattr(view, "res", 1.0) + 1

@@ -1,0 +1,94 @@
+"""Identical devices and servers: detection, and symmetry breaking that keeps the optimum."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mapsched import Device, Edge, Link, Objective, OptionError, Problem, System, Task, solve, validate
+from mapsched.generators import cpu_t4_a100, gpu_server, multi_node
+from mapsched.symmetry import find_symmetry, symmetry_plugins
+
+
+def on(platform, n=3, seed=0, objective=None, batch_sizes=(1,)):
+    rng = np.random.default_rng(seed)
+    system = platform.system(batch_sizes)
+    base = rng.uniform(1, 3, size=n)
+    lat = platform.latencies(base, batch_sizes, np.random.default_rng(1))
+    # identical devices must have identical latencies: drop the per-device jitter
+    lat = [{d.name: {b: float(base[i] * d.slowdown * b ** d.batch_exponent) for b in batch_sizes}
+            for d in platform.devices} for i in range(n)]
+    tasks = [Task(f"t{i}", lat[i], output_bytes=1e6) for i in range(n)]
+    edges = [Edge(f"t{i}", f"t{j}") for i in range(n) for j in range(i + 1, n) if rng.random() < 0.4]
+    return Problem(tasks, edges, system, objective)
+
+
+def test_detects_identical_devices_and_servers():
+    assert find_symmetry(on(cpu_t4_a100())).devices == ()
+    s = find_symmetry(on(gpu_server(4)))
+    assert [len(c) for c in s.devices] == [4] and s.servers == ()
+    big = find_symmetry(on(multi_node(3, 2)))
+    assert [len(c) for c in big.servers] == [3]
+    assert len(big.devices) == 3 and all(len(c) == 2 for c in big.devices)  # GPU pairs inside servers
+    assert big.order() == 6 * 2**3
+    assert "S3 on servers" in big.describe(on(multi_node(3, 2)))
+
+
+def identical(n, seed, L=1):
+    """n tasks on 3 identical devices and a slower one, all linked alike."""
+    rng = np.random.default_rng(seed)
+    devs = tuple(Device(f"g{k}", batch_sizes=(1, 2) if L > 1 else (1,)) for k in range(3)) + (
+        Device("cpu", batch_sizes=(1, 2) if L > 1 else (1,)),)
+    links = tuple(Link(a.name, b.name, 1e4) for k, a in enumerate(devs) for b in devs[k + 1:])
+    tasks = []
+    for i in range(n):
+        t = float(rng.uniform(1, 4))
+        table = {1: t, 2: 1.6 * t} if L > 1 else {1: t}
+        tasks.append(Task(f"t{i}", {d.name: {b: v * (4 if d.name == "cpu" else 1) for b, v in table.items()}
+                                    for d in devs}, output_bytes=float(rng.integers(0, 20))))
+    edges = [Edge(f"t{i}", f"t{j}") for i in range(n) for j in range(i + 1, n) if rng.random() < 0.3]
+    return Problem(tasks, edges, System(devs, links), Objective("throughput", L) if L > 1 else Objective())
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(2, 6), st.integers(0, 10**6))
+def test_optimum_unchanged_by_every_criterion(n, seed):
+    p = identical(n, seed)
+    assert [len(c) for c in find_symmetry(p).devices] == [3]
+    base = solve(p, "exact", threads=1)
+    assert base.status == "optimal"
+    for crit in ("task", "batch", "time", "lex", "task,time", "time,batch"):
+        r = solve(p, "exact", threads=1, symmetry=crit)
+        assert validate(p, r) == [] and r.status == "optimal"
+        assert r.makespan == pytest.approx(base.makespan, rel=1e-6), crit
+    r = solve(p, "exact", backend="highs", threads=1, symmetry="time")
+    assert r.makespan == pytest.approx(base.makespan, rel=1e-6)
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.integers(2, 3), st.integers(0, 10**6))
+def test_throughput_optimum_unchanged(n, seed):
+    p = identical(n, seed, L=2)
+    base = solve(p, "exact", threads=1, time_limit=60)
+    for crit in ("task", "lex"):
+        r = solve(p, "exact", threads=1, time_limit=60, symmetry=crit)
+        if base.status == r.status == "optimal":
+            assert r.makespan == pytest.approx(base.makespan, rel=1e-6)
+
+
+def test_relabelling_identical_devices_keeps_the_optimum():
+    p = identical(5, 3)
+    d = p.to_dict()
+    names = {"g0": "g2", "g2": "g0"}
+    for t in d["tasks"]:
+        t["latency"] = {names.get(k, k): v for k, v in t["latency"].items()}
+    q = Problem.from_dict(d)
+    assert solve(p, "exact", threads=1).makespan == pytest.approx(solve(q, "exact", threads=1).makespan)
+
+
+def test_bad_criterion_is_a_one_line_error():
+    p = identical(3, 0)
+    with pytest.raises(OptionError, match="--symmetry"):
+        symmetry_plugins(p, "task,lex")
+    with pytest.raises(OptionError, match="--symmetry"):
+        solve(p, "exact", symmetry="speed")
