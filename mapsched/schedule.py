@@ -6,7 +6,6 @@ and what ``mapsched.schedule/1`` files hold.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -63,7 +62,7 @@ class Schedule:
     def from_jobs(cls, problem: Problem, jobs: list[Job], **kwargs: Any) -> Schedule:
         """Build a schedule of ``problem`` whose makespan and throughput follow from ``jobs``."""
         makespan = max((j.end for j in jobs), default=0.0)
-        thr = 1000.0 * problem.L / makespan if makespan > 0 else math.inf
+        thr = 1000.0 * problem.L / makespan if makespan > 0 else None  # undefined for zero-time graphs
         return cls(problem.name, jobs, makespan, thr, **kwargs)
 
     @property
