@@ -7,6 +7,7 @@ from strategies import problems
 
 from mapsched import Device, Objective, Problem, System, Task, solve, validate
 from mapsched.formulations.batched_cpsat import CpSatBatched
+from mapsched.formulations.batched_milp import MilpBatched
 from mapsched.formulations.common import retime_jobs
 from mapsched.generators import stack
 
@@ -21,10 +22,10 @@ def exact(p, backend="cpsat", **kw):
 def test_batched_model_with_one_input_equals_the_latency_optimum():
     p = stack(1, 5, 1, seed=3)  # latency, L = 1
     lat = exact(p)
-    model = CpSatBatched(p, lat.makespan * 1.5)
-    out = model.solve(30, 1)
-    assert out["optimal"]
-    assert retime_jobs(p, out["jobs"]).makespan == pytest.approx(lat.makespan, rel=1e-6)
+    for model in (CpSatBatched(p, lat.makespan * 1.5), MilpBatched(p, lat.makespan * 1.5)):
+        out = model.solve(60, 1)
+        assert out["optimal"]
+        assert retime_jobs(p, out["jobs"]).makespan == pytest.approx(lat.makespan, rel=1e-6)
 
 
 def test_one_device_runs_every_task_as_one_batch():
