@@ -30,7 +30,7 @@ from ..problem import Problem
 from ..schedule import Schedule
 from ..splits import batch_options
 from .common import Plugin, apply_plugins
-from .cpsat import _Callback, default_resolution
+from .cpsat import default_resolution, run_cpsat
 
 __all__ = ["CpSatBatched"]
 
@@ -139,19 +139,8 @@ class CpSatBatched:
     def solve(self, time_limit: float | None, threads: int, seed: int = 0, log: bool = False,
               on_solution: Any = None) -> dict[str, Any]:
         """Solve; returns ``jobs`` [(task, device, mask, start ms)], ``bound`` (ms), ``optimal``, ``log``."""
-        solver = cp_model.CpSolver()
-        prm = solver.parameters
-        if time_limit is not None:
-            prm.max_time_in_seconds = max(time_limit, 0.01)
-        prm.num_workers = max(1, int(threads))
-        prm.random_seed = int(seed)
-        lines: list[str] = []
-        if log:
-            prm.log_search_progress = True
-            prm.log_to_stdout = False
-            solver.log_callback = lines.append
-        status = solver.solve(self.model, _Callback(self, on_solution) if on_solution else None)
-        out: dict[str, Any] = {"jobs": None, "log": "\n".join(lines), "optimal": status == cp_model.OPTIMAL,
+        solver, status, text = run_cpsat(self, time_limit, threads, seed, log, on_solution)
+        out: dict[str, Any] = {"jobs": None, "log": text, "optimal": status == cp_model.OPTIMAL,
                                "bound": solver.best_objective_bound / self.res}
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             out["jobs"] = self.read(solver)

@@ -33,7 +33,7 @@ from ..problem import Problem
 from ..schedule import Schedule
 from .common import Plugin, apply_plugins, edge_comm, time_windows
 
-__all__ = ["CpSatModel", "default_resolution"]
+__all__ = ["CpSatModel", "default_resolution", "run_cpsat"]
 
 _TICKS = 1e9
 
@@ -147,20 +147,8 @@ class CpSatModel:
     def solve(self, time_limit: float | None, threads: int, seed: int = 0, log: bool = False,
               on_solution: Any = None) -> dict[str, Any]:
         """Solve; returns ``owner``, ``starts`` (ms), ``bound`` (ms, sound), ``optimal`` and ``log``."""
-        solver = cp_model.CpSolver()
-        prm = solver.parameters
-        if time_limit is not None:
-            prm.max_time_in_seconds = max(time_limit, 0.01)
-        prm.num_workers = max(1, int(threads))
-        prm.random_seed = int(seed)
-        lines: list[str] = []
-        if log:
-            prm.log_search_progress = True
-            prm.log_to_stdout = False
-            solver.log_callback = lines.append
-        cb = _Callback(self, on_solution) if on_solution is not None else None
-        status = solver.solve(self.model, cb)
-        out: dict[str, Any] = {"owner": None, "starts": None, "log": "\n".join(lines),
+        solver, status, text = run_cpsat(self, time_limit, threads, seed, log, on_solution)
+        out: dict[str, Any] = {"owner": None, "starts": None, "log": text,
                                "optimal": status == cp_model.OPTIMAL,
                                "bound": solver.best_objective_bound / self.res}
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -174,6 +162,25 @@ class CpSatModel:
                 owner[i] = u
         starts = np.array([solver.value(s) for s in self.s], dtype=float) / self.res
         return owner, starts
+
+
+def run_cpsat(model: Any, time_limit: float | None, threads: int, seed: int, log: bool,
+              on_solution: Any = None) -> tuple[cp_model.CpSolver, int, str]:
+    """Solve ``model.model`` with CP-SAT; ``on_solution`` gets each solution as ``model.read``
+    gives it. Returns the solver, its status and the log (empty unless asked for)."""
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    if time_limit is not None:
+        prm.max_time_in_seconds = max(time_limit, 0.01)
+    prm.num_workers = max(1, int(threads))
+    prm.random_seed = int(seed)
+    lines: list[str] = []
+    if log:
+        prm.log_search_progress = True
+        prm.log_to_stdout = False
+        solver.log_callback = lines.append
+    status = solver.solve(model.model, _Callback(model, on_solution) if on_solution is not None else None)
+    return solver, status, "\n".join(lines)
 
 
 class _Callback(cp_model.CpSolverSolutionCallback):
