@@ -182,7 +182,7 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
                     continue
                 best, best_b, arg = math.inf, math.inf, None
                 for (tt, uu, vv), val in value.items():
-                    if tt != t - 1 or uu == "free":
+                    if tt != t - 1:
                         continue
                     c = _com(p, chain, t, vv, u)
                     if val + c < best:
@@ -190,7 +190,7 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
                     best_b = min(best_b, bound[tt, uu, vv] + c)
                 if arg is not None:
                     value[t, u, v], bound[t, u, v], back[t, u, v] = best + r.makespan, best_b + r.bound, arg
-    finals = {k: val for k, val in value.items() if k[0] == T - 1 and k[1] != "free"}
+    finals = {k: val for k, val in value.items() if k[0] == T - 1}
     if not finals:  # holding channel ends on one device ruled out every combination (or time ran out)
         s = warm_start(p)
         s.log += "split: no combination of module schedules; returned the warm start\n"
