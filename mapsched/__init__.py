@@ -13,7 +13,7 @@ Examples
 from . import bounds, formulations, generators, heuristics, instances, split
 from .bounds import lower_bound
 from .decoder import decode
-from .errors import InfeasibleError, MapschedError, OptionError, ProblemError, ScheduleError
+from .errors import HarnessError, InfeasibleError, MapschedError, OptionError, ProblemError, ScheduleError
 from .problem import Device, Edge, Link, Objective, Problem, System, Task
 from .registry import methods
 from .schedule import Job, Result, Schedule
@@ -23,7 +23,7 @@ from .validate import Violation, validate
 __version__ = "0.1.0"
 
 __all__ = [
-    "Device", "Edge", "InfeasibleError", "Job", "Link", "MapschedError", "Objective",
+    "Device", "Edge", "HarnessError", "InfeasibleError", "Job", "Link", "MapschedError", "Objective",
     "OptionError", "Problem", "ProblemError", "Result", "Schedule", "ScheduleError",
     "System", "Task", "Violation", "bounds", "decode", "formulations", "generators", "heuristics",
     "instances", "lower_bound", "methods", "solve", "split", "validate",

@@ -278,6 +278,89 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _harness() -> Any:
+    try:
+        from . import harness
+    except ImportError as exc:
+        raise OptionError(f"this command needs PyTorch ({exc}); pip install 'mapsched[torch]'") from None
+    return harness
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise OptionError(f"{flag}: expected positive integers separated by commas, got {text!r}")
+    return values
+
+
+def _model(ref: str, input_shape: str | None) -> tuple[Any, tuple[int, ...]]:
+    """Build the model of ``MODULE:FACTORY`` and the input shape to use (batch of 1 first)."""
+    import importlib
+
+    module, _, factory = ref.partition(":")
+    if not module or not factory:
+        raise OptionError(f"model: expected MODULE:FACTORY (e.g. mapsched.harness.models:resnet), got {ref!r}")
+    try:
+        build = getattr(importlib.import_module(module), factory)
+    except (ImportError, AttributeError) as exc:
+        raise OptionError(f"model: cannot load {ref!r} ({exc}); check the module path and factory name") from None
+    model = build()
+    shape = _ints(input_shape, "--input-shape") if input_shape else getattr(model, "input_shape", None)
+    if shape is None:
+        raise OptionError("--input-shape: the model sets no input_shape; give one, e.g. --input-shape 1,3,224,224")
+    return model, tuple(shape)
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    harness = _harness()
+    import torch
+
+    from .problem import Objective
+
+    model, shape = _model(args.model, args.input_shape)
+    devices = args.devices.split(",") if args.devices else harness.available()
+    objective = Objective("throughput", args.batch) if args.batch > 1 else Objective()
+    example = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    problem = harness.profile(model, example, devices, _ints(args.batch_sizes, "--batch-sizes"),
+                              cluster=not args.no_cluster, warmup=args.warmup, repeats=args.repeats,
+                              objective=objective, name=args.model.partition(":")[2])
+    problem.write(args.output)
+    print(f"wrote {problem!r} to {args.output}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    harness = _harness()
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    problem = load_problem(args.problem)
+    schedule = Schedule.read(args.schedule)
+    model, shape = _model(args.model, args.input_shape)
+    inputs = torch.randn((problem.L, *shape[1:]), generator=torch.Generator().manual_seed(args.seed))
+    run = harness.execute(model, problem, schedule, inputs, cluster=not args.no_cluster, warmup=args.warmup,
+                          repeats=args.repeats)
+    with torch.inference_mode():
+        reference = model(inputs)
+    same = torch.allclose(run.outputs, reference, rtol=1e-4, atol=1e-5)
+    rows = [["makespan (ms)", _fmt(run.predicted, 6), _fmt(run.makespan, 6),
+             f"{run.makespan / run.predicted:.2f}" if run.predicted > 0 else "-"]]
+    if problem.L > 1:
+        predicted_thr = 1000.0 * problem.L / run.predicted if run.predicted > 0 else None
+        rows.append(["throughput (inputs/s)", _fmt(predicted_thr, 6), _fmt(run.throughput, 6),
+                     f"{run.throughput / predicted_thr:.2f}" if predicted_thr and run.throughput else "-"])
+    print(_table(["", "predicted", "measured", "measured/predicted"], rows))
+    print(f"outputs match the unscheduled model: {'yes' if same else 'NO'}")
+    if args.output:
+        run.measured.write(args.output)
+        print(f"wrote the measured jobs to {args.output}")
+    return 0 if same else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="mapsched", description="Map and schedule DNN graphs on heterogeneous devices.")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -331,6 +414,31 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("--workers", type=int, default=0, help="parallel runs (0: one per core)")
     bn.add_argument("--time-limit", type=float, default=None, help="override the suite's per-method limit")
 
+    model_help = "MODULE:FACTORY building an nn.Module, e.g. mapsched.harness.models:resnet"
+    shape_help = "input shape with a batch of 1 first, e.g. 1,3,224,224 (default: the model's input_shape)"
+    pr = sub.add_parser("profile", help="trace a PyTorch model and time it on the devices (needs torch)")
+    pr.add_argument("model", help=model_help)
+    pr.add_argument("--input-shape", help=shape_help)
+    pr.add_argument("--devices", help="comma-separated: cpu, cuda:I, or emulated cpu:K (default: all present)")
+    pr.add_argument("--batch-sizes", default="1", help="comma-separated batch sizes to time (default 1)")
+    pr.add_argument("--batch", type=int, default=1, help="inputs L; above 1 the objective is throughput")
+    pr.add_argument("--no-cluster", action="store_true", help="one task per op (no conv-BN-ReLU fusion)")
+    pr.add_argument("--warmup", type=int, default=2)
+    pr.add_argument("--repeats", type=int, default=5, help="timed runs per measurement (median kept)")
+    pr.add_argument("-o", "--output", required=True)
+
+    rn = sub.add_parser("run", help="execute a schedule of a profiled model for real (needs torch)")
+    rn.add_argument("model", help=model_help)
+    rn.add_argument("problem", help="the problem that 'mapsched profile' wrote")
+    rn.add_argument("schedule")
+    rn.add_argument("--input-shape", help=shape_help)
+    rn.add_argument("--no-cluster", action="store_true", help="as given to 'mapsched profile'")
+    rn.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    rn.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    rn.add_argument("--warmup", type=int, default=1)
+    rn.add_argument("--repeats", type=int, default=3, help="timed runs (the median is reported)")
+    rn.add_argument("-o", "--output", help="write the measured jobs as a schedule file")
+
     d = sub.add_parser("demo", help="run every method on a built-in instance")
     d.add_argument("--instance", default=instances.DEFAULT, choices=instances.names())
     d.add_argument("--time-limit", type=float, default=5.0, help="seconds per method")
@@ -350,6 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return {
             "validate": cmd_validate, "bound": cmd_bound, "methods": cmd_methods,
             "plot": cmd_plot, "demo": cmd_demo, "bench": cmd_bench, "generate": cmd_generate,
+            "profile": cmd_profile, "run": cmd_run,
         }[args.command](args)
     except MapschedError as exc:
         print(f"mapsched: error: {exc}", file=sys.stderr)

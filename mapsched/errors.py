@@ -24,3 +24,7 @@ class InfeasibleError(MapschedError):
 
 class OptionError(MapschedError, ValueError):
     """An unknown method or a bad method option."""
+
+
+class HarnessError(MapschedError, ValueError):
+    """A model, device or input that the measurement harness cannot use."""

@@ -1,0 +1,18 @@
+"""Measurement harness: profile PyTorch models into problems and run schedules for real.
+
+Needs the optional extra ``mapsched[torch]``.
+
+- :func:`trace` cuts a model into tasks with ``torch.fx`` (optionally clustering
+  conv-BN-activation chains and elementwise runs);
+- :func:`profile` times every task on every device and batch size, measures the
+  links, and returns a :class:`mapsched.Problem`;
+- :func:`execute` runs a schedule on the devices and measures it;
+- :mod:`mapsched.harness.models` has small example models.
+"""
+
+from .devices import available
+from .execute import Execution, execute
+from .graph import CoarseGraph, Segment, trace
+from .profile import measure_links, profile
+
+__all__ = ["CoarseGraph", "Execution", "Segment", "available", "execute", "measure_links", "profile", "trace"]

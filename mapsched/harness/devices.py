@@ -1,0 +1,96 @@
+"""Device names of the harness, and moving values between devices.
+
+Names are those of the problem file: ``cpu``, ``cuda:0``, ``cuda:1``... and, for
+testing on a machine without a GPU, emulated CPU devices ``cpu:0``, ``cpu:1``...
+that all run on the host (each gets its own worker thread in
+:func:`mapsched.harness.execute`, and a copy between two of them is a real memory copy).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import HarnessError
+
+__all__ = ["available", "memory_bytes", "move", "synchronize", "time_ms", "torch_device"]
+
+_NAME = re.compile(r"^(cpu|cuda)(:\d+)?$")
+
+
+def torch_device(name: str) -> torch.device:
+    """The torch device behind a device name (emulated ``cpu:k`` devices are the CPU)."""
+    m = _NAME.match(name)
+    if m is None:
+        raise HarnessError(f"devices: unknown device {name!r}; use cpu, cpu:K (emulated) or cuda:I")
+    if m.group(1) == "cpu":
+        return torch.device("cpu")
+    index = int(m.group(2)[1:]) if m.group(2) else 0
+    if index >= torch.cuda.device_count():
+        raise HarnessError(f"devices: {name!r} is not present here ({torch.cuda.device_count()} CUDA devices); "
+                           "list the devices this machine has, e.g. --devices cpu")
+    return torch.device("cuda", index)
+
+
+def available() -> list[str]:
+    """``cpu`` and every CUDA device present."""
+    return ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+
+
+def memory_bytes(name: str) -> float:
+    """Memory of a device: physical RAM for the CPU, total memory for a GPU."""
+    dev = torch_device(name)
+    if dev.type == "cuda":
+        return float(torch.cuda.get_device_properties(dev).total_memory)
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def synchronize(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def move(value: Any, src: str, dst: str) -> Any:
+    """``value`` (tensors, possibly nested in tuples, lists and dicts) as seen on ``dst``.
+
+    Between distinct emulated CPU devices tensors are cloned, so that the copy costs
+    what it would between two memories.
+    """
+    if src == dst:
+        return value
+    if isinstance(value, torch.Tensor):
+        target = torch_device(dst)
+        if target.type == "cpu" and value.device.type == "cpu":
+            return value.clone()
+        return value.to(target, non_blocking=True)
+    if isinstance(value, (list, tuple)):
+        return type(value)(move(v, src, dst) for v in value)
+    if isinstance(value, dict):
+        return {k: move(v, src, dst) for k, v in value.items()}
+    return value
+
+
+def time_ms(fn: Callable[[], Any], devices: Sequence[torch.device], warmup: int, repeats: int) -> float:
+    """Median wall time of ``fn()`` in ms, after ``warmup`` untimed calls.
+
+    Each timed call is bracketed by a synchronisation of the CUDA devices among
+    ``devices``, so that asynchronous kernels are counted in full.
+    """
+    for _ in range(warmup):
+        fn()
+    for d in devices:
+        synchronize(d)
+    times = []
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        fn()
+        for d in devices:
+            synchronize(d)
+        times.append(1000.0 * (time.perf_counter() - t0))
+    return float(np.median(times))

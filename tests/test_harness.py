@@ -1,0 +1,203 @@
+"""The measurement harness: tracing, profiling and real execution, on the CPU.
+
+Emulated devices ``cpu:0`` and ``cpu:1`` stand in for a GPU here; the CUDA test at the
+end runs wherever a GPU is present.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import mapsched  # noqa: E402
+from mapsched import HarnessError, Objective, Problem, validate  # noqa: E402
+from mapsched.cli import main  # noqa: E402
+from mapsched.harness import execute, measure_links, profile, trace  # noqa: E402
+from mapsched.harness.models import FACTORIES  # noqa: E402
+
+DEVICES = ["cpu:0", "cpu:1"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    # Two emulated devices on two cores: one intra-op thread each keeps them apart.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _model(name):
+    m = FACTORIES[name]()
+    return m, torch.randn(m.input_shape, generator=torch.Generator().manual_seed(1))
+
+
+@pytest.fixture(scope="module")
+def profiled():
+    out = {}
+    for name in FACTORIES:
+        m, x = _model(name)
+        out[name] = profile(m, x, DEVICES, [1, 2], warmup=0, repeats=1)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+@pytest.mark.parametrize("cluster", [True, False])
+def test_trace_partitions_the_graph_in_topological_order(name, cluster):
+    m, x = _model(name)
+    g = trace(m, x, cluster)
+    compute = [n.name for n in g.gm.graph.nodes if n.op in ("call_module", "call_function", "call_method")]
+    covered = [n for s in g.segments for n in s.nodes]
+    assert sorted(covered) == sorted(compute)  # every op in exactly one task
+    for k, seg in enumerate(g.segments):
+        assert all(g.producer[v] < k for v in seg.inputs)
+    if not cluster:
+        assert all(len(s.nodes) <= 1 for s in g.segments)
+    with torch.inference_mode():
+        assert torch.allclose(g.output(g.run(x)), m(x), atol=1e-5)
+
+
+def test_clustering_fuses_conv_bn_relu_and_elementwise_runs():
+    m, x = _model("resnet")
+    fused, plain = trace(m, x), trace(m, x, cluster=False)
+    node = {n.name: n for n in fused.gm.graph.nodes}
+    kinds = [[type(fused.gm.get_submodule(node[n].target)).__name__ for n in s.nodes] for s in fused.segments[1:2]]
+    assert kinds == [["Conv2d", "BatchNorm2d", "ReLU"]]
+    assert len(fused.segments) < len(plain.segments)
+    # the residual add and its ReLU ride along with the second conv-BN of the block
+    assert any("add" in s.nodes and len(s.nodes) >= 3 for s in fused.segments)
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_profiled_problem_matches_the_model(name, profiled):
+    p = profiled[name]
+    m, x = _model(name)
+    g = trace(m, x)
+    assert [t.name for t in p.tasks] == g.names
+    assert Problem.from_json(p.to_json()).to_json() == p.to_json()
+    assert list(p.batch_sizes) == [1, 2]
+    for i, (t, seg) in enumerate(zip(p.tasks, g.segments)):
+        assert set(t.latency) == set(DEVICES)
+        assert bool(np.all(p.lat[i] > 0)) == bool(seg.nodes)  # only model inputs take no time
+    params = sum(q.numel() * q.element_size() for q in m.parameters())
+    buffers = sum(b.numel() * b.element_size() for b in m.buffers())
+    assert params <= sum(t.weight_bytes for t in p.tasks) <= params + buffers + 4 * len(p.tasks) * 64
+    # the input task's bytes are those of one input
+    assert p.tasks[0].output_bytes == x[0].numel() * x.element_size()
+    assert {ln.a for ln in p.system.links} == set(DEVICES)
+
+
+def test_edge_bytes_are_the_crossing_tensors():
+    m, x = _model("transformer")
+    p = profile(m, x, ["cpu"], warmup=0, repeats=1)
+    edge = next(e for e in p.edges if e.src == "input_1")
+    assert edge.bytes == x[0].numel() * 4
+    assert p.m == 1 and p.system.links == ()
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+@pytest.mark.parametrize("method", ["heft", "met", "random"])
+def test_executed_schedule_reproduces_the_model(name, method, profiled):
+    p = profiled[name]
+    m, x = _model(name)
+    r = mapsched.solve(p, method, seed=3)
+    run = execute(m, p, r, x, warmup=0)
+    with torch.inference_mode():
+        assert torch.allclose(run.outputs, m(x), rtol=1e-4, atol=1e-5)
+    assert run.predicted == r.makespan and run.makespan > 0
+    got = sorted((j.task, j.device, j.inputs) for j in run.measured.jobs)
+    assert got == sorted((j.task, j.device, j.inputs) for j in r.jobs)
+    assert all(0 <= j.start <= j.end <= run.makespan + 1e-6 for j in run.measured.jobs)
+
+
+@pytest.mark.parametrize("name", ["resnet", "transformer"])
+@pytest.mark.parametrize("method", ["bheft", "sa"])
+def test_batched_throughput_schedule_reproduces_the_model(name, method, profiled):
+    p = profiled[name].with_objective(Objective("throughput", 3))
+    m, _ = _model(name)
+    x = torch.randn(3, *m.input_shape[1:], generator=torch.Generator().manual_seed(2))
+    r = mapsched.solve(p, method, seed=1, time_limit=2, **({"iterations": 200} if method == "sa" else {}))
+    assert validate(p, r) == []
+    assert any(len(j.inputs) > 1 for j in r.jobs) or method == "sa"
+    run = execute(m, p, r, x, warmup=0)
+    with torch.inference_mode():
+        assert torch.allclose(run.outputs, m(x), rtol=1e-4, atol=1e-5)
+    assert run.throughput == pytest.approx(3000.0 / run.makespan)
+
+
+def test_execute_rejects_mismatches(profiled):
+    p = profiled["resnet"]
+    m, x = _model("resnet")
+    r = mapsched.solve(p, "heft")
+    with pytest.raises(HarnessError, match="cluster setting"):
+        execute(m, p, r, x, cluster=False)
+    with pytest.raises(HarnessError, match="inputs: expected 1 rows"):
+        execute(m, p, r, torch.cat([x, x]))
+    other, y = _model("transformer")
+    with pytest.raises(HarnessError, match="tasks do not match"):
+        execute(other, p, r, y)
+    bad = mapsched.Schedule(p.name, r.jobs[1:], r.makespan)
+    with pytest.raises(HarnessError, match="schedule: not valid"):
+        execute(m, p, bad, x)
+
+
+def test_bad_devices_are_named():
+    m, x = _model("transformer")
+    with pytest.raises(HarnessError, match="unknown device 'gpu0'"):
+        profile(m, x, ["cpu", "gpu0"])
+    with pytest.raises(HarnessError, match="names a device twice"):
+        profile(m, x, ["cpu", "cpu"])
+    with pytest.raises(HarnessError, match="batch_sizes"):
+        profile(m, x, ["cpu"], [0])
+
+
+def test_links_are_measured_both_ways():
+    links = measure_links(DEVICES, sizes=(1024, 2**20), warmup=1, repeats=3)
+    assert [(ln.a, ln.b) for ln in links] == [("cpu:0", "cpu:1"), ("cpu:1", "cpu:0")]
+    assert all(ln.directed and ln.bandwidth > 0 and ln.latency >= 0 for ln in links)
+    assert all(np.isfinite(ln.bandwidth) for ln in links)
+
+
+def test_cli_profile_solve_run(tmp_path, capsys):
+    prob, sched = tmp_path / "p.json", tmp_path / "s.json"
+    model = "mapsched.harness.models:transformer"
+    assert main(["profile", model, "--devices", "cpu:0,cpu:1", "--batch-sizes", "1,2", "--repeats", "1",
+                 "--warmup", "0", "-o", str(prob)]) == 0
+    p = Problem.read(str(prob))
+    assert p.name == "transformer" and p.m == 2
+    assert main(["solve", str(prob), "-m", "heft", "-o", str(sched)]) == 0
+    capsys.readouterr()
+    assert main(["run", model, str(prob), str(sched), "--repeats", "1", "--threads", "1",
+                 "-o", str(tmp_path / "measured.json")]) == 0
+    out = capsys.readouterr().out
+    assert "predicted" in out and "outputs match the unscheduled model: yes" in out
+    assert json.loads((tmp_path / "measured.json").read_text())["method"] == "measured:heft"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["profile", "nope", "-o", "x.json"], "model: expected MODULE:FACTORY"),
+    (["profile", "mapsched.harness.models:nope", "-o", "x.json"], "cannot load"),
+    (["profile", "mapsched.harness.models:resnet", "--devices", "tpu", "-o", "x.json"], "unknown device 'tpu'"),
+    (["profile", "mapsched.harness.models:resnet", "--batch-sizes", "1,x", "-o", "x.json"], "--batch-sizes"),
+    (["profile", "mapsched.harness.models:resnet", "--input-shape", "0,3", "-o", "x.json"], "--input-shape"),
+])
+def test_cli_errors_are_one_line(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+def test_cuda_profile_and_execute():
+    m, x = _model("resnet")
+    p = profile(m, x, ["cpu", "cuda:0"], [1, 2], warmup=1, repeats=3)
+    assert {ln.a for ln in p.system.links} == {"cpu", "cuda:0"}
+    for method in ("heft", "met"):
+        r = mapsched.solve(p, method)
+        run = execute(m, p, r, x)
+        with torch.inference_mode():
+            assert torch.allclose(run.outputs, m(x), rtol=1e-3, atol=1e-4)
