@@ -270,6 +270,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     elif args.kind in ("vgg", "resnet", "inception", "transformer"):
         p = getattr(generators, args.kind)(platform=generators.platform(args.system), objective=objective,
                                            seed=args.seed)
+    elif args.kind == "gpt3":
+        system = generators.platform(args.system) if args.system != "cpu-t4-a100" else None
+        p = generators.gpt3(args.layers, platform=system, objective=objective, seed=args.seed)
     else:
         p = generators.stack(args.modules, args.nodes, args.channels, args.variant, args.graph, args.seed,
                              generators.platform(args.system), objective)
@@ -394,7 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="gantt.png")
 
     g = sub.add_parser("generate", help="write a seeded synthetic problem (mapsched.problem/1)")
-    g.add_argument("kind", choices=("stack", "random-dag", "vgg", "resnet", "inception", "transformer"))
+    g.add_argument("kind", choices=("stack", "random-dag", "vgg", "resnet", "inception", "transformer", "gpt3"))
     g.add_argument("-o", "--output", required=True)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--batch", type=int, default=1, help="inputs L; above 1 the objective is throughput")
@@ -403,7 +406,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--channels", type=int, default=1, help="stack: edges between consecutive modules")
     g.add_argument("--variant", choices=("sdep", "wdep"), default="sdep", help="stack: channel wiring")
     g.add_argument("--graph", choices=("er", "ws", "ba"), default="er", help="stack: random graph model")
-    g.add_argument("--system", default="cpu-t4-a100", help="stack: system preset")
+    g.add_argument("--system", default="cpu-t4-a100", help="system preset (gpt3: multi-node unless given)")
+    g.add_argument("--layers", type=int, default=12, help="gpt3: decoder layers")
     g.add_argument("--tasks", type=int, default=1000, help="random-dag: tasks")
     g.add_argument("--devices", type=int, default=4, help="random-dag: devices")
 

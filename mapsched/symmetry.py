@@ -22,7 +22,7 @@ Symmetry breaking (the ``symmetry`` option of ``exact`` and ``split``)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +71,54 @@ class Symmetry:
 
         return float(prod(factorial(len(c)) for c in self.devices)) * float(
             prod(factorial(len(c)) for c in self.servers))
+
+    def generators(self, m: int) -> list[np.ndarray]:
+        """Permutations of the ``m`` devices that generate the group: transpositions
+        within each device class, and whole-server swaps within each server class."""
+        gens = []
+        for c in self.devices:
+            for u in c[1:]:
+                g = np.arange(m)
+                g[[c[0], u]] = [u, c[0]]
+                gens.append(g)
+        for c in self.servers:
+            for srv in c[1:]:
+                g = np.arange(m)
+                g[list(c[0])], g[list(srv)] = list(srv), list(c[0])
+                gens.append(g)
+        return gens
+
+    def orbits(self, points: Iterable[tuple[int | None, ...]], m: int) -> dict[tuple, tuple[tuple, np.ndarray]]:
+        """Map each tuple of devices to the representative of its orbit and a permutation
+        ``g`` of the devices with ``g[rep] == point`` (``None`` entries stay ``None``).
+
+        Only ``points`` are visited; the group must map them onto each other (true of
+        all tuples over all devices). A breadth-first search over the generators:
+        O(len(points) * generators * m).
+
+        >>> sym = Symmetry(((1, 2, 3),), ())
+        >>> orb = sym.orbits([(u, v) for u in range(4) for v in range(4)], 4)
+        >>> len({rep for rep, _ in orb.values()})
+        5
+        """
+        todo = list(dict.fromkeys(points))
+        allowed = set(todo)
+        gens = self.generators(m)
+        out: dict[tuple, tuple[tuple, np.ndarray]] = {}
+        for rep in todo:
+            if rep in out:
+                continue
+            out[rep] = (rep, np.arange(m))
+            queue = [rep]
+            while queue:
+                q = queue.pop()
+                perm = out[q][1]
+                for g in gens:
+                    q2 = tuple(None if x is None else int(g[x]) for x in q)
+                    if q2 in allowed and q2 not in out:
+                        out[q2] = (rep, g[perm])
+                        queue.append(q2)
+        return out
 
     def describe(self, problem: Problem) -> str:
         names = problem.device_names

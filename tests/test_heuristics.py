@@ -114,3 +114,24 @@ def test_heft_scales_to_10000_tasks():
     assert validate(p, r) == [] and r.makespan < solve(p, "met").makespan
 
 
+
+
+def test_split_beam_matches_enumeration_when_it_keeps_everything(monkeypatch):
+    from mapsched.generators import gpu_server, random_wired
+    from mapsched.heuristics import common
+
+    p = random_wired(4, seed=0, platform=gpu_server(2), objective=mapsched.Objective("throughput", 4))
+    for i in range(p.n):
+        listed = common._splits(p, i)
+        monkeypatch.setattr(common, "_ENUMERATE", 0)
+        beamed = common._splits(p, i)
+        monkeypatch.undo()
+        assert beamed == listed and all(sum(c) == p.L for c in beamed)
+
+
+def test_batched_heuristics_scale_to_many_devices():
+    from mapsched.generators import gpt3
+
+    p = gpt3(layers=1, objective=mapsched.Objective("throughput", 8))  # 30 devices: 5^30 count vectors
+    r = solve(p, "bheft")
+    assert validate(p, r) == []

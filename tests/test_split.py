@@ -5,7 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 import networkx as nx
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from mapsched import Problem, solve, validate
@@ -79,8 +79,9 @@ def test_multi_channel_stacks(channels):
 def test_split_equals_exact_on_single_channel_stacks(seed, modules):
     p = stack(modules, 5, 1, seed=seed)
     r = solve(p, "split", workers=1)
-    opt = solve(p, "exact", threads=1)
-    assert opt.status == "optimal" and validate(p, r) == []
+    opt = solve(p, "exact", threads=1, time_limit=60)
+    assume(opt.status == "optimal")  # a rare draw CP-SAT cannot close in a minute proves nothing here
+    assert validate(p, r) == []
     assert r.makespan == pytest.approx(opt.makespan, rel=1e-6)
     assert r.status == "optimal"
 

@@ -92,3 +92,42 @@ def test_bad_criterion_is_a_one_line_error():
         symmetry_plugins(p, "task,lex")
     with pytest.raises(OptionError, match="--symmetry"):
         solve(p, "exact", symmetry="speed")
+
+
+def test_generated_identical_hardware_is_found():
+    from mapsched.generators import gpt3, random_wired
+
+    p = random_wired(6, seed=1, platform=gpu_server(4))
+    assert [len(c) for c in find_symmetry(p).devices] == [4]  # the four A100s, not the CPU
+    g = gpt3(layers=1)
+    sym = find_symmetry(g)
+    assert len(sym.devices) == 6 and len(sym.servers) == 1 and len(sym.servers[0]) == 6
+
+
+def test_orbits_map_representatives_onto_every_pair():
+    from mapsched.generators import random_wired
+
+    prob = random_wired(5, seed=2, platform=multi_node(2, 2))
+    sym = find_symmetry(prob)
+    pairs = [(u, v) for u in range(prob.m) for v in range(prob.m)]
+    orb = sym.orbits(pairs, prob.m)
+    assert set(orb) == set(pairs)
+    for q, (rep, g) in orb.items():
+        assert tuple(int(g[x]) for x in rep) == q
+        assert sorted(g) == list(range(prob.m))
+    # 6 devices in 2 servers of (cpu, gpu, gpu): far fewer orbits than pairs
+    assert len({rep for rep, _ in orb.values()}) < len(pairs) / 3
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.integers(0, 10**6))
+def test_split_orbit_reduction_keeps_the_optimum(seed):
+    from mapsched.generators import stack
+
+    p = stack(2, 4, 1, seed=seed, platform=gpu_server(3))
+    full = solve(p, "split", workers=1, orbits=False)
+    fast = solve(p, "split", workers=1)
+    assert validate(p, fast) == []
+    assert fast.makespan == pytest.approx(full.makespan, rel=1e-6)
+    count = [int(r.log.split(" module subproblems solved")[0].rsplit("\n", 1)[-1]) for r in (fast, full)]
+    assert count[0] < count[1]

@@ -5,6 +5,7 @@ device with slowdown ``k`` and batching exponent ``beta`` a batch of ``b`` input
 takes ``t * k * j * b ** beta``, where ``j`` is a per-(task, device) lognormal
 jitter (sigma 0.15) standing for op-type affinity, so no device wins every task.
 ``beta`` near 1 means batching barely helps (a CPU); GPUs batch well (about 0.6).
+Devices with the same profile share their jitter: they are identical hardware.
 See ``docs/cost-model.md``.
 """
 
@@ -47,11 +48,16 @@ class Platform:
 
     def latencies(self, base: np.ndarray, batch_sizes: Sequence[int], rng: np.random.Generator) -> list[dict]:
         """Latency tables ``{device: {batch: ms}}`` for tasks of base times ``base`` (ms)."""
-        jitter = rng.lognormal(0.0, 0.15, size=(len(base), len(self.devices)))
+        # Devices of one profile are the same hardware: they share their jitter, so
+        # identical GPUs stay interchangeable (and symmetry breaking has work to do).
+        kinds: dict[tuple, int] = {}
+        kind = [kinds.setdefault((d.slowdown, d.batch_exponent, d.memory), len(kinds)) for d in self.devices]
+        jitter = rng.lognormal(0.0, 0.15, size=(len(base), len(kinds)))
         out = []
         for i, t in enumerate(base):
             out.append({
-                d.name: {int(b): float(t * d.slowdown * jitter[i, k] * b ** d.batch_exponent) for b in batch_sizes}
+                d.name: {int(b): float(t * d.slowdown * jitter[i, kind[k]] * b ** d.batch_exponent)
+                         for b in batch_sizes}
                 for k, d in enumerate(self.devices)
             })
         return out

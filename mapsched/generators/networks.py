@@ -19,7 +19,7 @@ import numpy as np
 from ..problem import Edge, Objective, Problem, Task
 from .costs import Platform, cpu_t4_a100
 
-__all__ = ["inception", "resnet", "transformer", "vgg"]
+__all__ = ["gpt3", "inception", "resnet", "transformer", "vgg"]
 
 PEAK_FLOPS, PEAK_BYTES, LAUNCH_MS = 19.5e12, 1.5e12, 0.01
 F32 = 4
@@ -117,17 +117,23 @@ def inception(blocks: int = 4, platform: Platform | None = None, objective: Obje
 
 
 def transformer(layers: int = 1, d_model: int = 1024, heads: int = 8, tokens: int = 20,
-                platform: Platform | None = None, objective: Objective | None = None, seed: int = 0) -> Problem:
+                platform: Platform | None = None, objective: Objective | None = None, seed: int = 0,
+                head_groups: int | None = None, name: str | None = None) -> Problem:
     """Transformer decoder blocks for one step over ``tokens`` tokens: layer norm, Q/K/V
-    projection, ``heads`` attention heads in parallel, output projection and residual,
-    layer norm, a 4x MLP and residual."""
-    net, act = _Net(f"transformer{layers}x{d_model}"), F32 * tokens * d_model
+    projection, attention heads in parallel, output projection and residual, layer
+    norm, a 4x MLP and residual. ``head_groups`` tasks share the heads (default: one
+    task per head)."""
+    net, act = _Net(name or f"transformer{layers}x{d_model}"), F32 * tokens * d_model
     prev = net.op("embed", 0, 0, act)
-    dh = d_model // heads
+    groups = head_groups or heads
+    if not 1 <= groups <= heads or heads % groups:
+        raise ValueError(f"head_groups: expected a divisor of heads={heads}, got {head_groups}")
+    dh, per = d_model // heads, heads // groups
     for t in range(layers):
         ln1 = net.op(f"l{t}.ln1", 5 * tokens * d_model, F32 * 2 * d_model, act, [prev])
         qkv = net.op(f"l{t}.qkv", 2 * tokens * d_model * 3 * d_model, F32 * 3 * d_model * d_model, 3 * act, [ln1])
-        hs = [net.op(f"l{t}.head{h}", 4 * tokens * tokens * dh, 0, F32 * tokens * dh, [qkv]) for h in range(heads)]
+        hs = [net.op(f"l{t}.head{h}", 4 * tokens * tokens * dh * per, 0, F32 * tokens * dh * per, [qkv])
+              for h in range(groups)]
         out = net.op(f"l{t}.proj", 2 * tokens * d_model * d_model, F32 * d_model * d_model, act, hs)
         res1 = net.op(f"l{t}.add1", tokens * d_model, 0, act, [out, prev])
         ln2 = net.op(f"l{t}.ln2", 5 * tokens * d_model, F32 * 2 * d_model, act, [res1])
@@ -135,3 +141,22 @@ def transformer(layers: int = 1, d_model: int = 1024, heads: int = 8, tokens: in
         down = net.op(f"l{t}.mlp_down", 8 * tokens * d_model * d_model, F32 * 4 * d_model * d_model, act, [up])
         prev = net.op(f"l{t}.add2", tokens * d_model, 0, act, [down, res1])
     return net.problem(platform, objective, seed)
+
+
+def gpt3(layers: int = 12, tokens: int = 20, head_groups: int = 4, platform: Platform | None = None,
+         objective: Objective | None = None, seed: int = 0, d_model: int = 12288, heads: int = 96) -> Problem:
+    """A GPT-3-like decoder (the 175B shape: d_model 12288, 96 heads) for one decoding
+    step of ``tokens`` tokens per input, on ``layers`` of its 96 layers, by default on
+    the :func:`~mapsched.generators.multi_node` system of 6 servers (the seed paper's
+    section VI case study). Each layer holds about 7.2 GB of fp32 weights, so memory
+    spreads the model over the servers.
+
+    >>> from mapsched.generators import gpt3
+    >>> p = gpt3(layers=2)
+    >>> p.n, p.m
+    (25, 30)
+    """
+    from .costs import multi_node
+
+    return transformer(layers, d_model, heads, tokens, platform or multi_node(), objective, seed,
+                       head_groups=head_groups, name=f"gpt3-{layers}l")

@@ -9,6 +9,8 @@ keeps the choices made so far where it can, and decodes its mapping instead.
 
 from __future__ import annotations
 
+import heapq
+import math
 from collections.abc import Callable, Sequence
 from itertools import product
 
@@ -25,6 +27,7 @@ Trial = list[tuple[int, int, float, float, int]]  # Builder.trial output
 Rule = Callable[[int, list[tuple[Option, Trial]], Builder], tuple[Option, Trial]]
 
 MAX_SPLITS = 64  # candidate splits kept per task for batched heuristics
+_ENUMERATE = 50_000  # above this many count vectors, _splits grows them by a beam instead
 
 
 def mean_cost(problem: Problem) -> np.ndarray:
@@ -79,17 +82,34 @@ def rank_order(problem: Problem, priority: np.ndarray) -> list[int]:
 
 
 def _splits(problem: Problem, i: int) -> tuple[tuple[int, ...], ...]:
-    """Feasible count vectors of task i, fastest (smallest longest job) first, at most MAX_SPLITS."""
+    """Feasible count vectors of task i, fastest (smallest longest job, then fewest devices)
+    first, at most MAX_SPLITS.
+
+    All vectors are enumerated when there are few (O(product of choices)); on many
+    devices a beam over the devices keeps the MAX_SPLITS best partial vectors per
+    partial sum instead (O(m L MAX_SPLITS nb)), which may miss some of the best.
+    """
     p = problem
     choices = [[0, *batch_options(p, i, u)] for u in range(p.m)]
-    found = []
-    for counts in product(*choices):
-        if sum(counts) != p.L:
-            continue
-        longest = max(p.lat[i, u, p.batch_pos[c]] for u, c in enumerate(counts) if c)
-        found.append((longest, sum(1 for c in counts if c), counts))
-    found.sort()
-    return tuple(c for _, _, c in found[:MAX_SPLITS])
+    if math.prod(len(c) for c in choices) <= _ENUMERATE:
+        found = []
+        for counts in product(*choices):
+            if sum(counts) == p.L:
+                longest = max(p.lat[i, u, p.batch_pos[c]] for u, c in enumerate(counts) if c)
+                found.append((longest, sum(1 for c in counts if c), counts))
+        return tuple(c for _, _, c in sorted(found)[:MAX_SPLITS])
+    beam: dict[int, list[tuple[float, int, tuple[int, ...]]]] = {0: [(0.0, 0, ())]}
+    for u, opts in enumerate(choices):
+        grown: dict[int, list[tuple[float, int, tuple[int, ...]]]] = {}
+        for total, parts in beam.items():
+            for c in opts:
+                if total + c > p.L:
+                    continue
+                t = float(p.lat[i, u, p.batch_pos[c]]) if c else 0.0
+                grown.setdefault(total + c, []).extend(
+                    (max(longest, t), used + (c > 0), counts + (c,)) for longest, used, counts in parts)
+        beam = {total: heapq.nsmallest(MAX_SPLITS, parts) for total, parts in grown.items()}
+    return tuple(c for _, _, c in beam.get(p.L, []))
 
 
 def options(problem: Problem, i: int) -> list[Option]:

@@ -56,7 +56,7 @@ from ..registry import Option, register
 from ..schedule import Schedule
 from ..solve import SolveContext, solve
 from ..splits import owner_from_counts
-from ..symmetry import symmetry_plugins
+from ..symmetry import find_symmetry, symmetry_plugins
 from .modules import ModuleChain, detect_modules
 
 __all__ = ["solve_module", "split"]
@@ -148,74 +148,95 @@ def _com(p: Problem, chain: ModuleChain, t: int, v_prev: int, u: int) -> float:
         Option("backend", str, "cpsat", "exact solver for the modules", choices=("cpsat", "highs")),
         Option("module_time_limit", float, 10.0, "seconds per module subproblem"),
         Option("symmetry", str, "none", "symmetry breaking in the module solves (see exact)"),
+        Option("orbits", bool, True, "solve one (input, output) device pair per orbit of identical devices"),
         Option("workers", int, 0, "processes for the subproblems (0: one per core; 1: in this process)"),
         Option("executor", object, None, "a concurrent.futures.Executor for the subproblems", cli=False),
     ),
 )
 def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, module_time_limit: float,
-          symmetry: str, workers: int, executor: Executor | None) -> Schedule:
-    """MILP-SPLIT; see the module docstring. O(T m^2) module solves and O(T m^4) DP steps."""
+          symmetry: str, orbits: bool, workers: int, executor: Executor | None) -> Schedule:
+    """MILP-SPLIT; see the module docstring. O(T m^2) module solves (fewer with
+    identical devices: one per orbit) and O(T m^3) DP steps."""
     p = problem
     chain = _pick_chain(p, channels)
     T, m = len(chain.modules), p.m
     ins_dev = [[None] if t == 0 else list(range(m)) for t in range(T)]
     out_dev = [[None] if t == T - 1 else list(range(m)) for t in range(T)]
+    # Identical devices make OPT(M_t, u, v) = OPT(M_t, g u, g v) for every symmetry g:
+    # solve one pair per orbit and relabel its schedule for the others.
+    pairs = [(u, v) for t in range(T) for u in ins_dev[t] for v in out_dev[t]]
+    orbit = find_symmetry(p).orbits(pairs, m) if orbits else {q: (q, np.arange(m)) for q in pairs}
     jobs = {(t, u, v): sub for t in range(T) for u in ins_dev[t] for v in out_dev[t]
-            if (sub := _subproblem(p, chain, t, u, v)) is not None}
+            if orbit[u, v][0] == (u, v) and (sub := _subproblem(p, chain, t, u, v)) is not None}
     exact_chain = _is_exact(p, chain)
-    if not exact_chain:  # also each module with free channel ends, stitched as it comes
-        jobs |= {(t, "free", None): _subproblem(p, chain, t, None, None) for t in range(T)}
-    limit = module_time_limit if ctx.time_limit is None else min(module_time_limit, ctx.remaining())
+    if not exact_chain:  # each module with free channel ends too, first: together they always stitch
+        jobs = {(t, "free", None): _subproblem(p, chain, t, None, None) for t in range(T)} | jobs
+    limit = module_time_limit
+    if ctx.time_limit is not None:  # share what is left among the subproblems, so the table fills in time
+        width = (workers or os.cpu_count() or 1) if executor is None else (os.cpu_count() or 1)
+        limit = min(module_time_limit, max(0.2, 0.8 * ctx.remaining() * width / max(1, len(jobs))))
     symmetry_plugins(problem, symmetry)  # reject a bad criterion before any work
     results = _run(jobs, backend, limit, symmetry, workers, executor, ctx)
+    for t in range(T):
+        for u in ins_dev[t]:
+            for v in out_dev[t]:
+                rep, g = orbit[u, v]
+                if rep != (u, v) and (t, *rep) in results:
+                    results[t, u, v] = _relabel(p, results[(t, *rep)], g)
 
     # Dynamic programming over (input device, output device) of each module.
     value, bound, back = {}, {}, {}
     for t in range(T):
+        prev = [(uu, vv) for uu in ins_dev[t - 1] for vv in out_dev[t - 1] if (t - 1, uu, vv) in value] if t else []
         for u in ins_dev[t]:
+            # The best way into module t on u does not depend on v: O(m^2) per u.
+            best, best_b, arg = (0.0, 0.0, None) if t == 0 else (math.inf, math.inf, None)
+            for uu, vv in prev:
+                c = _com(p, chain, t, vv, u)
+                if value[t - 1, uu, vv] + c < best:
+                    best, arg = value[t - 1, uu, vv] + c, (uu, vv)
+                best_b = min(best_b, bound[t - 1, uu, vv] + c)
+            if t > 0 and arg is None:
+                continue
             for v in out_dev[t]:
-                r = results.get((t, u, v))
-                if r is None:
-                    continue
-                if t == 0:
-                    value[t, u, v], bound[t, u, v], back[t, u, v] = r.makespan, r.bound, None
-                    continue
-                best, best_b, arg = math.inf, math.inf, None
-                for (tt, uu, vv), val in value.items():
-                    if tt != t - 1:
-                        continue
-                    c = _com(p, chain, t, vv, u)
-                    if val + c < best:
-                        best, arg = val + c, (uu, vv)
-                    best_b = min(best_b, bound[tt, uu, vv] + c)
-                if arg is not None:
+                if (r := results.get((t, u, v))) is not None:
                     value[t, u, v], bound[t, u, v], back[t, u, v] = best + r.makespan, best_b + r.bound, arg
     finals = {k: val for k, val in value.items() if k[0] == T - 1}
-    if not finals:  # holding channel ends on one device ruled out every combination (or time ran out)
+    free = [results.get((t, "free", None)) for t in range(T)]
+    candidates = []
+    if finals:
+        key = min(finals, key=finals.get)
+        chosen = []
+        t, (u, v) = T - 1, key[1:]
+        while True:
+            chosen.append((t, u, v))
+            if back[t, u, v] is None:
+                break
+            u, v = back[t, u, v]
+            t -= 1
+        dp = _stitch(p, chain, [results[k] for k in reversed(chosen)], ctx)
+        if exact_chain and "repair" not in dp.log:
+            dp.lower_bound = min(bound[k] for k in finals)
+        candidates.append(dp)
+    if not exact_chain and all(free):
+        candidates.append(_stitch(p, chain, free, ctx))
+        candidates[-1].log += "modules solved with free channel ends, stitched\n"
+    if not candidates:  # holding channel ends on one device ruled out every combination (or time ran out)
         s = warm_start(p)
         s.log += "split: no combination of module schedules; returned the warm start\n"
         return s
-    key = min(finals, key=finals.get)
-    chosen = []
-    t, (u, v) = T - 1, key[1:]
-    while True:
-        chosen.append((t, u, v))
-        if back[t, u, v] is None:
-            break
-        u, v = back[t, u, v]
-        t -= 1
-    schedule = _stitch(p, chain, [results[k] for k in reversed(chosen)], ctx)
-    free = [results.get((t, "free", None)) for t in range(T)]
-    if not exact_chain and all(free):
-        other = _stitch(p, chain, free, ctx)
-        if other.makespan < schedule.makespan:
-            schedule = other
-            schedule.log += "modules solved with free channel ends stitched better than the recursion\n"
-    if exact_chain and "repair" not in schedule.log:
-        schedule.lower_bound = min(bound[k] for k in finals)
-    schedule.log += f"{chain.describe(p)}\n{len(jobs)} module subproblems; DP value {finals[key]:.6g}; " \
-                    f"{'exact' if exact_chain else 'heuristic'} recursion\n"
+    schedule = min(candidates, key=lambda c: c.makespan)
+    if finals:
+        schedule.log += f"DP value {finals[key]:.6g}; {'exact' if exact_chain else 'heuristic'} recursion\n"
+    schedule.log += f"{chain.describe(p)}\n{len(jobs)} module subproblems solved\n"
     return schedule
+
+
+def _relabel(p: Problem, sol: ModuleSolution, g: np.ndarray) -> ModuleSolution:
+    """A module solution moved by the device permutation ``g`` (a symmetry of ``p``)."""
+    names = p.device_names
+    return ModuleSolution(sol.makespan, sol.bound, tuple((task, names[g[p.device_index[dev]]], inputs, start)
+                                                         for task, dev, inputs, start in sol.jobs))
 
 
 def _pick_chain(p: Problem, channels: int) -> ModuleChain:

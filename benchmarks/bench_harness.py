@@ -1,0 +1,74 @@
+"""How well predicted schedule times match real execution, on the CPU.
+
+Each example model is profiled on two emulated devices (``cpu:0`` and ``cpu:1``,
+one thread each, on this machine's cores), then many schedules of it (heuristics
+and random mappings, for latency and for throughput over 4 inputs with batch sizes
+1, 2 and 4) are executed for real. Reported per model and objective: the Pearson
+and Spearman correlations between predicted and measured makespans, and the median
+ratio measured / predicted.
+
+    python benchmarks/bench_harness.py --random 12 --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import torch
+from scipy.stats import spearmanr
+
+import mapsched
+from mapsched.harness import execute, profile
+from mapsched.harness.models import FACTORIES
+
+LATENCY = ("heft", "cpop", "met", "greedy", "single-best")
+THROUGHPUT = ("bheft", "bmet", "bgreedy", "single-best")
+
+
+def schedules(p: mapsched.Problem, methods: tuple[str, ...], randoms: int) -> list[mapsched.Schedule]:
+    out = [mapsched.solve(p, m) for m in methods]
+    out += [mapsched.solve(p, "random", seed=s, samples=1) for s in range(randoms)]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--random", type=int, default=12, help="random mappings per model and objective")
+    ap.add_argument("--repeats", type=int, default=5, help="timed executions per schedule (median kept)")
+    ap.add_argument("--batch", type=int, default=4, help="inputs of the throughput objective")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    devices = ["cpu:0", "cpu:1"]
+    print("| model | objective | tasks | schedules | predicted (ms) | measured (ms) | Pearson r | Spearman rho "
+          "| measured / predicted |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    every = []
+    for name, factory in FACTORIES.items():
+        model = factory()
+        example = torch.randn(model.input_shape, generator=torch.Generator().manual_seed(0))
+        base = profile(model, example, devices, [1, 2, 4], warmup=3, repeats=10, name=name)
+        for objective, methods in ((mapsched.Objective(), LATENCY),
+                                   (mapsched.Objective("throughput", args.batch), THROUGHPUT)):
+            p = base.with_objective(objective)
+            x = torch.randn(p.L, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
+            pred, meas = [], []
+            for s in schedules(p, methods, args.random):
+                run = execute(model, p, s, x, warmup=1, repeats=args.repeats)
+                pred.append(s.makespan)
+                meas.append(run.makespan)
+            pred_a, meas_a = np.array(pred), np.array(meas)
+            every.append((pred_a, meas_a))
+            r = float(np.corrcoef(pred_a, meas_a)[0, 1])
+            rho = float(spearmanr(pred_a, meas_a).statistic)
+            print(f"| {name} | {objective.kind} | {p.n} | {len(pred)} | {pred_a.min():.2f} to {pred_a.max():.2f} "
+                  f"| {meas_a.min():.2f} to {meas_a.max():.2f} | {r:.3f} | {rho:.3f} "
+                  f"| {np.median(meas_a / pred_a):.2f} |")
+    pred_all = np.concatenate([a for a, _ in every])
+    meas_all = np.concatenate([b for _, b in every])
+    print(f"\nall {len(pred_all)} schedules: Pearson r = {np.corrcoef(pred_all, meas_all)[0, 1]:.3f}, "
+          f"Spearman rho = {spearmanr(pred_all, meas_all).statistic:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""Symmetry breaking and multi-node scheduling: the seed paper's Table V, and the
+effect of symmetry breaking on a server with 4 identical GPUs.
+
+Part 1 (Table V). A GPT-3-like decoder (``mapsched.generators.gpt3``: d_model 12288,
+96 heads in 4 groups, one decoding step of 20 tokens per input) with ``--layers``
+layers, throughput over B inputs, on the ``multi-node`` preset: 6 servers, each a CPU
+and 4 identical A100s, joined by a 100 Gb/s network. Rows:
+
+- single node: one sixth of the layers scheduled on one server (by ``exact`` and by
+  ``split``), then replicated: server s runs the s-th sixth with the same device
+  choices, and the whole graph is re-timed exactly;
+- multi node: ``split`` over all 30 devices with no symmetry breaking in the module
+  solves, then with each criterion (batch, task, time);
+- the upper bound on throughput (from the proved lower bound on the makespan).
+
+Part 2. ``exact`` on random-wired modules (latency) on a CPU and 4 identical A100s,
+with each symmetry criterion: time to a proved optimum.
+
+    python benchmarks/bench_symmetry.py --layers 6 --batch 16 --time-limit 120
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+
+import numpy as np
+
+import mapsched
+from mapsched.formulations.common import retime_jobs
+from mapsched.generators import gpt3, gpu_server, random_wired
+from mapsched.symmetry import find_symmetry
+
+
+def replicate(full: mapsched.Problem, part: mapsched.Schedule, per: int, servers: int) -> mapsched.Schedule:
+    """Server s runs layers [s*per, (s+1)*per) as node0 ran layers [0, per) in ``part``."""
+    jobs = []
+    for j in part.jobs:
+        mask = sum(1 << i for i in j.inputs)
+        if j.task == "embed":
+            jobs.append((full.task_index["embed"], full.device_index[j.device], mask, (0, j.start)))
+            continue
+        layer, rest = j.task[1:].split(".", 1)
+        for stage in range(servers):
+            task = f"l{stage * per + int(layer)}.{rest}"
+            dev = j.device.replace("n0-", f"n{stage}-", 1)
+            jobs.append((full.task_index[task], full.device_index[dev], mask, (stage, j.start)))
+    return retime_jobs(full, jobs, method="replicated")
+
+
+def subproblems(r: mapsched.Schedule) -> str:
+    m = re.search(r"(\d+) module subproblems solved", r.log)
+    return m.group(1) if m else "-"
+
+
+def table_v(layers: int, batch: int, limit: float, servers: int = 6) -> None:
+    obj = mapsched.Objective("throughput", batch)
+    full = gpt3(layers, objective=obj)
+    per = layers // servers
+    one = gpt3(per, platform=gpu_server(4, "node0", "n0-"), objective=obj)
+    sym = find_symmetry(full)
+    print(f"{full!r}; one server's share: {one!r}")
+    print(f"symmetry group order {sym.order():.3g} "
+          f"({len(sym.devices)} classes of identical GPUs, {len(sym.servers)} class of servers)\n")
+    print("| schedule | throughput (inputs/s) | makespan (ms) | seconds | module subproblems solved |")
+    print("|---|---:|---:|---:|---:|")
+    best_bound = mapsched.lower_bound(full, "fast").value
+    for method in ("exact", "split"):
+        t0 = time.perf_counter()
+        r = mapsched.solve(one, method, time_limit=limit, threads=2)
+        s = replicate(full, r, per, servers)
+        assert mapsched.validate(full, s) == []
+        print(f"| single node, {method}, replicated | {s.throughput:.2f} | {s.makespan:.2f} "
+              f"| {time.perf_counter() - t0:.1f} | {subproblems(r)} |")
+    for crit in ("none", "batch", "task", "time"):
+        r = mapsched.solve(full, "split", time_limit=limit, symmetry=crit)
+        assert mapsched.validate(full, r) == []
+        best_bound = max(best_bound, r.lower_bound or 0.0)
+        label = "no symmetry breaking" if crit == "none" else f"symmetry breaking by {crit}"
+        print(f"| multi node, split, {label} | {r.throughput:.2f} | {r.makespan:.2f} | {r.solve_seconds:.1f} "
+              f"| {subproblems(r)} |")
+    r = mapsched.solve(full, "split", time_limit=limit, orbits=False)
+    print(f"| multi node, split, no symmetry and no orbit reduction | {r.throughput:.2f} | {r.makespan:.2f} "
+          f"| {r.solve_seconds:.1f} | {subproblems(r)} |")
+    print(f"| upper bound | {1000.0 * batch / best_bound:.2f} | {best_bound:.2f} (lower bound) | | |")
+
+
+def identical_gpus(limit: float, seeds: int) -> None:
+    print("\n| instance | tasks | symmetry | status | makespan (ms) | seconds |")
+    print("|---|---:|---|---|---:|---:|")
+    for n in (8, 10):
+        for seed in range(seeds):
+            p = random_wired(n, seed=seed, platform=gpu_server(4))
+            for crit in ("none", "task", "batch", "time", "lex"):
+                r = mapsched.solve(p, "exact", time_limit=limit, threads=2, symmetry=crit)
+                print(f"| ER(0.2) N={n} seed {seed} | {p.n} | {crit} | {r.status} | {r.makespan:.3f} "
+                      f"| {r.solve_seconds:.2f} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--time-limit", type=float, default=120.0)
+    ap.add_argument("--exact-limit", type=float, default=60.0, help="part 2: seconds per exact solve")
+    ap.add_argument("--seeds", type=int, default=3)
+    args = ap.parse_args()
+    np.set_printoptions(precision=3)
+    table_v(args.layers, args.batch, args.time_limit)
+    identical_gpus(args.exact_limit, args.seeds)
+
+
+if __name__ == "__main__":
+    main()
