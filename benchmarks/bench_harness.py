@@ -1,13 +1,13 @@
 """How well predicted schedule times match real execution, on the CPU.
 
-Each example model is profiled on two emulated devices (``cpu:0`` and ``cpu:1``,
+Each example model (at the sizes in SIZES) is profiled on two emulated devices (``cpu:0`` and ``cpu:1``,
 one thread each, on this machine's cores), then many schedules of it (heuristics
 and random mappings, for latency and for throughput over 4 inputs with batch sizes
 1, 2 and 4) are executed for real. Reported per model and objective: the Pearson
 and Spearman correlations between predicted and measured makespans, and the median
 ratio measured / predicted.
 
-    python benchmarks/bench_harness.py --random 12 --repeats 5
+    python benchmarks/bench_harness.py --random 12 --warmup 3 --repeats 5
 """
 
 from __future__ import annotations
@@ -23,6 +23,10 @@ from mapsched.harness import execute, profile
 from mapsched.harness.models import FACTORIES
 
 LATENCY = ("heft", "cpop", "met", "greedy", "single-best")
+# Larger than the test defaults, so that tasks take milliseconds and the engine's
+# fixed cost per job (tens of microseconds of Python) does not dominate.
+SIZES = {"resnet": {"width": 32, "image": 64}, "inception": {"width": 16, "image": 64},
+         "random-wired": {"n": 12, "width": 32, "image": 32}, "transformer": {"d_model": 256, "tokens": 64}}
 THROUGHPUT = ("bheft", "bmet", "bgreedy", "single-best")
 
 
@@ -36,6 +40,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--random", type=int, default=12, help="random mappings per model and objective")
     ap.add_argument("--repeats", type=int, default=5, help="timed executions per schedule (median kept)")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed executions first")
     ap.add_argument("--batch", type=int, default=4, help="inputs of the throughput objective")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -45,7 +50,7 @@ def main() -> None:
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     every = []
     for name, factory in FACTORIES.items():
-        model = factory()
+        model = factory(**SIZES[name])
         example = torch.randn(model.input_shape, generator=torch.Generator().manual_seed(0))
         base = profile(model, example, devices, [1, 2, 4], warmup=3, repeats=10, name=name)
         for objective, methods in ((mapsched.Objective(), LATENCY),
@@ -54,7 +59,7 @@ def main() -> None:
             x = torch.randn(p.L, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
             pred, meas = [], []
             for s in schedules(p, methods, args.random):
-                run = execute(model, p, s, x, warmup=1, repeats=args.repeats)
+                run = execute(model, p, s, x, warmup=args.warmup, repeats=args.repeats)
                 pred.append(s.makespan)
                 meas.append(run.makespan)
             pred_a, meas_a = np.array(pred), np.array(meas)

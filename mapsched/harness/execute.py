@@ -11,6 +11,7 @@ host (set ``torch.set_num_threads`` so that they do not fight over the cores).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -98,8 +99,8 @@ def _gather(name: str, inputs: Sequence[int], owner: dict[int, tuple[int, int]],
     return (parts[0] if len(parts) == 1 else torch.cat(parts)), first
 
 
-def _launch(graph: CoarseGraph, problem: Problem, jobs: list[Job], batch: Sequence[torch.Tensor]
-            ) -> tuple[dict[int, _Done], float]:
+def _launch(graph: CoarseGraph, problem: Problem, jobs: list[Job], batch: Sequence[torch.Tensor],
+            pools: dict[str, ThreadPoolExecutor]) -> tuple[dict[int, _Done], float]:
     names = [d.name for d in problem.system.devices]
     tdev = {d: torch_device(d) for d in names}
     graphs = {d: graph.to(tdev[d]) for d in names}
@@ -112,8 +113,27 @@ def _launch(graph: CoarseGraph, problem: Problem, jobs: list[Job], batch: Sequen
             owner[seg_of[job.task]][i] = (j, row)
     done: dict[int, _Done] = {}
     futures: dict[int, Future] = {}
+    # Model inputs are prefetched (they take no time in the problem): slice them now.
+    staged = {j: move(batch[graph.placeholders.index(job.task)][list(job.inputs)], "cpu", job.device)
+              for j, job in enumerate(jobs) if not graph.segments[seg_of[job.task]].nodes}
+    go, clock, finished, left, lock, errors = threading.Event(), [0.0], threading.Event(), [len(jobs)], \
+        threading.Lock(), []
 
-    def run(j: int, t0: float) -> None:
+    def run(j: int) -> None:
+        try:
+            _run(j)
+        except BaseException as exc:
+            errors.append(exc)
+            finished.set()
+            raise
+        with lock:
+            left[0] -= 1
+            if not left[0]:
+                finished.set()
+
+    def _run(j: int) -> None:
+        go.wait()
+        t0 = clock[0]
         job, k = jobs[j], seg_of[jobs[j].task]
         seg, dev, stream = graph.segments[k], job.device, streams[job.device]
         with torch.inference_mode(), torch.cuda.stream(stream) if stream is not None else nullcontext():
@@ -128,10 +148,7 @@ def _launch(graph: CoarseGraph, problem: Problem, jobs: list[Job], batch: Sequen
                     stream.wait_event(done[src].event)
                 args.append(move(value, jobs[src].device, dev))
             start = time.perf_counter() - t0
-            if seg.nodes:
-                values = list(graphs[dev].module(k)(*args))
-            else:  # a model input: its rows, on this device
-                values = [move(batch[graph.placeholders.index(seg.name)][list(job.inputs)], "cpu", dev)]
+            values = list(graphs[dev].module(k)(*args)) if seg.nodes else [staged[j]]
             event = None
             if stream is not None:
                 event = torch.cuda.Event()
@@ -140,18 +157,17 @@ def _launch(graph: CoarseGraph, problem: Problem, jobs: list[Job], batch: Sequen
             done[j] = _Done(values, event, start, time.perf_counter() - t0)
 
     order = sorted(range(len(jobs)), key=lambda j: (jobs[j].start, jobs[j].end, seg_of[jobs[j].task]))
-    pools = {d: ThreadPoolExecutor(1, thread_name_prefix=f"mapsched-{d}") for d in names}
     for d in names:
         synchronize(tdev[d])
-    t0 = time.perf_counter()
-    try:
-        for j in order:
-            futures[j] = pools[jobs[j].device].submit(run, j, t0)
-        for f in futures.values():
-            f.result()
-    finally:
-        for pool in pools.values():
-            pool.shutdown(wait=True)
+    for j in order:  # everything queued before the clock starts: the main thread then only waits
+        futures[j] = pools[jobs[j].device].submit(run, j)
+    t0 = clock[0] = time.perf_counter()
+    go.set()
+    # Wait on one event, not on each future: waking at every job would make this thread
+    # fight the devices' threads for the GIL.
+    finished.wait()
+    if errors:
+        raise errors[0]
     for d in names:
         synchronize(tdev[d])
     return done, 1000.0 * (time.perf_counter() - t0)
@@ -202,10 +218,19 @@ def execute(model: nn.Module | CoarseGraph, problem: Problem, schedule: Schedule
     _check(graph, problem, schedule)
     jobs = list(schedule.jobs)
     runs = []
-    for r in range(warmup + max(1, repeats)):
-        done, wall = _launch(graph, problem, jobs, batch)
-        if r >= warmup:
-            runs.append((wall, done))
+    # One long-lived thread per device, with the caller's intra-op thread count: a fresh
+    # thread would start its own OpenMP team at the default size, on every run.
+    threads = torch.get_num_threads()
+    pools = {d.name: ThreadPoolExecutor(1, f"mapsched-{d.name}", torch.set_num_threads, (threads,))
+             for d in problem.system.devices}
+    try:
+        for r in range(warmup + max(1, repeats)):
+            done, wall = _launch(graph, problem, jobs, batch, pools)
+            if r >= warmup:
+                runs.append((wall, done))
+    finally:
+        for pool in pools.values():
+            pool.shutdown(wait=True)
     wall, done = runs[int(np.argsort([w for w, _ in runs])[len(runs) // 2])]
     measured = [Job(job.task, job.device, done[j].start * 1000.0, done[j].end * 1000.0, job.inputs)
                 for j, job in enumerate(jobs)]

@@ -9,14 +9,17 @@ bandwidth and latency.
 from __future__ import annotations
 
 import platform
+import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import torch
 from torch import nn
 
 from ..errors import HarnessError
 from ..problem import Device, Edge, Link, Objective, Problem, System, Task
-from .devices import available, memory_bytes, move, time_ms, torch_device
+from .devices import available, memory_bytes, move, synchronize, time_ms, torch_device
 from .graph import CoarseGraph, _rows, trace
 
 __all__ = ["measure_links", "profile", "profile_graph"]
@@ -28,7 +31,8 @@ def measure_links(devices: Sequence[str], sizes: tuple[int, int] = (2**12, 2**24
 
     Copies of ``sizes[0]`` and ``sizes[1]`` bytes fit ``time = latency + bytes / bandwidth``:
     the bandwidth is the slope between the two sizes and the latency what remains of
-    the small copy.
+    the small copy. Between emulated CPU devices a copy is made by another thread
+    after it wakes up, as :func:`~mapsched.harness.execute` hands data over.
 
     >>> [(ln.a, ln.b) for ln in measure_links(["cpu:0", "cpu:1"], sizes=(64, 4096), repeats=1)]
     [('cpu:0', 'cpu:1'), ('cpu:1', 'cpu:0')]
@@ -40,14 +44,42 @@ def measure_links(devices: Sequence[str], sizes: tuple[int, int] = (2**12, 2**24
                 continue
             da, db = torch_device(a), torch_device(b)
             ms = []
-            for size in sizes:
-                t = torch.empty(size, dtype=torch.uint8, device=da)
-                ms.append(time_ms(lambda t=t, a=a, b=b: move(t, a, b), [da, db], warmup, repeats))
+            with ThreadPoolExecutor(1, "mapsched-link", torch.set_num_threads, (torch.get_num_threads(),)) as pool:
+                for size in sizes:
+                    t = torch.empty(size, dtype=torch.uint8, device=da)
+                    if da.type == db.type == "cpu":
+                        # Emulated devices: the receiving thread wakes up and copies, as in execute().
+                        def copy(t: torch.Tensor = t) -> object:
+                            return pool.submit(t.clone).result()
+                    else:
+                        def copy(t: torch.Tensor = t, a: str = a, b: str = b) -> object:
+                            return move(t, a, b)
+                    ms.append(time_ms(copy, [da, db], warmup, repeats))
             slope = (ms[1] - ms[0]) / (sizes[1] - sizes[0])
             bandwidth = 1000.0 / slope if slope > 0 else 1000.0 * sizes[1] / max(ms[1], 1e-9)
             latency = max(0.0, ms[0] - 1000.0 * sizes[0] / bandwidth)
             links.append(Link(a, b, bandwidth, latency, directed=True))
     return links
+
+
+def _timed_pass(graph: CoarseGraph, dev: torch.device, inputs: Sequence[torch.Tensor]) -> list[float]:
+    """Run every segment in order on ``dev`` and time each (ms); model inputs take 0.
+
+    Timing the tasks in the flow of a whole pass, rather than one task over and over,
+    sees the caches as a real run leaves them.
+    """
+    values: dict[str, object] = dict(zip(graph.placeholders, inputs))
+    times = [0.0] * len(graph.segments)
+    for k, seg in enumerate(graph.segments):
+        if seg.nodes:
+            args = [values[v] for v in seg.inputs]
+            synchronize(dev)
+            t0 = time.perf_counter()
+            out = graph.module(k)(*args)
+            synchronize(dev)
+            times[k] = 1000.0 * (time.perf_counter() - t0)
+            values.update(zip(seg.outputs, out))
+    return times
 
 
 def profile_graph(graph: CoarseGraph, example: torch.Tensor | Sequence[torch.Tensor], devices: Sequence[str],
@@ -56,22 +88,20 @@ def profile_graph(graph: CoarseGraph, example: torch.Tensor | Sequence[torch.Ten
     """Profile the segments of a traced model; see :func:`profile`."""
     example = (example,) if isinstance(example, torch.Tensor) else tuple(example)
     tdev = {d: torch_device(d) for d in devices}
-    on = {dev: graph.to(dev) for dev in set(tdev.values())}
     latency: list[dict[str, dict[str, float]]] = [{} for _ in graph.segments]
     with torch.inference_mode():
-        for b in batch_sizes:
-            values = graph.run(*[_rows(x, b) for x in example])
-            for k, seg in enumerate(graph.segments):
-                if not seg.nodes:
-                    for d in devices:  # a model input: prefetched wherever it is first needed
-                        latency[k].setdefault(d, {})[str(b)] = 0.0
-                    continue
-                for d in devices:
-                    dev = tdev[d]
-                    args = [move(values[v], "cpu", d) for v in seg.inputs]
-                    mod = on[dev].module(k)
-                    latency[k].setdefault(d, {})[str(b)] = time_ms(lambda m=mod, a=args: m(*a), [dev], warmup,
-                                                                  repeats)
+        # Emulated CPU devices are one CPU: time it once, so they stay identical.
+        for dev in dict.fromkeys(tdev.values()):
+            on = graph.to(dev)
+            for b in batch_sizes:
+                inputs = [move(_rows(x, b), "cpu", str(dev)) for x in example]
+                for _ in range(warmup):
+                    _timed_pass(on, dev, inputs)
+                ms = np.median([_timed_pass(on, dev, inputs) for _ in range(max(1, repeats))], axis=0)
+                for k in range(len(graph.segments)):
+                    for d in devices:
+                        if tdev[d] == dev:
+                            latency[k].setdefault(d, {})[str(b)] = float(ms[k])
     tasks = [
         Task(seg.name, latency[k], float(graph.weight_bytes(k)),
              float(sum(graph.nbytes[v] for v in seg.inputs)),
@@ -105,8 +135,11 @@ def profile(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], de
     cluster : bool
         Fuse cheap ops into their producers (see :func:`~mapsched.harness.trace`).
     warmup, repeats : int
-        Untimed and timed runs per measurement; the median of the timed runs is kept.
-        Each timed run waits for the GPU (synchronisation), so kernels count in full.
+        Untimed and timed passes over the whole model per device and batch size; each
+        task keeps the median of its times over the timed passes. Tasks are timed one
+        after another in a pass (as a real run leaves the caches), each bracketed by a
+        synchronisation of the GPU, so kernels count in full. Emulated CPU devices are
+        timed once, as the one CPU they are.
     objective : Objective, optional
         Written into the problem; latency by default.
     name : str, optional
@@ -124,8 +157,8 @@ def profile(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], de
 
     Notes
     -----
-    Takes ``(warmup + repeats) × tasks × devices × batch sizes`` task runs, plus two
-    copies per ordered pair of devices.
+    Takes ``(warmup + repeats) × devices × batch sizes`` passes over the model, plus
+    timed copies for each ordered pair of devices.
 
     Examples
     --------
