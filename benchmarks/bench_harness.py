@@ -8,6 +8,8 @@ and Spearman correlations between predicted and measured makespans, and the medi
 ratio measured / predicted.
 
     python benchmarks/bench_harness.py --random 12 --warmup 3 --repeats 5
+
+On a machine with a GPU, ``--devices cpu,cuda:0`` measures a real CPU and GPU instead.
 """
 
 from __future__ import annotations
@@ -42,9 +44,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5, help="timed executions per schedule (median kept)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed executions first")
     ap.add_argument("--batch", type=int, default=4, help="inputs of the throughput objective")
+    ap.add_argument("--devices", default="cpu:0,cpu:1", help="e.g. cpu,cuda:0 on a machine with a GPU")
+    ap.add_argument("--threads", type=int, default=1, help="intra-op threads per device")
     args = ap.parse_args()
-    torch.set_num_threads(1)
-    devices = ["cpu:0", "cpu:1"]
+    torch.set_num_threads(args.threads)
+    devices = args.devices.split(",")
     print("| model | objective | tasks | schedules | predicted (ms) | measured (ms) | Pearson r | Spearman rho "
           "| measured / predicted |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")

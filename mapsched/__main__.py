@@ -1,3 +1,7 @@
+"""``python -m mapsched``: the command line, where the ``mapsched`` script is not on the PATH."""
+
+import sys
+
 from .cli import main
 
-raise SystemExit(main())
+sys.exit(main())

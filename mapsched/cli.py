@@ -349,7 +349,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                           repeats=args.repeats)
     with torch.inference_mode():
         reference = model(inputs)
-    same = torch.allclose(run.outputs, reference, rtol=1e-4, atol=1e-5)
+    same = harness.outputs_match(run.outputs, reference, problem.device_names)
     rows = [["makespan (ms)", _fmt(run.predicted, 6), _fmt(run.makespan, 6),
              f"{run.makespan / run.predicted:.2f}" if run.predicted > 0 else "-"]]
     if problem.L > 1:
@@ -470,3 +470,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mapsched: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (``mapsched methods | head``): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush cannot fail again
+        return 0

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 import mapsched  # noqa: E402
 from mapsched import HarnessError, Objective, Problem, validate  # noqa: E402
 from mapsched.cli import main  # noqa: E402
-from mapsched.harness import execute, measure_links, profile, trace  # noqa: E402
+from mapsched.harness import execute, measure_links, outputs_match, profile, trace  # noqa: E402
 from mapsched.harness.models import FACTORIES  # noqa: E402
 
 DEVICES = ["cpu:0", "cpu:1"]
@@ -127,6 +127,35 @@ def test_batched_throughput_schedule_reproduces_the_model(name, method, profiled
     assert run.throughput == pytest.approx(3000.0 / run.makespan)
 
 
+@pytest.mark.parametrize("name", ["resnet", "inception"])
+def test_inputs_gathered_from_jobs_on_several_devices(name, profiled):
+    # Each task splits its 4 inputs over both devices, differently from its parents, so
+    # every job assembles its batch from rows that several jobs on several devices made.
+    p = profiled[name].with_objective(Objective("throughput", 4))
+    m, _ = _model(name)
+    x = torch.randn(4, *m.input_shape[1:], generator=torch.Generator().manual_seed(4))
+    owner = np.array([[(i + k // (1 + i % 2)) % 2 for k in range(4)] for i in range(p.n)])
+    r = mapsched.decode(p, owner)
+    assert validate(p, r) == []
+    run = execute(m, p, r, x, warmup=0)
+    with torch.inference_mode():
+        assert outputs_match(run.outputs, m(x), p.device_names)
+
+
+def test_outputs_match_tolerance_follows_the_devices():
+    ref = torch.linspace(-2.0, 2.0, 50)
+    assert outputs_match(ref + 1e-6, ref, ["cpu:0"])
+    assert not outputs_match(ref + 1e-3, ref, ["cpu:0"])
+    assert not outputs_match(ref[:-1], ref, ["cpu:0"])
+    assert outputs_match((ref, ref), (ref, ref.clone()), ["cpu"])
+    wrong = ref.clone()
+    wrong[7] += 0.5  # one value from the wrong task is caught even where TF32 is tolerated
+    if torch.cuda.is_available():
+        assert outputs_match(ref + 1e-3, ref, ["cpu", "cuda:0"])
+        assert not outputs_match(wrong, ref, ["cpu", "cuda:0"])
+    assert not outputs_match(wrong, ref, ["cpu:0"])
+
+
 def test_execute_rejects_mismatches(profiled):
     p = profiled["resnet"]
     m, x = _model("resnet")
@@ -191,13 +220,41 @@ def test_cli_errors_are_one_line(argv, message, capsys, tmp_path, monkeypatch):
     assert not (tmp_path / "x.json").exists()
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
-def test_cuda_profile_and_execute():
-    m, x = _model("resnet")
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+
+
+@needs_cuda
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_cuda_profile_and_execute(name):
+    m, x = _model(name)
     p = profile(m, x, ["cpu", "cuda:0"], [1, 2], warmup=1, repeats=3)
     assert {ln.a for ln in p.system.links} == {"cpu", "cuda:0"}
-    for method in ("heft", "met"):
+    assert all(np.isfinite(ln.bandwidth) and ln.bandwidth > 0 for ln in p.system.links)
+    gpu = p.device_index["cuda:0"]
+    assert p.mem[gpu] == torch.cuda.get_device_properties(0).total_memory
+    for method in ("heft", "met", "single-best"):
         r = mapsched.solve(p, method)
         run = execute(m, p, r, x)
         with torch.inference_mode():
-            assert torch.allclose(run.outputs, m(x), rtol=1e-3, atol=1e-4)
+            assert outputs_match(run.outputs, m(x), p.device_names)
+        assert sorted((j.task, j.device) for j in run.measured.jobs) == sorted((j.task, j.device) for j in r.jobs)
+
+
+@needs_cuda
+@pytest.mark.parametrize("name", ["resnet", "transformer"])
+def test_cuda_batched_throughput_splits_inputs_across_cpu_and_gpu(name):
+    m, _ = _model(name)
+    p = profile(m, torch.zeros(m.input_shape), ["cpu", "cuda:0"], [1, 2, 4], warmup=1, repeats=3,
+                objective=Objective("throughput", 4))
+    x = torch.randn(4, *m.input_shape[1:], generator=torch.Generator().manual_seed(2))
+    # Jobs of one task on both devices: the outputs must be gathered from both memories.
+    owner = np.zeros((p.n, p.L), dtype=np.int64)
+    owner[:, 2:] = p.device_index["cuda:0"]
+    owner[:, :2] = p.device_index["cpu"]
+    r = mapsched.decode(p, owner)
+    assert validate(p, r) == []
+    for s in (r, mapsched.solve(p, "bheft")):
+        run = execute(m, p, s, x)
+        with torch.inference_mode():
+            assert outputs_match(run.outputs, m(x), p.device_names)
+        assert run.throughput == pytest.approx(4000.0 / run.makespan)

@@ -11,8 +11,10 @@ Needs the optional extra ``mapsched[torch]``.
 """
 
 from .devices import available
-from .execute import Execution, execute
+from .execute import Execution, execute, outputs_match
 from .graph import CoarseGraph, Segment, trace
 from .profile import measure_links, profile
 
-__all__ = ["CoarseGraph", "Execution", "Segment", "available", "execute", "measure_links", "profile", "trace"]
+__all__ = [
+    "CoarseGraph", "Execution", "Segment", "available", "execute", "measure_links", "outputs_match", "profile", "trace",
+]

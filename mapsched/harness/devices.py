@@ -68,7 +68,9 @@ def move(value: Any, src: str, dst: str) -> Any:
         target = torch_device(dst)
         if target.type == "cpu" and value.device.type == "cpu":
             return value.clone()
-        return value.to(target, non_blocking=True)
+        # To the host the copy must be complete when this returns: a non-blocking copy to the
+        # CPU hands back a tensor before its data has arrived.
+        return value.to(target, non_blocking=target.type == "cuda")
     if isinstance(value, (list, tuple)):
         return type(value)(move(v, src, dst) for v in value)
     if isinstance(value, dict):

@@ -1,16 +1,18 @@
 """Run a schedule for real and measure it.
 
 Every device gets one worker thread that runs its jobs in the schedule's order. A job
-waits for the jobs that produce its inputs, gathers the rows of the inputs it holds,
-copies them to its device, and runs its task's segment on that batch. On CUDA each
-device runs on its own stream, and a copy from another device waits for the event
-its producer recorded, so devices overlap as the schedule intends. On a machine
-without a GPU, emulated devices ``cpu:0``, ``cpu:1``... run on separate threads of the
-host (set ``torch.set_num_threads`` so that they do not fight over the cores).
-"""
+waits for the jobs that produce its inputs, gathers the rows of the inputs it holds
+(from as many producers and devices as hold them), copies them to its device, and runs
+its task's segment on that batch. On CUDA each device has its own stream: its thread
+only queues kernels, a copy from another GPU waits on the stream for the event its
+producer recorded, and the host waits on that event only where the CPU consumes a
+GPU's output; job times on a GPU come from CUDA events. On a machine without a GPU,
+emulated devices ``cpu:0``, ``cpu:1``... run on separate threads of the host (set
+``torch.set_num_threads`` so that they do not fight over the cores)."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -29,7 +31,7 @@ from ..schedule import Job, Schedule
 from .devices import move, synchronize, torch_device
 from .graph import CoarseGraph, trace
 
-__all__ = ["Execution", "execute"]
+__all__ = ["Execution", "execute", "outputs_match"]
 
 
 @dataclass
@@ -63,9 +65,29 @@ class Execution:
 @dataclass
 class _Done:
     values: list[Any]  # the segment's outputs, batched over the job's inputs
-    event: Any  # a CUDA event recorded after the job, or None
-    start: float
+    start: float  # seconds from the launch (on CUDA filled in from the events once the run ends)
     end: float
+    event: Any = None  # on CUDA, recorded on the device's stream after the job's kernels
+    began: Any = None  # on CUDA, recorded before them
+
+
+def outputs_match(outputs: Any, reference: Any, devices: Sequence[str]) -> bool:
+    """Whether a run's outputs equal the unscheduled model's, within floating-point tolerance.
+
+    On the CPU only the order of floating-point operations differs (rtol 1e-4). A CUDA
+    device may compute convolutions and matrix products in TF32, with about three decimal
+    digits, so there the tolerance is 1% of the output's largest magnitude: still far below
+    the error of a value routed to the wrong task.
+    """
+    if isinstance(reference, (tuple, list)):
+        return len(outputs) == len(reference) and all(outputs_match(a, b, devices) for a, b in zip(outputs, reference))
+    if not isinstance(reference, torch.Tensor):
+        return outputs == reference
+    a, b = outputs.detach().cpu(), reference.detach().cpu()
+    if any(torch_device(d).type == "cuda" for d in devices):
+        scale = float(b.abs().max()) if b.numel() else 0.0
+        return a.shape == b.shape and torch.allclose(a, b, rtol=1e-2, atol=1e-2 * max(scale, 1e-6))
+    return a.shape == b.shape and torch.allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
 def _check(graph: CoarseGraph, problem: Problem, schedule: Schedule) -> None:
@@ -80,31 +102,70 @@ def _check(graph: CoarseGraph, problem: Problem, schedule: Schedule) -> None:
         raise HarnessError(f"schedule: not valid for this problem ({bad[0]}); run 'mapsched validate'")
 
 
-def _gather(name: str, inputs: Sequence[int], owner: dict[int, tuple[int, int]], done: dict[int, _Done],
-            slot: int, batched: bool) -> tuple[Any, int]:
-    """The rows of value ``name`` for ``inputs``, and the job they come from (the first)."""
-    first = owner[inputs[0]][0]
+def _pieces(inputs: Sequence[int], owner: dict[int, tuple[int, int]], batched: bool) -> list[tuple[int, slice | None]]:
+    """Where the rows of one value for ``inputs`` lie: ``(producer job, rows of its batch)``
+    runs, consecutive rows of one job merged into one slice (a value that does not follow the
+    batch is taken whole from the first producer)."""
     if not batched:
-        return done[first].values[slot], first
-    parts, run = [], None  # consecutive rows of one producer job become one slice
+        return [(owner[inputs[0]][0], None)]
+    runs: list[list[int]] = []
     for i in inputs:
         j, row = owner[i]
-        if run and run[0] == j and run[2] == row:
-            run[2] += 1
+        if runs and runs[-1][0] == j and runs[-1][2] == row:
+            runs[-1][2] += 1
         else:
-            if run:
-                parts.append(done[run[0]].values[slot][run[1]:run[2]])
-            run = [j, row, row + 1]
-    parts.append(done[run[0]].values[slot][run[1]:run[2]])
-    return (parts[0] if len(parts) == 1 else torch.cat(parts)), first
+            runs.append([j, row, row + 1])
+    return [(j, slice(a, b)) for j, a, b in runs]
 
 
-def _launch(graph: CoarseGraph, problem: Problem, jobs: list[Job], batch: Sequence[torch.Tensor],
-            pools: dict[str, ThreadPoolExecutor]) -> tuple[dict[int, _Done], float]:
-    names = [d.name for d in problem.system.devices]
-    tdev = {d: torch_device(d) for d in names}
-    graphs = {d: graph.to(tdev[d]) for d in names}
-    streams = {d: torch.cuda.Stream(tdev[d]) if tdev[d].type == "cuda" else None for d in names}
+def _gather(pieces: list[tuple[int, slice | None]], jobs: list[Job], done: dict[int, _Done], slot: int, dev: str,
+            stream: Any = None) -> Any:
+    """The value assembled on ``dev`` from its pieces, each copied from its producer's device
+    (on CUDA after the producer's event, on ``stream``)."""
+    parts = []
+    for j, rows in pieces:
+        d = done[j]
+        if d.event is not None:  # a GPU's output: the consumer's stream (or the host) waits for it
+            stream.wait_event(d.event) if stream is not None else d.event.synchronize()
+        value = d.values[slot] if rows is None else d.values[slot][rows]
+        parts.append(move(value, jobs[j].device, dev))
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+@dataclass
+class _Devices:
+    """What every run of one execution shares: per device the graph with its weights there
+    (every task's module built in advance, so that no run pays for it), the CUDA stream,
+    and one long-lived worker thread."""
+
+    graphs: dict[str, CoarseGraph]
+    streams: dict[str, Any]
+    pools: dict[str, ThreadPoolExecutor]
+    tdev: dict[str, torch.device]
+
+    @classmethod
+    def open(cls, graph: CoarseGraph, problem: Problem) -> _Devices:
+        names = [d.name for d in problem.system.devices]
+        tdev = {d: torch_device(d) for d in names}
+        graphs = {d: graph.to(tdev[d]) for d in names}
+        for g in graphs.values():
+            for k, seg in enumerate(g.segments):
+                if seg.nodes:
+                    g.module(k)
+        streams = {d: torch.cuda.Stream(tdev[d]) if tdev[d].type == "cuda" else None for d in names}
+        # The caller's intra-op thread count: a fresh thread would start its own OpenMP
+        # team at the default size.
+        threads = torch.get_num_threads()
+        pools = {d: ThreadPoolExecutor(1, f"mapsched-{d}", torch.set_num_threads, (threads,)) for d in names}
+        return cls(graphs, streams, pools, tdev)
+
+    def close(self) -> None:
+        for pool in self.pools.values():
+            pool.shutdown(wait=True)
+
+
+def _launch(graph: CoarseGraph, jobs: list[Job], batch: Sequence[torch.Tensor],
+            devs: _Devices) -> tuple[dict[int, _Done], float]:
     seg_of = {s.name: k for k, s in enumerate(graph.segments)}
     # owner[segment][input] = (job index, row in that job's batch)
     owner: list[dict[int, tuple[int, int]]] = [{} for _ in graph.segments]
@@ -135,32 +196,37 @@ def _launch(graph: CoarseGraph, problem: Problem, jobs: list[Job], batch: Sequen
         go.wait()
         t0 = clock[0]
         job, k = jobs[j], seg_of[jobs[j].task]
-        seg, dev, stream = graph.segments[k], job.device, streams[job.device]
+        seg, dev, stream = graph.segments[k], job.device, devs.streams[job.device]
         with torch.inference_mode(), torch.cuda.stream(stream) if stream is not None else nullcontext():
             args = []
             for v in seg.inputs:
                 p = graph.producer[v]
-                for i in job.inputs:
-                    futures[owner[p][i][0]].result()
-                slot = graph.segments[p].outputs.index(v)
-                value, src = _gather(v, job.inputs, owner[p], done, slot, graph.batched[v])
-                if done[src].event is not None and stream is not None:
-                    stream.wait_event(done[src].event)
-                args.append(move(value, jobs[src].device, dev))
-            start = time.perf_counter() - t0
-            values = list(graphs[dev].module(k)(*args)) if seg.nodes else [staged[j]]
-            event = None
-            if stream is not None:
-                event = torch.cuda.Event()
-                event.record(stream)
-                event.synchronize()  # so that the measured end is the kernels' end
-            done[j] = _Done(values, event, start, time.perf_counter() - t0)
+                pieces = _pieces(job.inputs, owner[p], graph.batched[v])
+                for src, _ in pieces:
+                    futures[src].result()
+                args.append(_gather(pieces, jobs, done, graph.segments[p].outputs.index(v), dev, stream))
+            if stream is None:
+                start = time.perf_counter() - t0
+                values = list(devs.graphs[dev].module(k)(*args)) if seg.nodes else [staged[j]]
+                done[j] = _Done(values, start, time.perf_counter() - t0)
+                return
+            # On CUDA the kernels are only queued: this thread goes on to queue the device's
+            # next job, and the events time the kernels once the run is over.
+            began, event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            began.record(stream)
+            values = list(devs.graphs[dev].module(k)(*args)) if seg.nodes else [staged[j]]
+            event.record(stream)
+            done[j] = _Done(values, math.nan, math.nan, event, began)
 
     order = sorted(range(len(jobs)), key=lambda j: (jobs[j].start, jobs[j].end, seg_of[jobs[j].task]))
-    for d in names:
-        synchronize(tdev[d])
+    for d in devs.tdev.values():
+        synchronize(d)
     for j in order:  # everything queued before the clock starts: the main thread then only waits
-        futures[j] = pools[jobs[j].device].submit(run, j)
+        futures[j] = devs.pools[jobs[j].device].submit(run, j)
+    # Each GPU marks the launch on its (idle) stream: job times are measured from there.
+    marks = {d: torch.cuda.Event(enable_timing=True) for d, s in devs.streams.items() if s is not None}
+    for d, mark in marks.items():
+        mark.record(devs.streams[d])
     t0 = clock[0] = time.perf_counter()
     go.set()
     # Wait on one event, not on each future: waking at every job would make this thread
@@ -168,9 +234,14 @@ def _launch(graph: CoarseGraph, problem: Problem, jobs: list[Job], batch: Sequen
     finished.wait()
     if errors:
         raise errors[0]
-    for d in names:
-        synchronize(tdev[d])
-    return done, 1000.0 * (time.perf_counter() - t0)
+    for d in devs.tdev.values():
+        synchronize(d)
+    wall = 1000.0 * (time.perf_counter() - t0)
+    for j, d in done.items():
+        if d.event is not None:
+            mark = marks[jobs[j].device]
+            d.start, d.end = mark.elapsed_time(d.began) / 1000.0, mark.elapsed_time(d.event) / 1000.0
+    return done, wall
 
 
 def execute(model: nn.Module | CoarseGraph, problem: Problem, schedule: Schedule,
@@ -218,19 +289,14 @@ def execute(model: nn.Module | CoarseGraph, problem: Problem, schedule: Schedule
     _check(graph, problem, schedule)
     jobs = list(schedule.jobs)
     runs = []
-    # One long-lived thread per device, with the caller's intra-op thread count: a fresh
-    # thread would start its own OpenMP team at the default size, on every run.
-    threads = torch.get_num_threads()
-    pools = {d.name: ThreadPoolExecutor(1, f"mapsched-{d.name}", torch.set_num_threads, (threads,))
-             for d in problem.system.devices}
+    devs = _Devices.open(graph, problem)
     try:
         for r in range(warmup + max(1, repeats)):
-            done, wall = _launch(graph, problem, jobs, batch, pools)
+            done, wall = _launch(graph, jobs, batch, devs)
             if r >= warmup:
                 runs.append((wall, done))
     finally:
-        for pool in pools.values():
-            pool.shutdown(wait=True)
+        devs.close()
     wall, done = runs[int(np.argsort([w for w, _ in runs])[len(runs) // 2])]
     measured = [Job(job.task, job.device, done[j].start * 1000.0, done[j].end * 1000.0, job.inputs)
                 for j, job in enumerate(jobs)]
@@ -240,11 +306,9 @@ def execute(model: nn.Module | CoarseGraph, problem: Problem, schedule: Schedule
         k = seg_of[job.task]
         for v in graph.segments[k].outputs:
             owner.setdefault(v, {}).update((i, (j, row)) for row, i in enumerate(job.inputs))
-    values = {}
-    for v, own in owner.items():
-        slot = graph.segments[graph.producer[v]].outputs.index(v)
-        value, src = _gather(v, range(problem.L), own, done, slot, graph.batched[v])
-        values[v] = move(value, jobs[src].device, "cpu") if not jobs[src].device.startswith("cpu") else value
+    values = {v: _gather(_pieces(range(problem.L), own, graph.batched[v]), jobs, done,
+                         graph.segments[graph.producer[v]].outputs.index(v), "cpu")
+              for v, own in owner.items()}
     result = Schedule.from_jobs(problem, measured, method=f"measured:{schedule.method}")
     result.makespan = wall
     result.throughput = 1000.0 * problem.L / wall if wall > 0 else None
