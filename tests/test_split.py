@@ -114,10 +114,13 @@ def test_full_bound_uses_the_chain():
     assert full.value <= solve(p, "split", workers=1).makespan + 1e-9
 
 
-def test_split_on_a_throughput_stack():
+@pytest.mark.parametrize("batch", [4, 8])
+def test_split_on_a_throughput_stack(batch):
     from mapsched import Objective
 
-    p = stack(2, 5, 1, seed=3, objective=Objective("throughput", 4))
+    # batch 8 runs batches of 2, 4, 6 and 8 only: a held channel end takes all 8 inputs at once
+    p = stack(2, 5, 1, seed=3, objective=Objective("throughput", batch))
+    assert (1 in p.batch_sizes) == (batch == 4)
     r = solve(p, "split", workers=1, module_time_limit=5)
     assert validate(p, r) == [] and r.lower_bound <= r.makespan
-    assert "heuristic recursion" in r.log
+    assert "heuristic recursion" in r.log  # the DP combined module solves with held channel ends

@@ -55,7 +55,7 @@ from ..problem import Edge, Problem, Task
 from ..registry import Option, register
 from ..schedule import Schedule
 from ..solve import SolveContext, solve
-from ..splits import owner_from_counts
+from ..splits import batch_options, owner_from_counts
 from ..symmetry import find_symmetry, symmetry_plugins
 from .modules import ModuleChain, detect_modules
 
@@ -79,17 +79,18 @@ def solve_module(sub: Problem, backend: str, time_limit: float | None, symmetry:
                           tuple((j.task, j.device, j.inputs, j.start) for j in r.jobs))
 
 
+def _holds(p: Problem, i: int, u: int) -> bool:
+    """Whether device u can run all of task i's inputs as one job (a held channel end)."""
+    return bool(p.can_run[i, u]) if p.L == 1 else p.L in batch_options(p, i, u)
+
+
 def _subproblem(p: Problem, chain: ModuleChain, t: int, u: int | None, v: int | None) -> Problem | None:
     """Module t with its inputs held on device u and outputs on v (None: free)."""
     tasks = list(chain.modules[t])
     ins = chain.inputs(p, t) if t > 0 and u is not None else []
     outs = chain.outputs(p, t) if v is not None else []
-    for i in ins:
-        if i in tasks and not p.can_run[i, u]:
-            return None
-    for i in outs:
-        if not p.can_run[i, v]:
-            return None
+    if any(i in tasks and not _holds(p, i, u) for i in ins) or any(not _holds(p, i, v) for i in outs):
+        return None
     if set(ins) & set(outs) and u != v:
         return None
     fix = {i: u for i in ins if i in tasks} | {i: v for i in outs}
@@ -100,7 +101,7 @@ def _subproblem(p: Problem, chain: ModuleChain, t: int, u: int | None, v: int | 
     node = chain.nodes[t - 1] if t > 0 else None
     if node is None or u is None:
         return sub
-    if not p.can_run[node, u]:
+    if not _holds(p, node, u):
         return None
     # A node channel opens this module with a zero-time copy of the articulation point.
     name = f"{p.task_names[node]}~copy"
@@ -302,5 +303,3 @@ def _stitch(p: Problem, chain: ModuleChain, parts: list[ModuleSolution], ctx: So
     ctx.improved(s.makespan)
     return s
 
-
-_SPAN = 1e12  # sorts every job of module t before those of module t + 1
