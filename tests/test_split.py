@@ -7,11 +7,14 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from strategies import problems
 
 from mapsched import Problem, solve, validate
 from mapsched.bounds import chain_bound, lower_bound
 from mapsched.generators import stack
-from mapsched.split import detect_modules
+from mapsched.solve import SolveContext
+from mapsched.split import ModuleChain, detect_modules
+from mapsched.split.rolling import rolling
 
 
 def chain_problem(g: nx.DiGraph, seed: int = 0) -> Problem:
@@ -124,3 +127,47 @@ def test_split_on_a_throughput_stack(batch):
     r = solve(p, "split", workers=1, module_time_limit=5)
     assert validate(p, r) == [] and r.lower_bound <= r.makespan
     assert "heuristic recursion" in r.log  # the DP combined module solves with held channel ends
+
+
+def _slices(p, k, rng):
+    """The topological order cut into k consecutive non-empty slices: a chain for rolling."""
+    order = [int(i) for i in p.topo]
+    cuts = sorted(rng.choice(np.arange(1, p.n), size=min(k, p.n) - 1, replace=False).tolist())
+    bounds = [0, *cuts, p.n]
+    return ModuleChain(tuple(tuple(sorted(order[a:b])) for a, b in zip(bounds, bounds[1:])), (), ())
+
+
+@settings(max_examples=8, deadline=None)
+@given(problems(min_tasks=4, max_tasks=8), st.integers(2, 4), st.integers(0, 2**16))
+def test_rolling_with_the_whole_chain_in_its_first_window_is_exact(p, k, seed):
+    # Step one then solves everything; each later step, with what came before fixed,
+    # still admits the rest of that solution, so nothing gets worse.
+    chain = _slices(p, k, np.random.default_rng(seed))
+    ctx = SolveContext(rng=np.random.default_rng(0), threads=1)
+    r = rolling(p, chain, len(chain.modules), solve(p, "heft").makespan, 30.0, ctx)
+    opt = solve(p, "exact", threads=1, time_limit=30)
+    assume(opt.status == "optimal")
+    assert r is not None and validate(p, r) == []
+    assert r.makespan == pytest.approx(opt.makespan, rel=1e-6)
+
+
+@settings(max_examples=8, deadline=None)
+@given(problems(min_tasks=4, max_tasks=9), st.integers(2, 5), st.integers(0, 2**16))
+def test_rolling_one_module_at_a_time_respects_every_rule(p, k, seed):
+    # Memory limits, missing links and devices that cannot run a task all bind in context.
+    chain = _slices(p, k, np.random.default_rng(seed))
+    ctx = SolveContext(rng=np.random.default_rng(0), threads=1)
+    r = rolling(p, chain, 1, solve(p, "heft").makespan, 5.0, ctx)
+    if r is not None:  # None: what earlier modules left of memory did not fit a later one
+        assert validate(p, r) == []
+        assert r.makespan >= lower_bound(p).value * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("window", [0, 1, 2])
+def test_multi_channel_split_stitches_by_rolling_unless_window_is_zero(window):
+    p = stack(3, 6, 2, "sdep", seed=5)
+    r = solve(p, "split", channels=2, window=window, module_time_limit=2)
+    assert validate(p, r) == []
+    assert ("rolling stitching" in r.log) == (window > 0)
+    assert ("heuristic recursion" in r.log) == (window == 0)
+    assert r.makespan <= solve(p, "heft").makespan + 1e-9  # never worse than its warm start

@@ -33,7 +33,7 @@ from ..problem import Problem
 from ..schedule import Schedule
 from .common import Plugin, apply_plugins, edge_comm, time_windows
 
-__all__ = ["CpSatModel", "default_resolution", "run_cpsat"]
+__all__ = ["CpSatModel", "default_resolution", "portfolio", "run_cpsat"]
 
 _TICKS = 1e9
 
@@ -164,15 +164,28 @@ class CpSatModel:
         return owner, starts
 
 
+def portfolio(threads: int) -> int:
+    """CP-SAT workers for a budget of ``threads``: one stays one (a deterministic search),
+    any more gives at least four.
+
+    With four workers CP-SAT runs its default, fixed-order and LP-free searches beside
+    large-neighbourhood search; on these scheduling models that proves optima about twice
+    as fast as two workers do, even on two cores (see BENCHMARKS.md), so a budget of two
+    or three threads still runs four workers.
+    """
+    return 1 if threads <= 1 else max(4, int(threads))
+
+
 def run_cpsat(model: Any, time_limit: float | None, threads: int, seed: int, log: bool,
               on_solution: Any = None) -> tuple[cp_model.CpSolver, int, str]:
-    """Solve ``model.model`` with CP-SAT; ``on_solution`` gets each solution as ``model.read``
-    gives it. Returns the solver, its status and the log (empty unless asked for)."""
+    """Solve ``model.model`` with CP-SAT. ``on_solution(solution, bound)`` gets each solution as
+    ``model.read`` gives it and the bound proved so far (ms), and stops the search by returning
+    True. Returns the solver, its status and the log (empty unless asked for)."""
     solver = cp_model.CpSolver()
     prm = solver.parameters
     if time_limit is not None:
         prm.max_time_in_seconds = max(time_limit, 0.01)
-    prm.num_workers = max(1, int(threads))
+    prm.num_workers = portfolio(threads)
     prm.random_seed = int(seed)
     lines: list[str] = []
     if log:
@@ -184,11 +197,13 @@ def run_cpsat(model: Any, time_limit: float | None, threads: int, seed: int, log
 
 
 class _Callback(cp_model.CpSolverSolutionCallback):
-    """Passes each new solution (as the model's ``read`` gives it) on, for progress reports."""
+    """Passes each new solution (as the model's ``read`` gives it) on with the proved bound
+    (ms); stops the search when the function returns True."""
 
     def __init__(self, model: CpSatModel, fn: Any) -> None:
         super().__init__()
         self.model, self.fn = model, fn
 
     def on_solution_callback(self) -> None:
-        self.fn(self.model.read(self))
+        if self.fn(self.model.read(self), self.best_objective_bound / self.model.res):
+            self.stop_search()

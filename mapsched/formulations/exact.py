@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..bounds import lower_bound
 from ..errors import InfeasibleError
 from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
 from ..solve import SolveContext
 from ..symmetry import symmetry_plugins
+from ..validate import tolerance
 from .batched_cpsat import CpSatBatched
 from .batched_milp import MilpBatched
 from .common import retime, retime_jobs, warm_start
@@ -44,43 +46,57 @@ def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, 
     Plugins may cut off the warm start, so with plugins it is only a hint, and the
     horizon is the serial bound (every semi-active schedule ends by it) instead of
     the warm start's makespan.
+
+    CP-SAT's own solutions are not left-justified, and with fine ticks it may improve
+    one by a single tick at a time; every solution is therefore re-timed as it comes,
+    the best re-timed schedule is kept, and the search stops as soon as that schedule
+    meets the proved bound.
     """
     start = warm_start(problem)
     upper = serial_bound(problem) if plugins else start.makespan
-    if not plugins:
-        ctx.improved(start.makespan)
     # Symmetry cuts keep an optimum (see mapsched.symmetry), so the warm start's makespan
     # stays a valid horizon; user plugins may cut anything, hence the serial bound.
     user, plugins = plugins, tuple(plugins) + symmetry_plugins(problem, symmetry)
+    best: list[Schedule] = [] if user else [start]
+    if best:
+        ctx.improved(start.makespan)
+    floor = lower_bound(problem).value
+
+    def keep(s: Schedule, bound: float) -> bool:
+        """Record a re-timed solution; True once the best one meets the bound."""
+        ctx.improved(s.makespan)
+        if not best or s.makespan < best[0].makespan:
+            best[:] = [s]
+        b = max(bound, floor)
+        return best[0].makespan <= b + tolerance(b)
+
     seed = int(ctx.rng.integers(2**31 - 1))
     if problem.L > 1:
         model_b = (CpSatBatched if backend == "cpsat" else MilpBatched)(problem, upper, resolution or None, plugins)
         model_b.hint(start)
         out = model_b.solve(ctx.remaining_or_none(), ctx.threads, seed, ctx.log,
-                            lambda jobs: ctx.improved(retime_jobs(problem, jobs).makespan))
+                            lambda jobs, bound: keep(retime_jobs(problem, jobs), bound))
         log = out["log"]
-        result = retime_jobs(problem, out["jobs"]) if out["jobs"] else None
+        final = retime_jobs(problem, out["jobs"]) if out["jobs"] else None
     elif backend == "highs":
         model = build_model(problem, upper, plugins)
         set_start(model, problem, start)
         out = solve_model(model, ctx.remaining_or_none(), ctx.threads, warmstart=True, log=ctx.log)
         log = f"model built in {model.build_seconds:.3f} s\n" + out["log"]
-        result = retime(problem, out["owner"][:, None], out["starts"]) if out["owner"] is not None else None
+        final = retime(problem, out["owner"][:, None], out["starts"]) if out["owner"] is not None else None
     else:
         model_c = CpSatModel(problem, upper, resolution or None, plugins)
         model_c.hint(start)
         out = model_c.solve(ctx.remaining_or_none(), ctx.threads, seed, ctx.log,
-                            lambda sol: ctx.improved(retime(problem, sol[0][:, None], sol[1]).makespan))
+                            lambda sol, bound: keep(retime(problem, sol[0][:, None], sol[1]), bound))
         log = f"resolution {model_c.res:g} ticks/ms\n" + out["log"]
-        result = retime(problem, out["owner"][:, None], out["starts"]) if out["owner"] is not None else None
-    bound = out["bound"]
-    if result is None:
-        if not user:  # the warm start is a valid answer
-            return _finish(start, bound, log)
+        final = retime(problem, out["owner"][:, None], out["starts"]) if out["owner"] is not None else None
+    if final is not None:
+        keep(final, out["bound"])
+    if not best:
         raise InfeasibleError("exact: no schedule satisfies the plugins' constraints "
                               + ("(proved)" if out["optimal"] else "(none found within the time limit)"))
-    best = start if not user and start.makespan < result.makespan else result
-    return _finish(best, bound, log)
+    return _finish(best[0], out["bound"], log)
 
 
 def serial_bound(problem: Problem) -> float:

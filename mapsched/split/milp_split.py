@@ -31,9 +31,11 @@ Batched throughput
     recursion adds module makespans although consecutive modules may pipeline
     inputs, so it is a heuristic there; the re-timing recovers the overlap.
 
-Subproblems are independent and run through a ``concurrent.futures.Executor``:
-by default a process pool sized to the cores; any executor works (those of
-dask.distributed and Ray included) if it can pickle a :class:`Problem`.
+Subproblems are independent. By default they are solved one after another in this
+process, each by a CP-SAT portfolio over all the threads (on more than four cores,
+by a pool of one process per four cores); any ``concurrent.futures.Executor`` works
+as well (those of dask.distributed and Ray included) if it can pickle a
+:class:`Problem`.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from ..solve import SolveContext, solve
 from ..splits import batch_options, owner_from_counts
 from ..symmetry import find_symmetry, symmetry_plugins
 from .modules import ModuleChain, detect_modules
+from .rolling import rolling
 
 __all__ = ["solve_module", "split"]
 
@@ -69,10 +72,11 @@ class ModuleSolution:
     jobs: tuple[tuple[str, str, tuple[int, ...], float], ...]  # (task, device, inputs, start)
 
 
-def solve_module(sub: Problem, backend: str, time_limit: float | None, symmetry: str = "none") -> ModuleSolution | None:
-    """Solve one module subproblem exactly (runs in a worker); None if it has no schedule."""
+def solve_module(sub: Problem, backend: str, time_limit: float | None, symmetry: str = "none",
+                 threads: int = 1) -> ModuleSolution | None:
+    """Solve one module subproblem exactly (in a worker, or here); None if it has no schedule."""
     try:
-        r = solve(sub, "exact", time_limit=time_limit, threads=1, backend=backend, symmetry=symmetry)
+        r = solve(sub, "exact", time_limit=time_limit, threads=threads, backend=backend, symmetry=symmetry)
     except InfeasibleError:
         return None
     return ModuleSolution(r.makespan, float(r.lower_bound or 0.0),
@@ -145,21 +149,37 @@ def _com(p: Problem, chain: ModuleChain, t: int, v_prev: int, u: int) -> float:
     objectives=("latency", "throughput"),
     exact=True,
     options=(
-        Option("channels", int, 0, "most edges between consecutive modules (0: fewest that split the graph)"),
+        Option("channels", int, 0, "most edges between consecutive modules (0: the fewest that leave no "
+               "module too large for a quick exact solve)"),
         Option("backend", str, "cpsat", "exact solver for the modules", choices=("cpsat", "highs")),
         Option("module_time_limit", float, 10.0, "seconds per module subproblem"),
         Option("symmetry", str, "none", "symmetry breaking in the module solves (see exact)"),
         Option("orbits", bool, True, "solve one (input, output) device pair per orbit of identical devices"),
-        Option("workers", int, 0, "processes for the subproblems (0: one per core; 1: in this process)"),
+        Option("workers", int, 0, "processes for the subproblems (0: one per 4 cores; 1: in this process)"),
         Option("executor", object, None, "a concurrent.futures.Executor for the subproblems", cli=False),
+        Option("module_threads", int, 0, "solver threads per subproblem (0: the threads shared among the "
+               "processes; 1 with an executor)"),
+        Option("window", int, 2, "latency with several channels: modules solved at once in the rolling "
+               "stitching (0: the seed paper's independent module solves)"),
     ),
 )
 def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, module_time_limit: float,
-          symmetry: str, orbits: bool, workers: int, executor: Executor | None) -> Schedule:
+          symmetry: str, orbits: bool, workers: int, executor: Executor | None, module_threads: int,
+          window: int) -> Schedule:
     """MILP-SPLIT; see the module docstring. O(T m^2) module solves (fewer with
-    identical devices: one per orbit) and O(T m^3) DP steps."""
+    identical devices: one per orbit) and O(T m^3) DP steps; with the rolling
+    stitching, T solves of ``window`` modules instead."""
     p = problem
     chain = _pick_chain(p, channels)
+    exact_chain = _is_exact(p, chain)
+    if not exact_chain and p.L == 1 and window > 0 and backend == "cpsat":
+        start = warm_start(p)
+        s = rolling(p, chain, window, start.makespan, module_time_limit, ctx)
+        if s is not None:
+            s = min(s, start, key=lambda c: c.makespan)
+            ctx.improved(s.makespan)
+            s.log += f"rolling stitching, {window} module(s) per step\n{chain.describe(p)}\n"
+            return s
     T, m = len(chain.modules), p.m
     ins_dev = [[None] if t == 0 else list(range(m)) for t in range(T)]
     out_dev = [[None] if t == T - 1 else list(range(m)) for t in range(T)]
@@ -169,15 +189,21 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     orbit = find_symmetry(p).orbits(pairs, m) if orbits else {q: (q, np.arange(m)) for q in pairs}
     jobs = {(t, u, v): sub for t in range(T) for u in ins_dev[t] for v in out_dev[t]
             if orbit[u, v][0] == (u, v) and (sub := _subproblem(p, chain, t, u, v)) is not None}
-    exact_chain = _is_exact(p, chain)
     if not exact_chain:  # each module with free channel ends too, first: together they always stitch
         jobs = {(t, "free", None): _subproblem(p, chain, t, None, None) for t in range(T)} | jobs
+    # Small subproblems are solved fastest by one CP-SAT portfolio of four workers each
+    # (see mapsched.formulations.cpsat.portfolio), so by default a process per four cores.
+    width = 1
+    if executor is not None:
+        width = os.cpu_count() or 1
+    elif len(jobs) > 1:
+        width = workers or max(1, (os.cpu_count() or 1) // 4)
+    threads = module_threads or (1 if executor is not None else max(1, ctx.threads // width))
     limit = module_time_limit
     if ctx.time_limit is not None:  # share what is left among the subproblems, so the table fills in time
-        width = (workers or os.cpu_count() or 1) if executor is None else (os.cpu_count() or 1)
         limit = min(module_time_limit, max(0.2, 0.8 * ctx.remaining() * width / max(1, len(jobs))))
     symmetry_plugins(problem, symmetry)  # reject a bad criterion before any work
-    results = _run(jobs, backend, limit, symmetry, workers, executor, ctx)
+    results = _run(jobs, backend, limit, symmetry, threads, width, executor, ctx)
     for t in range(T):
         for u in ins_dev[t]:
             for v in out_dev[t]:
@@ -240,29 +266,41 @@ def _relabel(p: Problem, sol: ModuleSolution, g: np.ndarray) -> ModuleSolution:
                                                          for task, dev, inputs, start in sol.jobs))
 
 
+EXACT_SIZE = 40
+"""Tasks an exact solve of one module handles in seconds (see BENCHMARKS.md)."""
+
+
 def _pick_chain(p: Problem, channels: int) -> ModuleChain:
-    """The requested chain, or (channels=0) the first of 1..4 channels that splits the graph."""
+    """The requested chain, or (channels=0) the fewest channels, 1 to 4, whose largest module
+    has at most ``max(EXACT_SIZE, n / 4)`` tasks; failing that, the chain of smallest largest
+    module. A chain whose largest module is most of the graph saves nothing over a full
+    exact solve.
+    """
     if channels > 0:
         return detect_modules(p, channels)
-    chains = [detect_modules(p, c) for c in range(1, 5)]
-    return next((c for c in chains if len(c.modules) > 1), chains[0])
+    chains = []
+    for k in range(1, 5):  # k-edge components cost max-flow computations: stop at the first good one
+        chains.append(detect_modules(p, k))
+        if max(map(len, chains[-1].modules)) <= max(EXACT_SIZE, p.n // 4):
+            return chains[-1]
+    return min(chains, key=lambda c: max(map(len, c.modules)))
 
 
-def _run(jobs: dict, backend: str, limit: float | None, symmetry: str, workers: int,
+def _run(jobs: dict, backend: str, limit: float | None, symmetry: str, threads: int, width: int,
          executor: Executor | None, ctx: SolveContext) -> dict[tuple, ModuleSolution]:
-    """Solve every subproblem, through the executor (or in this process)."""
-    if executor is None and (workers == 1 or len(jobs) <= 1):
+    """Solve every subproblem: through the executor, a pool of ``width`` processes, or here."""
+    if executor is None and width == 1:
         out = {}
         for k, sub in jobs.items():
             if ctx.expired():
                 break
-            if (r := solve_module(sub, backend, limit, symmetry)) is not None:
+            if (r := solve_module(sub, backend, limit, symmetry, threads)) is not None:
                 out[k] = r
         return out
     own = executor is None
-    pool = executor or ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1, mp_context=_mp_context())
+    pool = executor or ProcessPoolExecutor(max_workers=width, mp_context=_mp_context())
     try:
-        futures = {pool.submit(solve_module, sub, backend, limit, symmetry): k for k, sub in jobs.items()}
+        futures = {pool.submit(solve_module, sub, backend, limit, symmetry, threads): k for k, sub in jobs.items()}
         done, pending = wait(futures, timeout=ctx.remaining_or_none())
         for f in pending:
             f.cancel()

@@ -1,0 +1,129 @@
+"""Rolling stitching: modules solved exactly in the context of those already placed.
+
+Where MILP-SPLIT's recursion is only a heuristic (several channels between modules),
+solving each module alone ignores when its inputs really arrive and how busy the
+devices already are, and consecutive modules cannot overlap in time. Here the chain
+is instead walked module by module: step t solves modules t .. t + window - 1
+exactly (CP-SAT), with
+
+* the jobs placed so far fixed on their devices (fixed intervals in each device's
+  no-overlap constraint),
+* every edge from a placed task as a release time that depends on the device the
+  receiving task takes (the transfer from the sender's device),
+* the memory the placed tasks hold taken off each device,
+
+minimising the window's makespan, and keeps module t. The window looks ahead so that
+module t leaves its channel ends where the next module wants them. All times are in
+ticks of one resolution for the whole walk, so that fixed intervals never overlap by
+a rounding; the result is re-timed exactly at the end, in the solver's job order.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from ..errors import ProblemError
+from ..formulations.common import retime_jobs
+from ..formulations.cpsat import CpSatModel, default_resolution, run_cpsat
+from ..formulations.exact import serial_bound
+from ..problem import Problem, System
+from ..schedule import Schedule
+from ..solve import SolveContext
+from .modules import ModuleChain
+
+__all__ = ["rolling"]
+
+
+def rolling(problem: Problem, chain: ModuleChain, window: int, upper: float, module_time_limit: float,
+            ctx: SolveContext) -> Schedule | None:
+    """Walk the chain as described in the module docstring (latency problems).
+
+    Parameters
+    ----------
+    upper : float
+        The makespan of some schedule of the whole problem; it sets the resolution.
+    module_time_limit : float
+        Seconds per step at most; with a time limit on the solve, what is left is
+        shared among the remaining steps.
+
+    Returns
+    -------
+    Schedule or None
+        None when a step finds no schedule (memory left too tight, or no time).
+
+    Notes
+    -----
+    One exact solve of at most ``window`` modules per module of the chain, one after
+    another (each needs the ones before it).
+    """
+    p = problem
+    res = default_resolution(2.0 * upper)
+    T = len(chain.modules)
+    owner = np.full(p.n, -1, dtype=np.int64)
+    start = np.zeros(p.n, dtype=np.int64)  # ticks
+    length = np.zeros(p.n, dtype=np.int64)
+    used = np.zeros(p.m)  # bytes held on each device by the placed tasks
+    for t in range(T):
+        if ctx.expired():
+            return None
+        tasks = sorted(i for mod in chain.modules[t:t + window] for i in mod)
+        placed = _step(p, tasks, owner, start, length, used, res,
+                       min(module_time_limit, ctx.remaining() / (T - t)), ctx)
+        if placed is None:
+            return None
+        for i, (u, s, d) in placed.items():
+            if i in chain.modules[t]:
+                owner[i], start[i], length[i] = u, s, d
+                used[u] += p.weight[i] + p.act[i]
+    return retime_jobs(p, [(i, int(owner[i]), 1, int(start[i])) for i in range(p.n)])
+
+
+def _step(p: Problem, tasks: list[int], owner: np.ndarray, start: np.ndarray, length: np.ndarray,
+          used: np.ndarray, res: float, limit: float, ctx: SolveContext) -> dict[int, tuple[int, int, int]] | None:
+    """Solve ``tasks`` in the context of the placed ones: task -> (device, start, length) in ticks."""
+    system = System(tuple(replace(d, memory=d.memory - used[u]) for u, d in enumerate(p.system.devices)),
+                    p.system.links)
+    inside = set(tasks)
+    try:
+        sub = Problem([p.tasks[i] for i in tasks], [e for e in p.edges if p.task_index[e.src] in inside
+                                                   and p.task_index[e.dst] in inside], system, p.objective)
+    except ProblemError:  # what is left of some device's memory no longer fits a task
+        return None
+    done = np.flatnonzero(owner >= 0)
+    ends = start + length
+    # Edges from placed tasks: release times of their receivers, per receiving device.
+    release: list[tuple[int, int, int]] = []  # (task in sub, device, earliest start in ticks)
+    for k, i in enumerate(tasks):
+        for e in p.in_edges[i]:
+            a = int(p.src[e])
+            if owner[a] < 0:
+                continue
+            for v in range(p.m):
+                c = 0.0 if v == owner[a] else float(p.comm[e, owner[a], v])
+                release.append((k, v, int(ends[a]) + math.floor(c * res) if math.isfinite(c) else -1))
+    latest = max([int(ends[done].max()) if len(done) else 0] + [r for _, _, r in release])
+    model = CpSatModel(sub, latest / res + serial_bound(sub) + 1.0 / res, res)
+    m = model.model
+    for k, v, r in release:
+        if (k, v) in model.x:
+            if r < 0:  # no link from the sender's device
+                m.add(model.x[k, v] == 0)
+            else:
+                m.add(model.s[k] >= r).only_enforce_if(model.x[k, v])
+    for u in range(p.m):
+        fixed = [m.new_fixed_size_interval_var(int(start[i]), int(length[i]), f"placed{i}")
+                 for i in done if owner[i] == u and length[i] > 0]
+        if fixed:
+            m.add_no_overlap(model.intervals[u] + fixed)
+    solver, status, _ = run_cpsat(model, max(limit, 0.05), ctx.threads, int(ctx.rng.integers(2**31 - 1)), False)
+    if status not in (cp_model.FEASIBLE, cp_model.OPTIMAL):
+        return None
+    out = {}
+    for (k, u), x in model.x.items():
+        if solver.boolean_value(x):
+            out[tasks[k]] = (u, int(solver.value(model.s[k])), int(model.d[k, u]))
+    return out
