@@ -7,7 +7,7 @@ from strategies import problems
 
 import mapsched
 from mapsched import InfeasibleError, OptionError, instances, registry, solve, validate
-from mapsched.bounds import critical_path_bound, lower_bound, work_bound
+from mapsched.bounds import critical_path_bound, load_bound, lower_bound, work_bound
 
 METHODS = [m.name for m in registry.all_methods()]
 # Methods that may legitimately find nothing on a feasible problem (pure sampling,
@@ -88,8 +88,21 @@ def test_simple_bounds_are_below_every_planted_schedule(p):
     s = mapsched.decode(p, p.planted)
     assert critical_path_bound(p) <= s.makespan + 1e-9
     assert work_bound(p) <= s.makespan + 1e-9
+    assert load_bound(p) <= s.makespan + 1e-9
     b = lower_bound(p)
-    assert b.value == max(critical_path_bound(p), work_bound(p)) and b.rule in ("critical-path", "work")
+    assert b.value == max(critical_path_bound(p), work_bound(p), load_bound(p))
+    assert b.rule in ("critical-path", "work", "load")
+
+
+def test_load_bound_weighs_each_device_by_its_speed():
+    # Eight independent unit tasks, a device seven times slower beside the fast one:
+    # seven on the fast device and one on the slow is optimal, at 7; the total work
+    # shared evenly (4) ignores that the slow device does a seventh of the work.
+    p = mapsched.Problem.from_arrays(np.tile([[1.0, 7.0]], (8, 1)), [])
+    assert work_bound(p) == 4.0
+    assert load_bound(p) == pytest.approx(7.0, rel=1e-6) and load_bound(p) <= 7.0
+    assert lower_bound(p).rule == "load"
+    assert solve(p, "exact").status == "optimal"  # the bound proves the optimum
 
 
 def test_optimal_status_when_bound_is_met():

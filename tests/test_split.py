@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from strategies import problems
 
 from mapsched import Problem, solve, validate
-from mapsched.bounds import chain_bound, lower_bound
+from mapsched.bounds import chain_bound, critical_path_bound, lower_bound, work_bound
 from mapsched.generators import stack
 from mapsched.solve import SolveContext
 from mapsched.split import ModuleChain, detect_modules
@@ -171,3 +171,28 @@ def test_multi_channel_split_stitches_by_rolling_unless_window_is_zero(window):
     assert ("rolling stitching" in r.log) == (window > 0)
     assert ("heuristic recursion" in r.log) == (window == 0)
     assert r.makespan <= solve(p, "heft").makespan + 1e-9  # never worse than its warm start
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.integers(0, 10**6), st.integers(2, 4))
+def test_throughput_chain_bound_is_below_the_optimum(seed, batch):
+    from mapsched import Objective
+
+    # Small wdep stacks: the batched exact model proves them in about a second.
+    p = stack(2, 3, 2, "wdep", seed=seed, objective=Objective("throughput", batch))
+    b = chain_bound(p, time_limit=20)
+    assert b >= max(critical_path_bound(p), work_bound(p))
+    for method in ("bheft", "bmet", "split"):
+        assert b <= solve(p, method, time_limit=10).makespan * (1 + 1e-9)
+    opt = solve(p, "exact", threads=1, time_limit=10)
+    assume(opt.status == "optimal")
+    assert b <= opt.makespan * (1 + 1e-9)
+
+
+def test_full_bound_covers_throughput():
+    from mapsched import Objective
+
+    p = stack(3, 6, 1, seed=2, objective=Objective("throughput", 8))
+    full = lower_bound(p, "full", time_limit=30)
+    assert full.value >= lower_bound(p).value
+    assert full.value <= solve(p, "bheft").makespan

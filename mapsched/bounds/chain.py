@@ -1,110 +1,163 @@
 """The seed paper's lower bound over a chain of modules (section IV-B2), made sound in general.
 
-Split a task set X into M (its part in the first module) and G2 (the rest), joined by
-channel edges from outputs O in M to inputs I in G2. In any schedule:
+Latency
+    Split a task set X into M (its part in the first module) and G2 (the rest), joined
+    by channel edges from outputs O in M to inputs I in G2. In any schedule:
 
-* let o* be the output that finishes last, at f*, feeding input w*. Every task of
-  ``M_out`` (M's tasks that precede some output) ends by f*, and every task of
-  ``dep(w*)`` (w* and what depends on it, in G2) starts after f*, so
-  ``C >= OPT(M_out) + min_w OPT(dep(w))``;
-* let w' be the input that starts first, at s*, fed by output o'. Every task of
-  ``pre(o')`` (o' and what it depends on, in M) ends by s*, and every task of
-  ``G2_in`` (G2's tasks after some input) starts after s*, so
-  ``C >= OPT(pre(o')) + OPT(G2_in) >= min_o OPT(pre(o)) + OPT(G2_in)``.
+    * let o* be the output that finishes last, at f*, feeding input w*. Every task of
+      ``M_out`` (M's tasks that precede some output) ends by f*, and every task of
+      ``dep(w*)`` (w* and what depends on it, in G2) starts after f*, so
+      ``C >= OPT(M_out) + min_w OPT(dep(w))``;
+    * let w' be the input that starts first, at s*, fed by output o'. Every task of
+      ``pre(o')`` (o' and what it depends on, in M) ends by s*, and every task of
+      ``G2_in`` (G2's tasks after some input) starts after s*, so
+      ``C >= OPT(pre(o')) + OPT(G2_in) >= min_o OPT(pre(o)) + OPT(G2_in)``.
 
-On single-channel and sdep chains ``M_out = M`` and ``G2_in = G2``, which is the
-paper's statement; on wdep chains a module may end with a task no channel leaves
-from, and only the restricted sets keep the bound sound. Restricting a schedule to
-a subset of tasks leaves a schedule of that subset, so OPT of a subset is bounded
-by the proved bound of an exact solve of it; the recursion runs down the chain on
-G2 and the dependency sets, memoised. With batched throughput, the bound uses
-the L - b + 1 argument of the paper; here only latency is covered.
+    On single-channel and sdep chains ``M_out = M`` and ``G2_in = G2``, which is the
+    paper's statement; on wdep chains a module may end with a task no channel leaves
+    from, and only the restricted sets keep the bound sound.
+
+Throughput (L inputs)
+    The same two events, now per job. Let J* be the job of an output task that ends
+    last, at f*: every job of ``M_out``, for every input, ends by f*, so f* is at least
+    ``OPT_L(M_out)``, the optimum of M_out with all L inputs; and each input J* holds
+    still crosses the whole of ``dep(w*)`` after f*. Following one such input through
+    ``dep(w*)`` gives a schedule of the *single-input relaxation*: one input, every
+    task taking the shortest job any batch size gives it on each device (a job may hold
+    more inputs than the one followed, and only lasts longer). Symmetrically, the
+    first job J' of an input task starts at s* after one of its inputs crossed all of
+    ``pre(o')``, and every job of ``G2_in`` starts after s*. So::
+
+        C >= OPT_L(M_out) + min_w OPT_1(dep(w))
+        C >= min_o OPT_1(pre(o)) + OPT_L(G2_in)
+
+    The seed paper states a stronger form (``L - b + 1`` inputs cross the channel after
+    a load of b); its proof is not given, and the form above is the one proved here.
+
+Restricting a schedule to a subset of tasks leaves a schedule of that subset, so OPT of
+a subset is bounded by the proved bound of an exact solve of it (or by the simple
+bounds); the recursion runs down the chain on G2 and the dependency sets, memoised.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import networkx as nx
+import numpy as np
 
-from ..problem import Problem
+from ..problem import Objective, Problem, System, Task
 from .simple import critical_path_bound, work_bound
 
-__all__ = ["chain_bound"]
+__all__ = ["chain_bound", "single_input_relaxation"]
+
+
+def single_input_relaxation(problem: Problem) -> Problem:
+    """One input, each task on each device as fast as its shortest job of any batch size.
+
+    Following one input of any throughput schedule through its jobs gives a schedule of
+    this problem (shorter jobs, the same devices, no more memory), so its optimum is a
+    lower bound on the time any single input takes to cross the graph.
+
+    >>> from mapsched import Objective
+    >>> from mapsched.generators import random_wired
+    >>> p = random_wired(6, objective=Objective("throughput", 8))
+    >>> q = single_input_relaxation(p)
+    >>> q.L, q.batch_sizes.tolist(), bool(q.dur.min() == p.lat.min())
+    (1, [1], True)
+    """
+    p = problem
+    shortest = p.lat.min(axis=2)
+    tasks = [Task(t.name, {p.device_names[u]: float(shortest[i, u]) for u in range(p.m) if np.isfinite(shortest[i, u])},
+                  t.weight_bytes, t.input_bytes, t.output_bytes) for i, t in enumerate(p.tasks)]
+    system = System(tuple(replace(d, batch_sizes=(1,)) for d in p.system.devices), p.system.links)
+    return Problem(tasks, p.edges, system, Objective(), f"{p.name}[one input]")
+
+
+class _Recursion:
+    """The memoised recursion of one problem; ``one`` is that of its single-input relaxation."""
+
+    def __init__(self, problem: Problem, chain, deadline: float, module_time_limit: float,
+                 one: _Recursion | None = None) -> None:
+        self.p, self.chain, self.deadline, self.limit = problem, chain, deadline, module_time_limit
+        self.one = one or self
+        self.module_of = {i: t for t, mod in enumerate(chain.modules) for i in mod}
+        self.exact_memo: dict[frozenset, float] = {}
+        self.memo: dict[tuple[frozenset, int], float] = {}
+
+    def simple(self, x: frozenset) -> float:
+        sub = self.p.restrict(sorted(x))
+        return max(critical_path_bound(sub), work_bound(sub))
+
+    def exact(self, x: frozenset) -> float:
+        """Proved bound of a task set inside one module (an exact solve, or the simple bounds)."""
+        from ..solve import solve
+
+        if not x:
+            return 0.0
+        if x not in self.exact_memo:
+            left = self.deadline - time.perf_counter()
+            value = self.simple(x)
+            if left > 0.05:
+                r = solve(self.p.restrict(sorted(x)), "exact", time_limit=min(self.limit, left), threads=1)
+                value = max(value, float(r.lower_bound))
+            self.exact_memo[x] = value
+        return self.exact_memo[x]
+
+    def bound(self, x: frozenset, s: int) -> float:
+        """Lower bound of task set x, all of whose tasks lie in modules s and later."""
+        if not x:
+            return 0.0
+        modules = self.chain.modules
+        while s < len(modules) and not (x & set(modules[s])):
+            s += 1
+        key = (x, s)
+        if key in self.memo:
+            return self.memo[key]
+        p = self.p
+        m1 = frozenset(i for i in x if self.module_of[i] == s)
+        g2 = x - m1
+        if not g2:
+            self.memo[key] = self.exact(m1)
+            return self.memo[key]
+        cross = [(int(p.src[e]), int(p.dst[e])) for e in range(p.E) if int(p.src[e]) in m1 and int(p.dst[e]) in g2]
+        best = max(self.exact(m1), self.bound(g2, s + 1))
+        if cross and time.perf_counter() < self.deadline:
+            outs, ins = {a for a, _ in cross}, {b for _, b in cross}
+            sub_m, sub_g = p.graph.subgraph(m1), p.graph.subgraph(g2)
+            m_out = frozenset(set().union(*(nx.ancestors(sub_m, o) | {o} for o in outs)))
+            g_in = frozenset(set().union(*(nx.descendants(sub_g, w) | {w} for w in ins)))
+            dep = min(self.one.bound(frozenset(nx.descendants(sub_g, w) | {w}), s + 1) for w in ins)
+            pre = min(self.one.exact(frozenset(nx.ancestors(sub_m, o) | {o})) for o in outs)
+            best = max(best, self.exact(m_out) + dep, self.bound(g_in, s + 1) + pre)
+        self.memo[key] = best
+        return best
 
 
 def chain_bound(problem: Problem, chain=None, time_limit: float = 60.0, module_time_limit: float = 2.0) -> float:
-    """Lower bound on the optimal makespan by the chain recursion.
+    """Lower bound on the optimal makespan by the chain recursion (latency or throughput).
 
     Parameters
     ----------
     problem : Problem
-        A latency problem.
     chain : ModuleChain, optional
-        Default: :func:`mapsched.split.detect_modules` with the fewest channels that split the graph.
+        Default: the chain ``split`` would use (:func:`mapsched.split.detect_modules`).
     time_limit : float
-        Seconds in all; past it, subsets get only the simple bounds (still sound).
+        Seconds in all; past it, task sets get only the simple bounds (still sound).
     module_time_limit : float
-        Seconds for each exact solve of a subset within one module.
+        Seconds for each exact solve of a task set within one module.
+
+    Notes
+    -----
+    At most two exact solves per module and dependency set (with L inputs, and with
+    one); throughput solves are costlier, so the time limit matters more there.
     """
-    from ..solve import solve
     from ..split.milp_split import _pick_chain
 
     p = problem
-    if p.L != 1:
-        raise ValueError("chain_bound covers the latency objective")
     chain = chain or _pick_chain(p, 0)
-    T = len(chain.modules)
-    module_of = {i: t for t, mod in enumerate(chain.modules) for i in mod}
-    g = p.graph
     deadline = time.perf_counter() + time_limit
-    exact_memo: dict[frozenset, float] = {}
-    memo: dict[tuple[frozenset, int], float] = {}
-
-    def simple(x: frozenset) -> float:
-        sub = p.restrict(sorted(x))
-        return max(critical_path_bound(sub), work_bound(sub))
-
-    def exact(x: frozenset) -> float:
-        """Proved bound of a subset inside one module (an exact solve, or the simple bounds)."""
-        if not x:
-            return 0.0
-        if x not in exact_memo:
-            left = deadline - time.perf_counter()
-            if left <= 0.05:
-                exact_memo[x] = simple(x)
-            else:
-                r = solve(p.restrict(sorted(x)), "exact", time_limit=min(module_time_limit, left), threads=1)
-                exact_memo[x] = max(float(r.lower_bound), simple(x))
-        return exact_memo[x]
-
-    def bound(x: frozenset, s: int) -> float:
-        """Lower bound of task set x, all of whose tasks lie in modules s and later."""
-        if not x:
-            return 0.0
-        while s < T and not (x & set(chain.modules[s])):
-            s += 1
-        key = (x, s)
-        if key in memo:
-            return memo[key]
-        m1 = frozenset(i for i in x if module_of[i] == s)
-        g2 = x - m1
-        if not g2:
-            memo[key] = exact(m1)
-            return memo[key]
-        cross = [(int(p.src[e]), int(p.dst[e])) for e in range(p.E)
-                 if int(p.src[e]) in m1 and int(p.dst[e]) in g2]
-        best = max(exact(m1), bound(g2, s + 1))
-        if cross and time.perf_counter() < deadline:
-            outs = {a for a, _ in cross}
-            ins = {b for _, b in cross}
-            sub_m, sub_g = g.subgraph(m1), g.subgraph(g2)
-            m_out = frozenset(set().union(*(nx.ancestors(sub_m, o) | {o} for o in outs)))
-            g_in = frozenset(set().union(*(nx.descendants(sub_g, w) | {w} for w in ins)))
-            dep = min(bound(frozenset(nx.descendants(sub_g, w) | {w}), s + 1) for w in ins)
-            pre = min(exact(frozenset(nx.ancestors(sub_m, o) | {o})) for o in outs)
-            best = max(best, exact(m_out) + dep, bound(g_in, s + 1) + pre)
-        memo[key] = best
-        return best
-
-    return max(bound(frozenset(range(p.n)), 0), critical_path_bound(p), work_bound(p))
+    one = _Recursion(single_input_relaxation(p), chain, deadline, module_time_limit) if p.L > 1 else None
+    rec = _Recursion(p, chain, deadline, module_time_limit, one)
+    return max(rec.bound(frozenset(range(p.n)), 0), critical_path_bound(p), work_bound(p))

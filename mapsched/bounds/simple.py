@@ -6,21 +6,11 @@ each is a valid lower bound on the optimal makespan.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..problem import Problem
 
-__all__ = ["Bound", "critical_path_bound", "lower_bound", "min_work", "work_bound"]
-
-
-@dataclass(frozen=True)
-class Bound:
-    """A lower bound on the optimal makespan and the rule that proved it."""
-
-    value: float
-    rule: str
+__all__ = ["critical_path_bound", "min_work", "work_bound"]
 
 
 def min_work(problem: Problem) -> np.ndarray:
@@ -60,30 +50,3 @@ def critical_path_bound(problem: Problem) -> float:
 def work_bound(problem: Problem) -> float:
     """Least total work spread perfectly over all devices: sum of :func:`min_work` / m."""
     return float(min_work(problem).sum() / problem.m)
-
-
-def lower_bound(problem: Problem, effort: str = "fast", time_limit: float = 60.0) -> Bound:
-    """The largest of the method-independent bounds, with the rule that gave it.
-
-    ``effort="fast"`` (what every ``solve`` adds) takes the critical path and the
-    total work, in O(n m nb L + E). ``effort="full"`` adds the module-chain
-    recursion of :func:`~mapsched.bounds.chain.chain_bound` (exact solves of
-    module pieces, at most ``time_limit`` seconds) for latency problems.
-
-    Examples
-    --------
-    >>> from mapsched import instances
-    >>> lower_bound(instances.load("topcuoglu2002"))
-    Bound(value=41.0, rule='critical-path')
-    """
-    rules = [
-        Bound(critical_path_bound(problem), "critical-path"),
-        Bound(work_bound(problem), "work"),
-    ]
-    if effort == "full" and problem.L == 1:
-        from .chain import chain_bound
-
-        rules.append(Bound(chain_bound(problem, time_limit=time_limit), "module-chain"))
-    elif effort not in ("fast", "full"):
-        raise ValueError(f"effort: expected 'fast' or 'full', got {effort!r}")
-    return max(rules, key=lambda b: b.value)
