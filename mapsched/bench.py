@@ -29,7 +29,7 @@ from typing import Any
 from .errors import InfeasibleError, MapschedError
 from .problem import Problem
 
-__all__ = ["Case", "Suite", "plot_quality", "read_rows", "results_table", "run_suite", "runtime_table"]
+__all__ = ["BOUND", "Case", "Suite", "plot_quality", "read_rows", "results_table", "run_suite", "runtime_table"]
 
 
 @dataclass(frozen=True)
@@ -44,9 +44,17 @@ class Case:
         return self.make(**self.kwargs)
 
 
+BOUND = "bound"
+"""The pseudo-method of a suite that computes the full lower bound (the chain recursion)."""
+
+
 @dataclass(frozen=True)
 class Suite:
-    """Instances, methods, and the time limit each method gets per instance."""
+    """Instances, methods, and the time limit each method gets per instance.
+
+    ``methods`` may include :data:`BOUND`, which runs
+    ``mapsched.lower_bound(problem, "full", time_limit)`` (the seed paper's LBound).
+    """
 
     name: str
     cases: tuple[Case, ...]
@@ -56,16 +64,23 @@ class Suite:
     description: str = ""
 
 
-def _run_one(case: Case, method: str, time_limit: float, options: dict[str, Any]) -> dict[str, Any]:
+def _run_one(case: Case, method: str, time_limit: float, options: dict[str, Any], threads: int = 1) -> dict[str, Any]:
     """One (instance, method) run, in a worker; every schedule is checked by the validator."""
+    import time
+
+    from .bounds import lower_bound
     from .solve import solve
     from .validate import validate
 
     p = case.build()
     row: dict[str, Any] = {"instance": case.name, "method": method, "tasks": p.n, "inputs": p.L,
                            "time_limit": time_limit}
+    if method == BOUND:
+        t0 = time.perf_counter()
+        b = lower_bound(p, "full", time_limit)
+        return row | {"lower_bound": b.value, "rule": b.rule, "seconds": time.perf_counter() - t0}
     try:
-        r = solve(p, method, time_limit=time_limit, seed=0, threads=1, **options)
+        r = solve(p, method, time_limit=time_limit, seed=0, threads=threads, **options)
     except InfeasibleError as exc:
         return row | {"error": str(exc)}
     bad = validate(p, r)
@@ -83,7 +98,7 @@ def read_rows(path: str) -> list[dict[str, Any]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers: int = 0,
+def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers: int = 1, threads: int = 0,
               progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
     """Run every (instance, method) pair not yet in ``out`` and append its row there.
 
@@ -94,6 +109,10 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
         JSON Lines file; existing rows are kept and their pairs skipped (resume).
     executor : concurrent.futures.Executor, optional
         Where runs go; by default a process pool of ``workers`` (0: one per core).
+    workers, threads : int
+        Runs at once, and solver threads per run (0: the cores shared among the
+        runs). By default one run at a time with every core, so that exact methods
+        get the solver portfolio they would get alone.
     progress : callable, optional
         Called as ``progress(done, total)`` after each run.
     """
@@ -108,8 +127,10 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
         from .split.milp_split import _mp_context
 
         executor = ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1, mp_context=_mp_context())
+    threads = threads or max(1, (os.cpu_count() or 1) // (workers or os.cpu_count() or 1))
     try:
-        futures = [executor.submit(_run_one, c, m, suite.time_limit, suite.options.get(m, {})) for c, m in todo]
+        futures = [executor.submit(_run_one, c, m, suite.time_limit, suite.options.get(m, {}), threads)
+                   for c, m in todo]
         with open(out, "a", encoding="utf-8") as fh:
             for f in as_completed(futures):
                 row = f.result() | {"suite": suite.name}
@@ -138,7 +159,7 @@ def results_table(rows: Sequence[dict[str, Any]], methods: Sequence[str] | None 
                   objective: str = "makespan") -> str:
     """Markdown table: makespan (or throughput) per instance and method, best in bold,
     second best in italics, the best bound and each cell's gap to it."""
-    methods = list(methods or dict.fromkeys(r["method"] for r in rows))
+    methods = [m for m in (methods or dict.fromkeys(r["method"] for r in rows)) if m != BOUND]
     bounds = _best_bounds(rows)
     cell: dict[tuple[str, str], dict[str, Any]] = {(r["instance"], r["method"]): r for r in rows}
     instances = list(dict.fromkeys(r["instance"] for r in rows))

@@ -241,12 +241,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     suite = module.SUITES[args.suite]
     known = registry.methods()
     objective = suite.cases[0].build().objective.kind
-    methods = tuple(m for m in suite.methods if m in known and objective in registry.get(m).objectives)
+    methods = tuple(m for m in suite.methods
+                    if m == bench.BOUND or (m in known and objective in registry.get(m).objectives))
     suite = bench.Suite(suite.name, suite.cases, methods, args.time_limit or suite.time_limit, suite.options,
                         suite.description)
     out = args.output or f"{suite.name}.jsonl"
     with ProgressBar(f"bench {suite.name}, runs left", None, enabled=sys.stderr.isatty()) as bar:
-        rows = bench.run_suite(suite, out, workers=args.workers, progress=lambda d, t: bar(0, float(t - d)))
+        rows = bench.run_suite(suite, out, workers=args.workers, threads=args.threads,
+                               progress=lambda d, t: bar(0, float(t - d)))
     rows = [r for r in rows if r["method"] in methods]
     print(f"## {suite.name}: {suite.description}\n")
     print(bench.results_table(rows, methods, "throughput" if objective == "throughput" else "makespan"))
@@ -415,7 +417,8 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("suite")
     bn.add_argument("--suites", default=os.path.join("benchmarks", "suites.py"), help="file defining SUITES")
     bn.add_argument("-o", "--output", help="JSON Lines results (default SUITE.jsonl); rows there are kept")
-    bn.add_argument("--workers", type=int, default=0, help="parallel runs (0: one per core)")
+    bn.add_argument("--workers", type=int, default=1, help="runs at once (0: one per core)")
+    bn.add_argument("--threads", type=int, default=0, help="solver threads per run (0: the cores shared out)")
     bn.add_argument("--time-limit", type=float, default=None, help="override the suite's per-method limit")
 
     model_help = "MODULE:FACTORY building an nn.Module, e.g. mapsched.harness.models:resnet"

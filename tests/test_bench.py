@@ -6,26 +6,32 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from mapsched.bench import Case, Suite, plot_quality, read_rows, results_table, run_suite, runtime_table
+from mapsched.bench import BOUND, Case, Suite, plot_quality, read_rows, results_table, run_suite, runtime_table
 from mapsched.cli import main
 from mapsched.generators import random_wired
 
 SUITE = Suite("tiny", (Case("a", random_wired, {"n": 6, "seed": 1}), Case("b", random_wired, {"n": 6, "seed": 2})),
-              ("met", "heft", "exact", "split"), time_limit=5.0)
+              ("met", "heft", "exact", "split", BOUND), time_limit=5.0)
 
 
 def test_run_resume_and_tables(tmp_path):
     out = str(tmp_path / "rows.jsonl")
     with ThreadPoolExecutor(2) as pool:
         rows = run_suite(SUITE, out, executor=pool)
-    assert len(rows) == 8 and len(read_rows(out)) == 8
-    assert all("makespan" in r and r["lower_bound"] <= r["makespan"] + 1e-9 for r in rows)
+    assert len(rows) == 10 and len(read_rows(out)) == 10
+    runs = [r for r in rows if r["method"] != BOUND]
+    assert all("makespan" in r and r["lower_bound"] <= r["makespan"] + 1e-9 for r in runs)
+    # the full bound (chain recursion) is a row of its own, below every run on its instance
+    for b in (r for r in rows if r["method"] == BOUND):
+        assert "makespan" not in b and b["rule"]
+        assert all(b["lower_bound"] <= r["makespan"] + 1e-9 for r in runs if r["instance"] == b["instance"])
     # a rerun finds every pair done and runs nothing
     calls = []
     run_suite(SUITE, out, executor=ThreadPoolExecutor(1), progress=lambda d, t: calls.append(t))
-    assert calls == [0] and len(read_rows(out)) == 8
+    assert calls == [0] and len(read_rows(out)) == 10
     table = results_table(rows, SUITE.methods)
-    assert table.count("\n| a |") + table.count("\n| b |") == 2 and "**" in table and "bound" in table
+    assert table.count("\n| a |") + table.count("\n| b |") == 2 and "**" in table
+    assert table.splitlines()[0] == "| instance | met | heft | exact | split | bound |"
     assert "x |" in runtime_table(rows)
     pytest.importorskip("matplotlib")
     png = tmp_path / "q.png"
@@ -39,7 +45,7 @@ def test_interrupted_sweep_keeps_finished_rows(tmp_path):
     with ThreadPoolExecutor(1) as pool:
         rows = run_suite(SUITE, str(out), executor=pool)
     assert sum(r["instance"] == "a" and r["method"] == "met" for r in rows) == 1  # kept, not rerun
-    assert len(rows) == 8
+    assert len(rows) == 10
 
 
 def test_cli_bench_smoke(tmp_path, capsys, monkeypatch):

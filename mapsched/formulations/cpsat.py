@@ -177,15 +177,16 @@ def portfolio(threads: int) -> int:
 
 
 def run_cpsat(model: Any, time_limit: float | None, threads: int, seed: int, log: bool,
-              on_solution: Any = None) -> tuple[cp_model.CpSolver, int, str]:
+              on_solution: Any = None, workers: int | None = None) -> tuple[cp_model.CpSolver, int, str]:
     """Solve ``model.model`` with CP-SAT. ``on_solution(solution, bound)`` gets each solution as
     ``model.read`` gives it and the bound proved so far (ms), and stops the search by returning
-    True. Returns the solver, its status and the log (empty unless asked for)."""
+    True. ``workers`` overrides :func:`portfolio`. Returns the solver, its status and the log
+    (empty unless asked for)."""
     solver = cp_model.CpSolver()
     prm = solver.parameters
     if time_limit is not None:
         prm.max_time_in_seconds = max(time_limit, 0.01)
-    prm.num_workers = portfolio(threads)
+    prm.num_workers = workers or portfolio(threads)
     prm.random_seed = int(seed)
     lines: list[str] = []
     if log:
