@@ -164,29 +164,44 @@ class CpSatModel:
         return owner, starts
 
 
-def portfolio(threads: int) -> int:
-    """CP-SAT workers for a budget of ``threads``: one stays one (a deterministic search),
-    any more gives at least four.
+def portfolio(params: Any, threads: int) -> None:
+    """Set CP-SAT's workers for a budget of ``threads``.
 
-    With four workers CP-SAT runs its default, fixed-order and LP-free searches beside
-    large-neighbourhood search; on these scheduling models that proves optima about twice
-    as fast as two workers do, even on two cores (see BENCHMARKS.md), so a budget of two
-    or three threads still runs four workers.
+    On these models CP-SAT's search without the LP relaxation proves optima far sooner
+    than its default, LP-guided search (often ten times sooner, on latency and batched
+    models alike; see BENCHMARKS.md), while the LP gives the better bound where nothing
+    is proved. So:
+
+    * one thread: one worker, without the LP (deterministic for a given seed);
+    * two or three: the LP-free search and the default one, with a third worker for
+      large-neighbourhood search, which improves schedules on large graphs;
+    * four or more: CP-SAT's own portfolio of that many workers (the LP-free search
+      is among them).
     """
-    return 1 if threads <= 1 else max(4, int(threads))
+    if threads <= 1:
+        params.num_workers = 1
+        params.linearization_level = 0
+    elif threads < 4:
+        params.num_workers = 3
+        params.subsolvers.extend(["no_lp", "default_lp"])
+    else:
+        params.num_workers = int(threads)
 
 
 def run_cpsat(model: Any, time_limit: float | None, threads: int, seed: int, log: bool,
               on_solution: Any = None, workers: int | None = None) -> tuple[cp_model.CpSolver, int, str]:
     """Solve ``model.model`` with CP-SAT. ``on_solution(solution, bound)`` gets each solution as
     ``model.read`` gives it and the bound proved so far (ms), and stops the search by returning
-    True. ``workers`` overrides :func:`portfolio`. Returns the solver, its status and the log
-    (empty unless asked for)."""
+    True. ``workers`` replaces :func:`portfolio` by CP-SAT's default search with that many
+    workers. Returns the solver, its status and the log (empty unless asked for)."""
     solver = cp_model.CpSolver()
     prm = solver.parameters
     if time_limit is not None:
         prm.max_time_in_seconds = max(time_limit, 0.01)
-    prm.num_workers = workers or portfolio(threads)
+    if workers:
+        prm.num_workers = workers
+    else:
+        portfolio(prm, threads)
     prm.random_seed = int(seed)
     lines: list[str] = []
     if log:

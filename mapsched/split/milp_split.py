@@ -32,8 +32,8 @@ Batched throughput
     inputs, so it is a heuristic there; the re-timing recovers the overlap.
 
 Subproblems are independent. By default they are solved one after another in this
-process, each by a CP-SAT portfolio over all the threads (on more than four cores,
-by a pool of one process per four cores); any ``concurrent.futures.Executor`` works
+process, each by CP-SAT over all the threads (on more than four cores, by a pool of
+one process per four cores); any ``concurrent.futures.Executor`` works
 as well (those of dask.distributed and Ray included) if it can pickle a
 :class:`Problem`.
 """
@@ -191,8 +191,8 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
             if orbit[u, v][0] == (u, v) and (sub := _subproblem(p, chain, t, u, v)) is not None}
     if not exact_chain:  # each module with free channel ends too, first: together they always stitch
         jobs = {(t, "free", None): _subproblem(p, chain, t, None, None) for t in range(T)} | jobs
-    # Small subproblems are solved fastest by one CP-SAT portfolio of four workers each
-    # (see mapsched.formulations.cpsat.portfolio), so by default a process per four cores.
+    # Small subproblems are solved fastest by CP-SAT with a few workers each (see
+    # mapsched.formulations.cpsat.portfolio), so by default a process per four cores.
     width = 1
     if executor is not None:
         width = os.cpu_count() or 1
