@@ -16,8 +16,9 @@ from __future__ import annotations
 import argparse
 
 import mapsched
-from mapsched.bounds import chain_bound, load_bound
+from mapsched.bounds import load_bound
 from mapsched.generators import stack
+from mapsched.split import chain_bound
 
 CONFIGS = [(1, "sdep"), (2, "sdep"), (4, "sdep"), (2, "wdep"), (4, "wdep")]
 

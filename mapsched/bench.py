@@ -53,7 +53,7 @@ class Suite:
     """Instances, methods, and the time limit each method gets per instance.
 
     ``methods`` may include :data:`BOUND`, which runs
-    ``mapsched.lower_bound(problem, "full", time_limit)`` (the seed paper's LBound).
+    ``mapsched.split.full_bound(problem, time_limit)`` (the seed paper's LBound).
     """
 
     name: str
@@ -68,8 +68,8 @@ def _run_one(case: Case, method: str, time_limit: float, options: dict[str, Any]
     """One (instance, method) run, in a worker; every schedule is checked by the validator."""
     import time
 
-    from .bounds import lower_bound
     from .solve import solve
+    from .split import full_bound
     from .validate import validate
 
     p = case.build()
@@ -77,7 +77,7 @@ def _run_one(case: Case, method: str, time_limit: float, options: dict[str, Any]
                            "time_limit": time_limit}
     if method == BOUND:
         t0 = time.perf_counter()
-        b = lower_bound(p, "full", time_limit)
+        b = full_bound(p, time_limit)
         return row | {"lower_bound": b.value, "rule": b.rule, "seconds": time.perf_counter() - t0}
     try:
         r = solve(p, method, time_limit=time_limit, seed=0, threads=threads, **options)

@@ -21,6 +21,7 @@ from .errors import MapschedError, OptionError
 from .problem import Problem
 from .schedule import Schedule
 from .solve import DEFAULT_METHOD, solve
+from .split import full_bound
 from .validate import validate
 
 BUILTIN = "builtin:"
@@ -171,7 +172,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_bound(args: argparse.Namespace) -> int:
-    b = lower_bound(load_problem(args.problem), "fast" if args.fast else "full", args.time_limit)
+    p = load_problem(args.problem)
+    b = lower_bound(p) if args.fast else full_bound(p, args.time_limit)
     if args.json:
         print(json.dumps({"lower_bound": b.value, "rule": b.rule}))
     else:

@@ -117,3 +117,16 @@ def test_missing_link_and_memory_in_models():
 def test_resolution_default_is_a_power_of_ten():
     m = CpSatModel(TOPCUOGLU, 80.0)
     assert m.res == 1e7 and np.log10(m.res) == int(np.log10(m.res))
+
+
+@given(problems(max_tasks=8), st.sampled_from(["heft", "met", "greedy", "cpop"]))
+def test_device_windows_hold_in_every_valid_schedule(p, method):
+    # The models' redundant windows: where a task runs bounds its start and what follows it.
+    from mapsched.formulations.common import device_windows
+
+    head, tail = device_windows(p)
+    for s in (mapsched.decode(p, p.planted), solve(p, method, seed=1, time_limit=2, threads=1)):
+        for j in s.jobs:
+            i, u = p.task_index[j.task], p.device_index[j.device]
+            assert j.start >= head[i, u] - 1e-9
+            assert s.makespan >= j.end + tail[i, u] - 1e-9

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from strategies import problems
 
 from mapsched import Problem, solve, validate
-from mapsched.bounds import chain_bound, critical_path_bound, lower_bound, work_bound
+from mapsched.bounds import critical_path_bound, lower_bound, work_bound
 from mapsched.generators import stack
 from mapsched.solve import SolveContext
-from mapsched.split import ModuleChain, detect_modules
+from mapsched.split import ModuleChain, chain_bound, detect_modules, full_bound
 from mapsched.split.rolling import rolling
 
 
@@ -112,7 +112,7 @@ def test_any_executor_works():
 
 def test_full_bound_uses_the_chain():
     p = stack(3, 8, 1, seed=2)
-    fast, full = lower_bound(p), lower_bound(p, "full", time_limit=30)
+    fast, full = lower_bound(p), full_bound(p, time_limit=30)
     assert full.value >= fast.value and full.rule == "module-chain"
     assert full.value <= solve(p, "split", workers=1).makespan + 1e-9
 
@@ -193,6 +193,6 @@ def test_full_bound_covers_throughput():
     from mapsched import Objective
 
     p = stack(3, 6, 1, seed=2, objective=Objective("throughput", 8))
-    full = lower_bound(p, "full", time_limit=30)
+    full = full_bound(p, time_limit=30)
     assert full.value >= lower_bound(p).value
     assert full.value <= solve(p, "bheft").makespan

@@ -14,7 +14,8 @@ from ..problem import Problem
 from ..schedule import Schedule
 
 __all__ = [
-    "ModelView", "Plugin", "apply_plugins", "edge_comm", "retime", "retime_jobs", "time_windows", "warm_start",
+    "ModelView", "Plugin", "apply_plugins", "device_windows", "edge_comm", "retime", "retime_jobs", "time_windows",
+    "warm_start",
 ]
 
 
@@ -66,6 +67,40 @@ def time_windows(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         for j in p.succ[i]:
             tail[i] = max(tail[i], tail[j] + dmin[j])
     return dmin, head, tail
+
+
+def device_windows(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """Per task and device, ``head[i, u]``: the earliest task i can start if it runs on u,
+    and ``tail[i, u]``: the least time the rest of the graph needs after it ends there,
+    counting transfers but no device contention. Shapes (n, m); ``inf`` where u cannot
+    run i. O(E m^2).
+
+    A parent q of i ends at ``head[q, v] + t[q, v]`` at the earliest on whichever device v
+    it takes, and its data then needs ``comm(e, v, u)`` to reach u (nothing if v == u);
+    the least of these over v bounds i's start on u, and the largest over its parents
+    holds. Every model states ``s[i] >= sum_u head[i, u] x[i, u]`` and
+    ``C >= s[i] + sum_u (t[i, u] + tail[i, u]) x[i, u]``: exactly one ``x[i, u]`` is 1,
+    so both are valid, and linear with no big-M.
+    """
+    p = problem
+    dur = np.where(p.can_run, p.dur, np.inf)
+    head, tail = np.zeros((p.n, p.m)), np.zeros((p.n, p.m))
+    same = np.eye(p.m, dtype=bool)
+    for i in p.topo.tolist():
+        for e in p.in_edges[i]:
+            q = int(p.src[e])
+            # ready[v, u]: parent on v, task i on u
+            ready = (head[q] + dur[q])[:, None] + np.where(same, 0.0, p.comm[e])
+            head[i] = np.maximum(head[i], ready.min(axis=0))
+    out_edges: list[list[int]] = [[] for _ in range(p.n)]
+    for e in range(p.E):
+        out_edges[int(p.src[e])].append(e)
+    for i in reversed(p.topo.tolist()):
+        for e in out_edges[i]:
+            j = int(p.dst[e])
+            after = np.where(same, 0.0, p.comm[e]) + (dur[j] + tail[j])[None, :]  # [u, v]: i on u, j on v
+            tail[i] = np.maximum(tail[i], after.min(axis=1))
+    return np.where(p.can_run, head, np.inf), np.where(p.can_run, tail, np.inf)
 
 
 def edge_comm(problem: Problem) -> tuple[np.ndarray, np.ndarray]:

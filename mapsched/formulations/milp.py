@@ -19,7 +19,9 @@ Constraints
         s[j] >= s[i] + t[i, u] - M1 (1 - y[i, j]) - M1 (2 - x[i, u] - x[j, u])
         s[i] >= s[j] + t[j, u] - M2 y[i, j]       - M2 (2 - x[i, u] - x[j, u])
 
-    redundant: each device's load ``sum_i t[i, u] x[i, u] <= C``.
+    redundant: each device's load ``sum_i t[i, u] x[i, u] <= C``; where a task runs
+    bounds its start and what follows it (:func:`~.common.device_windows`):
+    ``s[i] >= sum_u head[i, u] x[i, u]`` and ``C >= s[i] + sum_u (t[i, u] + tail[i, u]) x[i, u]``.
 
 Big-M values
     A heuristic makespan ``UB`` caps ``C`` (an optimum never exceeds it, so none is
@@ -43,7 +45,7 @@ import pyomo.environ as pyo
 from ..closure import Closure
 from ..problem import Problem
 from ..schedule import Schedule
-from .common import Plugin, apply_plugins, edge_comm, time_windows
+from .common import Plugin, apply_plugins, device_windows, edge_comm, time_windows
 
 __all__ = ["build_model", "solve_model"]
 
@@ -128,6 +130,15 @@ def build_model(
     m.finish = pyo.Constraint(exits, rule=lambda m, i: m.s[i] + D[i] <= m.C)
     m.device_load = pyo.Constraint(range(p.m), rule=lambda m, u: sum(
         float(dur[i, u]) * m.x[i, u] for i in range(p.n) if p.can_run[i, u]) <= m.C)
+    dhead, dtail = device_windows(p)
+    for i, u in runnable:
+        if not (np.isfinite(dhead[i, u]) and np.isfinite(dtail[i, u])):  # its data cannot reach u
+            m.x[i, u].fix(0)
+    reach = [[u for u in on[i] if np.isfinite(dhead[i, u]) and np.isfinite(dtail[i, u])] for i in range(p.n)]
+    m.device_head = pyo.Constraint(range(p.n), rule=lambda m, i: m.s[i] >= sum(
+        float(dhead[i, u]) * m.x[i, u] for u in reach[i]))
+    m.device_tail = pyo.Constraint(range(p.n), rule=lambda m, i: m.s[i] + sum(
+        float(dur[i, u] + dtail[i, u]) * m.x[i, u] for u in reach[i]) <= m.C)
 
     # same[e, u] <= x[i, u], x[j, u]: the edge stays on device u. Apart, it costs at least
     # cmin[e]; pairs of devices that cost more than cmin get their own constraint.

@@ -1,6 +1,8 @@
-"""MILP-SPLIT (Ghannane & Abdelfattah, section IV-B): modules, and dynamic programming over them."""
+"""MILP-SPLIT (Ghannane & Abdelfattah, section IV-B): modules, dynamic programming over them,
+the rolling stitching, and the lower bound down the chain of modules."""
 
 from . import milp_split
+from .bound import chain_bound, full_bound, single_input_relaxation
 from .modules import ModuleChain, detect_modules
 
-__all__ = ["ModuleChain", "detect_modules", "milp_split"]
+__all__ = ["ModuleChain", "chain_bound", "detect_modules", "full_bound", "milp_split", "single_input_relaxation"]

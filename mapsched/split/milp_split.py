@@ -170,7 +170,7 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     identical devices: one per orbit) and O(T m^3) DP steps; with the rolling
     stitching, T solves of ``window`` modules instead."""
     p = problem
-    chain = _pick_chain(p, channels)
+    chain = pick_chain(p, channels)
     exact_chain = _is_exact(p, chain)
     if not exact_chain and p.L == 1 and window > 0 and backend == "cpsat":
         start = warm_start(p)
@@ -270,7 +270,7 @@ EXACT_SIZE = 40
 """Tasks an exact solve of one module handles in seconds (see BENCHMARKS.md)."""
 
 
-def _pick_chain(p: Problem, channels: int) -> ModuleChain:
+def pick_chain(p: Problem, channels: int) -> ModuleChain:
     """The requested chain, or (channels=0) the fewest channels, 1 to 4, whose largest module
     has at most ``max(EXACT_SIZE, n / 4)`` tasks; failing that, the chain of smallest largest
     module. A chain whose largest module is most of the graph saves nothing over a full

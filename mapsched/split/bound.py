@@ -47,10 +47,12 @@ from dataclasses import replace
 import networkx as nx
 import numpy as np
 
+from ..bounds import Bound, critical_path_bound, lower_bound, work_bound
 from ..problem import Objective, Problem, System, Task
-from .simple import critical_path_bound, work_bound
+from ..solve import solve
+from .milp_split import pick_chain
 
-__all__ = ["chain_bound", "single_input_relaxation"]
+__all__ = ["chain_bound", "full_bound", "single_input_relaxation"]
 
 
 def single_input_relaxation(problem: Problem) -> Problem:
@@ -92,8 +94,6 @@ class _Recursion:
 
     def exact(self, x: frozenset) -> float:
         """Proved bound of a task set inside one module (an exact solve, or the simple bounds)."""
-        from ..solve import solve
-
         if not x:
             return 0.0
         if x not in self.exact_memo:
@@ -153,11 +153,24 @@ def chain_bound(problem: Problem, chain=None, time_limit: float = 60.0, module_t
     At most two exact solves per module and dependency set (with L inputs, and with
     one); throughput solves are costlier, so the time limit matters more there.
     """
-    from ..split.milp_split import _pick_chain
-
     p = problem
-    chain = chain or _pick_chain(p, 0)
+    chain = chain or pick_chain(p, 0)
     deadline = time.perf_counter() + time_limit
     one = _Recursion(single_input_relaxation(p), chain, deadline, module_time_limit) if p.L > 1 else None
     rec = _Recursion(p, chain, deadline, module_time_limit, one)
     return max(rec.bound(frozenset(range(p.n)), 0), critical_path_bound(p), work_bound(p))
+
+
+def full_bound(problem: Problem, time_limit: float = 60.0) -> Bound:
+    """The best bound mapsched proves without solving the whole problem: the fast rules of
+    :func:`mapsched.bounds.lower_bound` and the module-chain recursion (:func:`chain_bound`,
+    at most ``time_limit`` seconds), with the rule that won.
+
+    Examples
+    --------
+    >>> from mapsched.generators import stack
+    >>> full_bound(stack(modules=2, n=5, seed=1), time_limit=10).rule
+    'module-chain'
+    """
+    return max(lower_bound(problem), Bound(chain_bound(problem, time_limit=time_limit), "module-chain"),
+               key=lambda b: b.value)
