@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+from collections.abc import Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 
@@ -187,10 +188,12 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     # solve one pair per orbit and relabel its schedule for the others.
     pairs = [(u, v) for t in range(T) for u in ins_dev[t] for v in out_dev[t]]
     orbit = find_symmetry(p).orbits(pairs, m) if orbits else {q: (q, np.arange(m)) for q in pairs}
-    jobs = {(t, u, v): sub for t in range(T) for u in ins_dev[t] for v in out_dev[t]
-            if orbit[u, v][0] == (u, v) and (sub := _subproblem(p, chain, t, u, v)) is not None}
+    keys = [(t, u, v) for t in range(T) for u in ins_dev[t] for v in out_dev[t] if orbit[u, v][0] == (u, v)]
     if not exact_chain:  # each module with free channel ends too, first: together they always stitch
-        jobs = {(t, "free", None): _subproblem(p, chain, t, None, None) for t in range(T)} | jobs
+        keys = [(t, "free", None) for t in range(T)] + keys
+    # Subproblems are built as they are handed out: on many devices building them all
+    # takes longer than a time limit allows.
+    jobs = _Subproblems(p, chain, keys)
     # Small subproblems are solved fastest by CP-SAT with a few workers each (see
     # mapsched.formulations.cpsat.portfolio), so by default a process per four cores.
     width = 1
@@ -204,6 +207,7 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
         limit = min(module_time_limit, max(0.2, 0.8 * ctx.remaining() * width / max(1, len(jobs))))
     symmetry_plugins(problem, symmetry)  # reject a bad criterion before any work
     results = _run(jobs, backend, limit, symmetry, threads, width, executor, ctx)
+    solved = len(results)
     for t in range(T):
         for u in ins_dev[t]:
             for v in out_dev[t]:
@@ -255,8 +259,23 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     schedule = min(candidates, key=lambda c: c.makespan)
     if finals:
         schedule.log += f"DP value {finals[key]:.6g}; {'exact' if exact_chain else 'heuristic'} recursion\n"
-    schedule.log += f"{chain.describe(p)}\n{len(jobs)} module subproblems solved\n"
+    schedule.log += f"{chain.describe(p)}\n{solved} module subproblems solved\n"
     return schedule
+
+
+class _Subproblems:
+    """The subproblem of each key ``(t, u, v)``, built on demand (None: no schedule)."""
+
+    def __init__(self, p: Problem, chain: ModuleChain, keys: list[tuple]):
+        self.p, self.chain, self.keys = p, chain, keys
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def items(self) -> Iterator[tuple[tuple, Problem | None]]:
+        for t, u, v in self.keys:
+            free = u == "free"
+            yield (t, u, v), _subproblem(self.p, self.chain, t, None if free else u, None if free else v)
 
 
 def _relabel(p: Problem, sol: ModuleSolution, g: np.ndarray) -> ModuleSolution:
@@ -286,7 +305,7 @@ def pick_chain(p: Problem, channels: int) -> ModuleChain:
     return min(chains, key=lambda c: max(map(len, c.modules)))
 
 
-def _run(jobs: dict, backend: str, limit: float | None, symmetry: str, threads: int, width: int,
+def _run(jobs: _Subproblems, backend: str, limit: float | None, symmetry: str, threads: int, width: int,
          executor: Executor | None, ctx: SolveContext) -> dict[tuple, ModuleSolution]:
     """Solve every subproblem: through the executor, a pool of ``width`` processes, or here."""
     if executor is None and width == 1:
@@ -294,13 +313,18 @@ def _run(jobs: dict, backend: str, limit: float | None, symmetry: str, threads: 
         for k, sub in jobs.items():
             if ctx.expired():
                 break
-            if (r := solve_module(sub, backend, limit, symmetry, threads)) is not None:
+            if sub is not None and (r := solve_module(sub, backend, limit, symmetry, threads)) is not None:
                 out[k] = r
         return out
     own = executor is None
     pool = executor or ProcessPoolExecutor(max_workers=width, mp_context=_mp_context())
     try:
-        futures = {pool.submit(solve_module, sub, backend, limit, symmetry, threads): k for k, sub in jobs.items()}
+        futures = {}
+        for k, sub in jobs.items():
+            if ctx.expired():
+                break
+            if sub is not None:
+                futures[pool.submit(solve_module, sub, backend, limit, symmetry, threads)] = k
         done, pending = wait(futures, timeout=ctx.remaining_or_none())
         for f in pending:
             f.cancel()
