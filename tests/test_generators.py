@@ -31,6 +31,16 @@ def test_generators_are_seeded():
     assert random_dag(50, 3, seed=2) == random_dag(50, 3, seed=2)
 
 
+def test_random_dag_without_jitter_has_identical_devices():
+    from mapsched.symmetry import find_symmetry
+
+    assert find_symmetry(random_dag(12, 4, seed=1, speeds=[1, 1, 2, 2])).devices == ()
+    flat = find_symmetry(random_dag(12, 4, seed=1, speeds=[1, 1, 2, 2], jitter=0.0))
+    assert sorted(map(len, flat.devices)) == [2, 2]
+    with pytest.raises(ValueError, match="jitter"):
+        random_dag(12, 4, jitter=1.5)
+
+
 @pytest.mark.parametrize("channels", [2, 3, 4])
 def test_sdep_paths_stem_from_inputs_and_reach_outputs(channels):
     p = stack(4, 10, channels, "sdep", seed=channels)

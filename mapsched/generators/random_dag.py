@@ -24,12 +24,15 @@ def random_dag(
     window: int = 20,
     speeds: Sequence[float] | None = None,
     bandwidth: float = 16e9,
+    jitter: float = 0.3,
     objective: Objective | None = None,
 ) -> Problem:
     """A random DAG of ``n`` tasks on ``m`` fully linked devices.
 
     Task times are around 1 ms on the fastest device; each edge carries 1 to 8 MB,
-    so a transfer costs about as much as a task at 16 GB/s.
+    so a transfer costs about as much as a task at 16 GB/s. Each task's time on
+    each device is scaled by a factor drawn from ``1 +- jitter``; with ``jitter=0``
+    devices of equal speed are identical (interchangeable).
 
     Examples
     --------
@@ -37,14 +40,16 @@ def random_dag(
     >>> p.n, p.m, p.E > 100
     (100, 4, True)
     """
+    if not 0.0 <= jitter < 1.0:
+        raise ValueError(f"jitter: expected a fraction in [0, 1), got {jitter}")
     rng = np.random.default_rng(seed)
     speeds = np.asarray(speeds if speeds is not None else np.linspace(1.0, 2.5, m), dtype=float)
     names = [f"d{u}" for u in range(m)]
     devices = tuple(Device(d) for d in names)
     links = tuple(Link(names[u], names[v], bandwidth) for u in range(m) for v in range(u + 1, m))
     base = rng.lognormal(0.0, 0.5, size=n)
-    jitter = rng.uniform(0.7, 1.3, size=(n, m))
-    times = base[:, None] * speeds[None, :] * jitter
+    factor = rng.uniform(1.0 - jitter, 1.0 + jitter, size=(n, m))
+    times = base[:, None] * speeds[None, :] * factor
     tasks = [Task(f"t{i}", {names[u]: float(times[i, u]) for u in range(m)}) for i in range(n)]
     edges = []
     for j in range(1, n):
