@@ -13,13 +13,14 @@ and 4 identical A100s, joined by a 100 Gb/s network. Rows:
   solves, then with each criterion (batch, task, time);
 - the upper bound on throughput (from the proved lower bound on the makespan).
 
-Part 2. ``exact`` (latency) on random DAGs over 4 identical, fully linked devices
-(``random_dag(..., jitter=0)``), with each symmetry criterion: time to a proved
-optimum. (On the GPU-server preset the latency optimum of random-wired modules is
-proved in a fraction of a second with or without breaking: one GPU runs the critical
-path and the bounds meet at once.)
+Part 2. ``exact`` (latency) on wide random trees over 4 identical, fully linked
+devices (``random_dag(n, 4, degree=1, window=n, jitter=0)``), with each symmetry
+criterion: time to a proved optimum, or the bound reached. (On the GPU-server preset
+the latency optimum of random-wired modules is proved in a fraction of a second with
+or without breaking: one GPU runs the critical path and the bounds meet at once.)
 
-    python benchmarks/bench_symmetry.py --layers 6 --batch 16 --time-limit 120
+    python benchmarks/bench_symmetry.py --layers 6 --batch 16 --time-limit 120 \
+        --sizes 20,24 --seeds 2 --exact-limit 30
 """
 
 from __future__ import annotations
@@ -94,8 +95,8 @@ def identical_gpus(sizes: list[int], limit: float, seeds: int) -> None:
     print("|---|---|---|---:|---:|---:|")
     for n in sizes:
         for seed in range(seeds):
-            # four identical devices: load balancing, where the permutations of the devices hurt
-            p = random_dag(n, 4, seed=seed, speeds=[1.0] * 4, jitter=0.0)
+            # wide trees on four identical devices: load balancing, where permuting the devices hurts
+            p = random_dag(n, 4, seed=seed, degree=1, window=n, speeds=[1.0] * 4, jitter=0.0)
             for crit in ("none", "task", "batch", "time", "lex"):
                 r = mapsched.solve(p, "exact", time_limit=limit, threads=2, symmetry=crit)
                 print(f"| random DAG, {n} tasks, seed {seed} | {crit} | {r.status} | {r.makespan:.3f} "
