@@ -24,11 +24,11 @@ def _stack_cases(objective=None, seed=0):
 
 SUITES = {
     "paper-latency": Suite(
-        "paper-latency", _stack_cases(), LATENCY_METHODS, time_limit=60.0,
+        "paper-latency", _stack_cases(), LATENCY_METHODS, time_limit=45.0,
         options={"split": {"module_time_limit": 5.0}},
         description="Table I of the seed paper: 10-module ER(0.2) stacks, latency (ms)"),
     "paper-throughput": Suite(
-        "paper-throughput", _stack_cases(Objective("throughput", 16)), THROUGHPUT_METHODS, time_limit=60.0,
+        "paper-throughput", _stack_cases(Objective("throughput", 16)), THROUGHPUT_METHODS, time_limit=45.0,
         description="Table IV of the seed paper: the same stacks, throughput with B=16"),
     "smoke": Suite(
         "smoke", tuple(Case(f"er10-seed{s}", random_wired, {"n": 10, "seed": s}) for s in range(2)),
