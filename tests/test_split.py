@@ -173,6 +173,16 @@ def test_multi_channel_split_stitches_by_rolling_unless_window_is_zero(window):
     assert r.makespan <= solve(p, "heft").makespan + 1e-9  # never worse than its warm start
 
 
+@pytest.mark.parametrize("channels", [1, 2])
+def test_batched_split_is_never_worse_than_its_warm_start(channels):
+    from mapsched import Objective
+
+    p = stack(3, 5, channels, "wdep", seed=1, objective=Objective("throughput", 4))
+    r = solve(p, "split", channels=channels, module_time_limit=0.5)
+    assert validate(p, r) == []
+    assert r.makespan <= solve(p, "bheft").makespan + 1e-9
+
+
 @settings(max_examples=4, deadline=None)
 @given(st.integers(0, 10**6), st.integers(2, 4))
 def test_throughput_chain_bound_is_below_the_optimum(seed, batch):

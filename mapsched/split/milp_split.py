@@ -31,6 +31,9 @@ Batched throughput
     recursion adds module makespans although consecutive modules may pipeline
     inputs, so it is a heuristic there; the re-timing recovers the overlap.
 
+Whatever the recursion gives, ``split`` returns its warm start (``heft``, or
+``bheft`` for throughput) instead when that is better.
+
 Subproblems are independent. By default they are solved one after another in this
 process, each by CP-SAT over all the threads (on more than four cores, by a pool of
 one process per four cores); any ``concurrent.futures.Executor`` works
@@ -252,11 +255,12 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     if not exact_chain and all(free):
         candidates.append(_stitch(p, chain, free, ctx))
         candidates[-1].log += "modules solved with free channel ends, stitched\n"
-    if not candidates:  # holding channel ends on one device ruled out every combination (or time ran out)
-        s = warm_start(p)
-        s.log += "split: no combination of module schedules; returned the warm start\n"
-        return s
-    schedule = min(candidates, key=lambda c: c.makespan)
+    # Never worse than the heuristic it starts from: the heuristic recursion can be far
+    # off (batched modules are added, not pipelined), time may run out before the table
+    # fills, and holding channel ends on one device can rule out every combination.
+    start = warm_start(p)
+    start.log += "split: returned the warm start, which no combination of module schedules beat\n"
+    schedule = min([*candidates, start], key=lambda c: c.makespan)
     if finals:
         schedule.log += f"DP value {finals[key]:.6g}; {'exact' if exact_chain else 'heuristic'} recursion\n"
     schedule.log += f"{chain.describe(p)}\n{solved} module subproblems solved\n"
