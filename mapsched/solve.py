@@ -41,6 +41,9 @@ class SolveContext:
         Threads an exact solver may use.
     callback : callable or None
         Called as ``callback(seconds, makespan)`` on every improvement.
+    fast_bound : float
+        A proved lower bound on the optimal makespan: :func:`mapsched.bounds.lower_bound`,
+        computed once by :func:`solve` for the method and for the result.
     """
 
     time_limit: float | None = None
@@ -48,6 +51,7 @@ class SolveContext:
     threads: int = 1
     callback: Progress | None = None
     log: bool = False
+    fast_bound: float = 0.0
     started: float = field(default_factory=time.perf_counter)
     history: list[tuple[float, float]] = field(default_factory=list)
 
@@ -133,12 +137,12 @@ def solve(
         raise OptionError(f"--time-limit: expected a positive number of seconds, got {time_limit!r}")
     opts = m.parse_options(options)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    ctx = SolveContext(time_limit, rng, threads or os.cpu_count() or 1, callback, log)
+    bound = lower_bound(problem).value
+    ctx = SolveContext(time_limit, rng, threads or os.cpu_count() or 1, callback, log, bound)
     result: Schedule = m.fn(problem, ctx, **opts)
     result.solve_seconds = ctx.elapsed()
     result.method = method
     result.history = ctx.history or [(result.solve_seconds, result.makespan)]
-    bound = lower_bound(problem).value
     if result.lower_bound is not None:
         bound = max(bound, result.lower_bound)
     result.lower_bound = bound

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..bounds import lower_bound
 from ..errors import InfeasibleError
 from ..problem import Problem
 from ..registry import Option, register
@@ -60,14 +59,13 @@ def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, 
     best: list[Schedule] = [] if user else [start]
     if best:
         ctx.improved(start.makespan)
-    floor = lower_bound(problem).value
 
     def keep(s: Schedule, bound: float) -> bool:
         """Record a re-timed solution; True once the best one meets the bound."""
         ctx.improved(s.makespan)
         if not best or s.makespan < best[0].makespan:
             best[:] = [s]
-        b = max(bound, floor)
+        b = max(bound, ctx.fast_bound)
         return best[0].makespan <= b + tolerance(b)
 
     seed = int(ctx.rng.integers(2**31 - 1))
