@@ -176,8 +176,11 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     p = problem
     chain = pick_chain(p, channels)
     exact_chain = _is_exact(p, chain)
+    # Never worse than the heuristic it starts from: the heuristic recursion can be far
+    # off (batched modules are added, not pipelined), time may run out before the table
+    # fills, and holding channel ends on one device can rule out every combination.
+    start = warm_start(p)
     if not exact_chain and p.L == 1 and window > 0 and backend == "cpsat":
-        start = warm_start(p)
         s = rolling(p, chain, window, start.makespan, module_time_limit, ctx)
         if s is not None:
             s = min(s, start, key=lambda c: c.makespan)
@@ -255,12 +258,9 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     if not exact_chain and all(free):
         candidates.append(_stitch(p, chain, free, ctx))
         candidates[-1].log += "modules solved with free channel ends, stitched\n"
-    # Never worse than the heuristic it starts from: the heuristic recursion can be far
-    # off (batched modules are added, not pipelined), time may run out before the table
-    # fills, and holding channel ends on one device can rule out every combination.
-    start = warm_start(p)
-    start.log += "split: returned the warm start, which no combination of module schedules beat\n"
     schedule = min([*candidates, start], key=lambda c: c.makespan)
+    if schedule is start:
+        schedule.log += "split: returned the warm start, which no combination of module schedules beat\n"
     if finals:
         schedule.log += f"DP value {finals[key]:.6g}; {'exact' if exact_chain else 'heuristic'} recursion\n"
     schedule.log += f"{chain.describe(p)}\n{solved} module subproblems solved\n"
