@@ -72,8 +72,9 @@ def time_windows(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def device_windows(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     """Per task and device, ``head[i, u]``: the earliest task i can start if it runs on u,
     and ``tail[i, u]``: the least time the rest of the graph needs after it ends there,
-    counting transfers but no device contention. Shapes (n, m); ``inf`` where u cannot
-    run i. O(E m^2).
+    counting transfers but no device contention. Shapes (n, m); both ``inf`` where no
+    schedule puts i on u (u cannot run it, or its data cannot reach u or leave it).
+    O(E m^2).
 
     A parent q of i ends at ``head[q, v] + t[q, v]`` at the earliest on whichever device v
     it takes, and its data then needs ``comm(e, v, u)`` to reach u (nothing if v == u);
@@ -100,7 +101,8 @@ def device_windows(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
             j = int(p.dst[e])
             after = np.where(same, 0.0, p.comm[e]) + (dur[j] + tail[j])[None, :]  # [u, v]: i on u, j on v
             tail[i] = np.maximum(tail[i], after.min(axis=1))
-    return np.where(p.can_run, head, np.inf), np.where(p.can_run, tail, np.inf)
+    placeable = p.can_run & np.isfinite(head) & np.isfinite(tail)
+    return np.where(placeable, head, np.inf), np.where(placeable, tail, np.inf)
 
 
 def edge_comm(problem: Problem) -> tuple[np.ndarray, np.ndarray]:

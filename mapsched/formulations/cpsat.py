@@ -95,9 +95,8 @@ class CpSatModel:
         # transfers counted (see device_windows): redundant, and it speeds up the proofs.
         dhead, dtail = device_windows(p)
         for i in range(p.n):
-            on = [u for u in np.flatnonzero(p.can_run[i]).tolist()
-                  if np.isfinite(dhead[i, u]) and np.isfinite(dtail[i, u])]
-            for u in set(np.flatnonzero(p.can_run[i]).tolist()) - set(on):  # its data cannot reach u
+            on = np.flatnonzero(np.isfinite(dhead[i])).tolist()
+            for u in set(np.flatnonzero(p.can_run[i]).tolist()) - set(on):  # its data cannot reach u, or leave it
                 m.add(self.x[i, u] == 0)
             m.add(self.s[i] >= sum(int(math.floor(dhead[i, u] * res)) * self.x[i, u] for u in on))
             m.add(self.end[i] + sum(int(math.floor(dtail[i, u] * res)) * self.x[i, u] for u in on) <= self.C)

@@ -132,9 +132,9 @@ def build_model(
         float(dur[i, u]) * m.x[i, u] for i in range(p.n) if p.can_run[i, u]) <= m.C)
     dhead, dtail = device_windows(p)
     for i, u in runnable:
-        if not (np.isfinite(dhead[i, u]) and np.isfinite(dtail[i, u])):  # its data cannot reach u
+        if not np.isfinite(dhead[i, u]):  # its data cannot reach u, or leave it
             m.x[i, u].fix(0)
-    reach = [[u for u in on[i] if np.isfinite(dhead[i, u]) and np.isfinite(dtail[i, u])] for i in range(p.n)]
+    reach = [[u for u in on[i] if np.isfinite(dhead[i, u])] for i in range(p.n)]
     m.device_head = pyo.Constraint(range(p.n), rule=lambda m, i: m.s[i] >= sum(
         float(dhead[i, u]) * m.x[i, u] for u in reach[i]))
     m.device_tail = pyo.Constraint(range(p.n), rule=lambda m, i: m.s[i] + sum(
