@@ -26,6 +26,7 @@ class Option:
     help: str
     choices: tuple[Any, ...] | None = None
     cli: bool = True  # False: Python objects (plugins, executors) that a command line cannot give
+    positive: bool = False  # numbers are never negative; True: never zero either
 
     def parse(self, value: Any, method: str) -> Any:
         """Convert a value (a string from the command line, or a Python value) to the option's type."""
@@ -44,6 +45,9 @@ class Option:
             raise OptionError(
                 f"--{self.name.replace('_', '-')}: method {method!r} expects {self.type.__name__}, got {value!r}"
             ) from None
+        if self.type in (int, float) and (v < 0 or (self.positive and v == 0) or v != v):
+            raise OptionError(f"--{self.name.replace('_', '-')}: method {method!r} expects a "
+                              f"{'positive' if self.positive else 'non-negative'} number, got {value!r}")
         if self.choices is not None and v not in self.choices:
             raise OptionError(
                 f"--{self.name.replace('_', '-')}: expected one of {list(self.choices)}, got {value!r}"

@@ -34,6 +34,8 @@ def test_solve_prints_json_without_output(capsys):
     (["solve", "builtin:topcuoglu2002", "--method", "nope"], "unknown method 'nope'"),
     (["solve", "builtin:topcuoglu2002", "--method", "random", "--samples", "x"], "--samples"),
     (["solve", "builtin:topcuoglu2002", "--bogus", "1"], "has no such option"),
+    (["solve", "builtin:topcuoglu2002", "-m", "split", "--module-time-limit", "-1"],
+     "--module-time-limit: method 'split' expects a positive number"),
     (["solve", "builtin:topcuoglu2002", "--samples"], "expected a value"),
     (["solve", "builtin:nope"], "unknown built-in instance"),
     (["frobnicate"], "invalid choice"),

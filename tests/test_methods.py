@@ -73,6 +73,12 @@ def test_methods_listing_and_errors():
         solve(p, "random", sample=3)
     with pytest.raises(OptionError, match="--time-limit"):
         solve(p, "random", time_limit=0)
+    with pytest.raises(OptionError, match="--window: method 'split' expects a non-negative number, got -1"):
+        solve(p, "split", window=-1)
+    with pytest.raises(OptionError, match="--module-time-limit: method 'split' expects a positive number"):
+        solve(p, "split", module_time_limit=0)
+    with pytest.raises(OptionError, match="--samples: method 'random' expects a non-negative number"):
+        solve(p, "random", samples=-1)
 
 
 def test_progress_callback_and_history():

@@ -156,7 +156,7 @@ def _com(p: Problem, chain: ModuleChain, t: int, v_prev: int, u: int) -> float:
         Option("channels", int, 0, "most edges between consecutive modules (0: the fewest that leave no "
                "module too large for a quick exact solve)"),
         Option("backend", str, "cpsat", "exact solver for the modules", choices=("cpsat", "highs")),
-        Option("module_time_limit", float, 10.0, "seconds per module subproblem"),
+        Option("module_time_limit", float, 10.0, "seconds per module subproblem", positive=True),
         Option("symmetry", str, "none", "symmetry breaking in the module solves (see exact)"),
         Option("orbits", bool, True, "solve one (input, output) device pair per orbit of identical devices"),
         Option("workers", int, 0, "processes for the subproblems (0: one per 4 cores; 1: in this process)"),
