@@ -14,6 +14,7 @@ from mapsched.bounds import critical_path_bound, lower_bound, work_bound
 from mapsched.generators import stack
 from mapsched.solve import SolveContext
 from mapsched.split import ModuleChain, chain_bound, detect_modules, full_bound
+from mapsched.split.modules import k_edge_classes
 from mapsched.split.rolling import rolling
 
 
@@ -75,6 +76,17 @@ def test_multi_channel_stacks(channels):
     # every edge stays inside a module or joins consecutive modules
     t = {i: k for k, m in enumerate(chain.modules) for i in m}
     assert all(t[b] - t[a] in (0, 1) for a, b in zip(p.src, p.dst))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 25), st.floats(0.05, 0.4), st.integers(0, 2**16), st.integers(1, 5))
+def test_k_edge_classes_are_networkx_k_edge_components(n, density, seed, k):
+    g = nx.gnp_random_graph(n, density, seed=seed)
+    ours = sorted(sorted(c) for c in k_edge_classes(g, k))
+    # networkx's flow code drops isolated nodes: they are classes of their own
+    theirs = sorted(sorted(c) for comp in nx.connected_components(g)
+                    for c in ([comp] if len(comp) == 1 else nx.k_edge_components(g.subgraph(comp), k)))
+    assert ours == theirs
 
 
 @settings(max_examples=6, deadline=None)

@@ -28,10 +28,11 @@ from dataclasses import dataclass
 
 import networkx as nx
 import numpy as np
+from networkx.algorithms.flow import build_residual_network, edmonds_karp
 
 from ..problem import Problem
 
-__all__ = ["ModuleChain", "detect_modules"]
+__all__ = ["ModuleChain", "detect_modules", "k_edge_classes"]
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,8 @@ def detect_modules(problem: Problem, channels: int = 1, min_size: int = 3) -> Mo
 
     Notes
     -----
-    O(n + E) for one channel (bridges, articulation points); the k-edge
-    components cost more (networkx's auxiliary-graph algorithm).
+    O(n + E) for one channel (bridges, articulation points); O(n k E) for the
+    k-edge components (:func:`k_edge_classes`).
 
     Examples
     --------
@@ -135,18 +136,60 @@ def detect_modules(problem: Problem, channels: int = 1, min_size: int = 3) -> Mo
         for comp in nx.connected_components(g):
             parts.extend(_split_at(p, comp, cut_nodes))
         return _chain(p, parts, 1)
-    parts = []
-    for comp in nx.connected_components(und):  # networkx's flow code fails on isolated tasks
-        if len(comp) == 1:
-            parts.append(set(comp))
-        else:
-            parts += [set(c) for c in nx.k_edge_components(und.subgraph(comp), channels + 1)]
-    parts = _absorb_fragments(p, parts, min_size)
+    parts = _absorb_fragments(p, k_edge_classes(und, channels + 1), min_size)
     by_components = _chain(p, parts, channels)
     # Sparse modules are not (channels+1)-edge-connected and crumble; cutting the
     # task order itself then finds the boundaries. Keep whichever chain is longer.
     by_order = _chain(p, [{i} for i in range(p.n)], channels, min_size)
     return by_order if len(by_order.modules) > len(by_components.modules) else by_components
+
+
+def k_edge_classes(graph: nx.Graph, k: int) -> list[set]:
+    """The k-edge-connected components of an undirected graph: the classes of "at least k
+    edge-disjoint paths join u and v", as :func:`networkx.k_edge_components` gives them.
+
+    networkx finds every pairwise edge connectivity in full (n - 1 maximum flows to the
+    end); only whether it reaches k matters here, so each flow stops after k augmenting
+    paths. Every flow either joins t to s's class (k paths) or ends below k, and then
+    the nodes its minimum cut leaves on t's side can be in no class with s: they are
+    split off and treated alike. At most n - 1 flows of at most k augmenting paths each:
+    O(n k E), against seconds for networkx on a few hundred tasks.
+
+    Examples
+    --------
+    >>> g = nx.disjoint_union(nx.complete_graph(4), nx.complete_graph(4))
+    >>> g.add_edges_from([(0, 4), (1, 5)])
+    >>> sorted(map(sorted, k_edge_classes(g, 3)))
+    [[0, 1, 2, 3], [4, 5, 6, 7]]
+    """
+    if k < 1:
+        raise ValueError(f"k: expected at least 1, got {k}")
+    h = nx.DiGraph()
+    h.add_nodes_from(graph)
+    h.add_edges_from(graph.edges, capacity=1)
+    h.add_edges_from(((b, a) for a, b in graph.edges), capacity=1)
+    residual = build_residual_network(h, "capacity")
+    classes: list[set] = []
+    pending = [list(graph)]
+    while pending:
+        avail = pending.pop()
+        s, group, rest = avail[0], {avail[0]}, set(avail[1:])
+        for t in avail[1:]:
+            if t not in rest:
+                continue
+            rest.discard(t)
+            edmonds_karp(h, s, t, residual=residual, cutoff=k)
+            if residual.graph["flow_value"] >= k:
+                group.add(t)
+                continue
+            # The flow is maximum: what s still reaches in the residual is its side of a cut below k.
+            reach = nx.descendants(nx.subgraph_view(residual, filter_edge=lambda a, b: residual[a][b]["flow"]
+                                                    < residual[a][b]["capacity"]), s)
+            other = [v for v in avail if v == t or (v in rest and v not in reach)]
+            rest.difference_update(other)
+            pending.append(other)
+        classes.append(group)
+    return classes
 
 
 def _absorb_fragments(p: Problem, parts: list[set[int]], min_size: int) -> list[set[int]]:
