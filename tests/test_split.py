@@ -185,6 +185,27 @@ def test_multi_channel_split_stitches_by_rolling_unless_window_is_zero(window):
     assert r.makespan <= solve(p, "heft").makespan + 1e-9  # never worse than its warm start
 
 
+@pytest.mark.parametrize("window", [0, 2])
+def test_split_spends_a_time_limit_on_the_whole_graph(window):
+    # Two 2-channel modules of 5 nodes: the whole-graph model proves its optimum in a
+    # fraction of the limit, so split ends optimal where its stitching alone cannot tell.
+    p = stack(2, 5, 2, "wdep", seed=3)
+    plain = solve(p, "split", channels=2, window=window, module_time_limit=2)
+    assert "whole graph" not in plain.log  # no time limit: no whole-graph solve
+    r = solve(p, "split", channels=2, window=window, module_time_limit=2, time_limit=30, threads=2)
+    assert validate(p, r) == []
+    assert "whole graph" in r.log
+    assert r.status == "optimal"
+    assert r.makespan == pytest.approx(solve(p, "exact").makespan, rel=1e-6)
+    assert r.makespan <= plain.makespan + 1e-9
+
+
+def test_split_proved_by_its_recursion_keeps_the_time_left():
+    p = stack(3, 6, 1, seed=2)
+    r = solve(p, "split", time_limit=30)
+    assert r.status == "optimal" and "whole graph" not in r.log
+
+
 @pytest.mark.parametrize("channels", [1, 2])
 def test_batched_split_is_never_worse_than_its_warm_start(channels):
     from mapsched import Objective

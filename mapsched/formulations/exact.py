@@ -45,18 +45,27 @@ def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, 
     Plugins may cut off the warm start, so with plugins it is only a hint, and the
     horizon is the serial bound (every semi-active schedule ends by it) instead of
     the warm start's makespan.
+    """
+    # Symmetry cuts keep an optimum (see mapsched.symmetry), so the warm start stays a
+    # valid schedule of the model; user plugins may cut anything.
+    return improve(problem, warm_start(problem), ctx, backend, resolution,
+                   tuple(plugins) + symmetry_plugins(problem, symmetry), hint_only=bool(plugins))
+
+
+def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str = "cpsat", resolution: float = 0.0,
+            plugins: tuple = (), hint_only: bool = False) -> Schedule:
+    """The exact model of the whole problem, started from ``start``, solved until proved or
+    out of time; returns the best schedule found (``start`` itself if nothing better) with
+    the solver's proved bound. ``hint_only``: the plugins may cut off ``start``, so it is
+    neither kept nor used as the horizon (the serial bound is).
 
     CP-SAT's own solutions are not left-justified, and with fine ticks it may improve
     one by a single tick at a time; every solution is therefore re-timed as it comes,
     the best re-timed schedule is kept, and the search stops as soon as that schedule
     meets the proved bound.
     """
-    start = warm_start(problem)
-    upper = serial_bound(problem) if plugins else start.makespan
-    # Symmetry cuts keep an optimum (see mapsched.symmetry), so the warm start's makespan
-    # stays a valid horizon; user plugins may cut anything, hence the serial bound.
-    user, plugins = plugins, tuple(plugins) + symmetry_plugins(problem, symmetry)
-    best: list[Schedule] = [] if user else [start]
+    upper = serial_bound(problem) if hint_only else start.makespan
+    best: list[Schedule] = [] if hint_only else [start]
     if best:
         ctx.improved(start.makespan)
 

@@ -34,6 +34,11 @@ Batched throughput
 Whatever the recursion gives, ``split`` returns its warm start (``heft``, or
 ``bheft`` for throughput) instead when that is better.
 
+With a time limit, the time left once the schedule is stitched goes to the exact
+model of the whole graph, started from that schedule (:func:`~mapsched.formulations.
+exact.improve`): on a few modules it often finds a better schedule, and its proved
+bound joins the result's. Unless its own recursion proved the schedule optimal.
+
 Subproblems are independent. By default they are solved one after another in this
 process, each by CP-SAT over all the threads (on more than four cores, by a pool of
 one process per four cores); any ``concurrent.futures.Executor`` works
@@ -57,12 +62,14 @@ from ..decoder import Decoder, owner_counts
 from ..errors import InfeasibleError, ProblemError
 from ..feasibility import feasible_counts
 from ..formulations.common import retime_jobs, warm_start
+from ..formulations.exact import improve
 from ..problem import Edge, Problem, Task
 from ..registry import Option, register
 from ..schedule import Schedule
 from ..solve import SolveContext, solve
 from ..splits import batch_options, owner_from_counts
 from ..symmetry import find_symmetry, symmetry_plugins
+from ..validate import tolerance
 from .modules import ModuleChain, detect_modules
 from .rolling import rolling
 
@@ -165,11 +172,13 @@ def _com(p: Problem, chain: ModuleChain, t: int, v_prev: int, u: int) -> float:
                "processes; 1 with an executor)"),
         Option("window", int, 2, "latency with several channels: modules solved at once in the rolling "
                "stitching (0: the seed paper's independent module solves)"),
+        Option("step_time_limit", float, 0.5, "rolling stitching: seconds per step (its solves rarely "
+               "improve after half a second; see BENCHMARKS.md)", positive=True),
     ),
 )
 def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, module_time_limit: float,
           symmetry: str, orbits: bool, workers: int, executor: Executor | None, module_threads: int,
-          window: int) -> Schedule:
+          window: int, step_time_limit: float) -> Schedule:
     """MILP-SPLIT; see the module docstring. O(T m^2) module solves (fewer with
     identical devices: one per orbit) and O(T m^3) DP steps; with the rolling
     stitching, T solves of ``window`` modules instead."""
@@ -181,12 +190,12 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     # fills, and holding channel ends on one device can rule out every combination.
     start = warm_start(p)
     if not exact_chain and p.L == 1 and window > 0 and backend == "cpsat":
-        s = rolling(p, chain, window, start.makespan, module_time_limit, ctx)
+        s = rolling(p, chain, window, start.makespan, step_time_limit, ctx)
         if s is not None:
             s = min(s, start, key=lambda c: c.makespan)
             ctx.improved(s.makespan)
             s.log += f"rolling stitching, {window} module(s) per step\n{chain.describe(p)}\n"
-            return s
+            return _polish(p, s, backend, ctx)
     T, m = len(chain.modules), p.m
     ins_dev = [[None] if t == 0 else list(range(m)) for t in range(T)]
     out_dev = [[None] if t == T - 1 else list(range(m)) for t in range(T)]
@@ -264,7 +273,24 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     if finals:
         schedule.log += f"DP value {finals[key]:.6g}; {'exact' if exact_chain else 'heuristic'} recursion\n"
     schedule.log += f"{chain.describe(p)}\n{solved} module subproblems solved\n"
-    return schedule
+    return _polish(p, schedule, backend, ctx)
+
+
+_POLISH_MIN = 1.0
+"""Seconds below which a whole-graph solve is not started: building and presolving
+the model of a few hundred tasks takes a good part of a second by itself."""
+
+
+def _polish(p: Problem, s: Schedule, backend: str, ctx: SolveContext) -> Schedule:
+    """Spend the rest of a time limit on the exact model of the whole graph, from ``s``."""
+    proved = s.lower_bound is not None and s.makespan <= s.lower_bound + tolerance(s.lower_bound)
+    if ctx.time_limit is None or ctx.remaining() < _POLISH_MIN or proved:
+        return s
+    log, bound, left = s.log, s.lower_bound, ctx.remaining()
+    out = improve(p, s, ctx, backend)
+    out.lower_bound = max(b for b in (bound, out.lower_bound, 0.0) if b is not None)
+    out.log = log + f"then the exact model of the whole graph, for the {left:.1f} s left:\n" + out.log
+    return out
 
 
 class _Subproblems:

@@ -38,7 +38,7 @@ from .modules import ModuleChain
 __all__ = ["rolling"]
 
 
-def rolling(problem: Problem, chain: ModuleChain, window: int, upper: float, module_time_limit: float,
+def rolling(problem: Problem, chain: ModuleChain, window: int, upper: float, step_time_limit: float,
             ctx: SolveContext) -> Schedule | None:
     """Walk the chain as described in the module docstring (latency problems).
 
@@ -46,7 +46,7 @@ def rolling(problem: Problem, chain: ModuleChain, window: int, upper: float, mod
     ----------
     upper : float
         The makespan of some schedule of the whole problem; it sets the resolution.
-    module_time_limit : float
+    step_time_limit : float
         Seconds per step at most; with a time limit on the solve, what is left is
         shared among the remaining steps.
 
@@ -72,7 +72,7 @@ def rolling(problem: Problem, chain: ModuleChain, window: int, upper: float, mod
             return None
         tasks = sorted(i for mod in chain.modules[t:t + window] for i in mod)
         placed = _step(p, tasks, owner, start, length, used, res,
-                       min(module_time_limit, ctx.remaining() / (T - t)), ctx)
+                       min(step_time_limit, ctx.remaining() / (T - t)), ctx)
         if placed is None:
             return None
         for i, (u, s, d) in placed.items():
