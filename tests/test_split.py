@@ -114,6 +114,17 @@ def test_multi_channel_split_is_valid_and_bounded(seed, variant, channels):
     assert opt.lower_bound <= r.makespan * (1 + 1e-6)
 
 
+@settings(max_examples=4, deadline=None)
+@given(st.integers(0, 10**6), st.sampled_from(["sdep", "wdep"]), st.integers(2, 3))
+def test_wider_spans_raise_the_chain_bound_and_stay_below_the_optimum(seed, variant, channels):
+    p = stack(3, 4, channels, variant, seed=seed)
+    narrow = chain_bound(p, time_limit=20, span=1)
+    wide = chain_bound(p, time_limit=20, span=2)
+    opt = solve(p, "exact", threads=2, time_limit=30)
+    assert narrow <= wide + 1e-9
+    assert wide <= opt.makespan * (1 + 1e-6)
+
+
 def test_any_executor_works():
     p = stack(3, 6, 1, seed=4)
     with ThreadPoolExecutor(2) as pool:

@@ -1,7 +1,8 @@
 """The seed paper's lower bound over a chain of modules (section IV-B2), made sound in general.
 
 Latency
-    Split a task set X into M (its part in the first module) and G2 (the rest), joined
+    Split a task set X into M (its part in the first module, or in the first few
+    consecutive ones: see ``span`` in :func:`chain_bound`) and G2 (the rest), joined
     by channel edges from outputs O in M to inputs I in G2. In any schedule:
 
     * let o* be the output that finishes last, at f*, feeding input w*. Every task of
@@ -84,6 +85,7 @@ class _Recursion:
                  one: _Recursion | None = None) -> None:
         self.p, self.chain, self.deadline, self.limit = problem, chain, deadline, module_time_limit
         self.one = one or self
+        self.span = 1
         self.module_of = {i: t for t, mod in enumerate(chain.modules) for i in mod}
         self.exact_memo: dict[frozenset, float] = {}
         self.memo: dict[tuple[frozenset, int], float] = {}
@@ -93,7 +95,7 @@ class _Recursion:
         return max(critical_path_bound(sub), work_bound(sub))
 
     def exact(self, x: frozenset) -> float:
-        """Proved bound of a task set inside one module (an exact solve, or the simple bounds)."""
+        """Proved bound of a task set (an exact solve, or the simple bounds)."""
         if not x:
             return 0.0
         if x not in self.exact_memo:
@@ -113,29 +115,38 @@ class _Recursion:
         while s < len(modules) and not (x & set(modules[s])):
             s += 1
         key = (x, s)
-        if key in self.memo:
-            return self.memo[key]
+        if key not in self.memo:
+            self.memo[key] = max(self.split_after(x, s, span) for span in range(1, self.span + 1)
+                                 if span == 1 or s + span - 1 < len(modules))
+        return self.memo[key]
+
+    def widen(self, span: int) -> None:
+        """Let the first part span up to ``span`` modules; exact bounds found so far are kept."""
+        for rec in {self, self.one}:
+            rec.span, rec.memo = span, {}
+
+    def split_after(self, x: frozenset, s: int, span: int) -> float:
+        """The bound of x split into M (its part in modules s .. s+span-1) and G2 (the rest)."""
         p = self.p
-        m1 = frozenset(i for i in x if self.module_of[i] == s)
+        m1 = frozenset(i for i in x if s <= self.module_of[i] < s + span)
         g2 = x - m1
         if not g2:
-            self.memo[key] = self.exact(m1)
-            return self.memo[key]
+            return self.exact(m1)
         cross = [(int(p.src[e]), int(p.dst[e])) for e in range(p.E) if int(p.src[e]) in m1 and int(p.dst[e]) in g2]
-        best = max(self.exact(m1), self.bound(g2, s + 1))
+        best = max(self.exact(m1), self.bound(g2, s + span))
         if cross and time.perf_counter() < self.deadline:
             outs, ins = {a for a, _ in cross}, {b for _, b in cross}
             sub_m, sub_g = p.graph.subgraph(m1), p.graph.subgraph(g2)
             m_out = frozenset(set().union(*(nx.ancestors(sub_m, o) | {o} for o in outs)))
             g_in = frozenset(set().union(*(nx.descendants(sub_g, w) | {w} for w in ins)))
-            dep = min(self.one.bound(frozenset(nx.descendants(sub_g, w) | {w}), s + 1) for w in ins)
+            dep = min(self.one.bound(frozenset(nx.descendants(sub_g, w) | {w}), s + span) for w in ins)
             pre = min(self.one.exact(frozenset(nx.ancestors(sub_m, o) | {o})) for o in outs)
-            best = max(best, self.exact(m_out) + dep, self.bound(g_in, s + 1) + pre)
-        self.memo[key] = best
+            best = max(best, self.exact(m_out) + dep, self.bound(g_in, s + span) + pre)
         return best
 
 
-def chain_bound(problem: Problem, chain=None, time_limit: float = 60.0, module_time_limit: float = 2.0) -> float:
+def chain_bound(problem: Problem, chain=None, time_limit: float = 60.0, module_time_limit: float = 2.0,
+                span: int = 2) -> float:
     """Lower bound on the optimal makespan by the chain recursion (latency or throughput).
 
     Parameters
@@ -146,19 +157,31 @@ def chain_bound(problem: Problem, chain=None, time_limit: float = 60.0, module_t
     time_limit : float
         Seconds in all; past it, task sets get only the simple bounds (still sound).
     module_time_limit : float
-        Seconds for each exact solve of a task set within one module.
+        Seconds for each exact solve of a task set.
+    span : int
+        The first part M may hold up to this many consecutive modules. Counting how
+        two modules overlap exactly loses less than bounding each alone and joining
+        them by the dependency sets (BENCHMARKS.md compares spans 1 and 2). The recursion runs with span 1 first,
+        then wider while time is left, and the best result counts.
 
     Notes
     -----
-    At most two exact solves per module and dependency set (with L inputs, and with
-    one); throughput solves are costlier, so the time limit matters more there.
+    With span 1, at most two exact solves per module and dependency set (with L
+    inputs, and with one); each wider span adds solves of task sets over that many
+    modules. Throughput solves are costlier, so the time limit matters more there.
     """
     p = problem
     chain = chain or pick_chain(p, 0)
     deadline = time.perf_counter() + time_limit
     one = _Recursion(single_input_relaxation(p), chain, deadline, module_time_limit) if p.L > 1 else None
     rec = _Recursion(p, chain, deadline, module_time_limit, one)
-    return max(rec.bound(frozenset(range(p.n)), 0), critical_path_bound(p), work_bound(p))
+    best = rec.bound(frozenset(range(p.n)), 0)
+    for k in range(2, span + 1):
+        if time.perf_counter() >= deadline:
+            break
+        rec.widen(k)
+        best = max(best, rec.bound(frozenset(range(p.n)), 0))
+    return max(best, critical_path_bound(p), work_bound(p))
 
 
 def full_bound(problem: Problem, time_limit: float = 60.0) -> Bound:
