@@ -130,3 +130,15 @@ def test_device_windows_hold_in_every_valid_schedule(p, method):
             i, u = p.task_index[j.task], p.device_index[j.device]
             assert j.start >= head[i, u] - 1e-9
             assert s.makespan >= j.end + tail[i, u] - 1e-9
+
+
+@pytest.mark.parametrize("prove", [False, True])
+def test_two_thread_portfolio_swaps_the_default_search_for_the_bound_search_when_proving(prove):
+    from ortools.sat.python import cp_model
+
+    from mapsched.formulations.cpsat import portfolio
+
+    params = cp_model.CpSolver().parameters
+    portfolio(params, 2, prove)
+    assert params.num_workers == 3
+    assert list(params.subsolvers) == ["no_lp", "objective_lb_search" if prove else "default_lp"]
