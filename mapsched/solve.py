@@ -16,7 +16,7 @@ from .bounds import lower_bound
 from .errors import OptionError
 from .problem import Problem
 from .schedule import Schedule
-from .validate import tolerance
+from .validate import meets
 
 __all__ = ["DEFAULT_METHOD", "SolveContext", "solve"]
 
@@ -147,6 +147,6 @@ def solve(
         bound = max(bound, result.lower_bound)
     result.lower_bound = bound
     # A makespan that meets a proved bound is proved optimal, whatever found it.
-    if result.makespan <= bound + tolerance(bound):
+    if meets(result.makespan, bound):
         result.status = "optimal"
     return result

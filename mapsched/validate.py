@@ -20,12 +20,17 @@ from .decoder import memory_use
 from .problem import Problem
 from .schedule import Job, Schedule
 
-__all__ = ["Violation", "validate", "tolerance"]
+__all__ = ["Violation", "meets", "validate", "tolerance"]
 
 
 def tolerance(value: float) -> float:
     """How far two times may differ and still compare equal (FORMAT.md)."""
     return 1e-6 * max(1.0, abs(value))
+
+
+def meets(makespan: float, bound: float) -> bool:
+    """Whether a makespan equals a proved lower bound, within :func:`tolerance`: proved optimal."""
+    return makespan <= bound + tolerance(bound)
 
 
 @dataclass(frozen=True)

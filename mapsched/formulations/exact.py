@@ -17,7 +17,7 @@ from ..registry import Option, register
 from ..schedule import Schedule
 from ..solve import SolveContext
 from ..symmetry import symmetry_plugins
-from ..validate import tolerance
+from ..validate import meets
 from .batched_cpsat import CpSatBatched
 from .batched_milp import MilpBatched
 from .common import retime, retime_jobs, warm_start
@@ -74,8 +74,7 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
         ctx.improved(s.makespan)
         if not best or s.makespan < best[0].makespan:
             best[:] = [s]
-        b = max(bound, ctx.fast_bound)
-        return best[0].makespan <= b + tolerance(b)
+        return meets(best[0].makespan, max(bound, ctx.fast_bound))
 
     seed = int(ctx.rng.integers(2**31 - 1))
     if problem.L > 1:

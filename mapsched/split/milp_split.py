@@ -37,7 +37,8 @@ Whatever the recursion gives, ``split`` returns its warm start (``heft``, or
 With a time limit, the time left once the schedule is stitched goes to the exact
 model of the whole graph, started from that schedule (:func:`~mapsched.formulations.
 exact.improve`): on a few modules it often finds a better schedule, and its proved
-bound joins the result's. Unless its own recursion proved the schedule optimal.
+bound joins the result's. A schedule that split's own recursion proved optimal is
+returned as it is.
 
 Subproblems are independent. By default they are solved one after another in this
 process, each by CP-SAT over all the threads (on more than four cores, by a pool of
@@ -69,7 +70,7 @@ from ..schedule import Schedule
 from ..solve import SolveContext, solve
 from ..splits import batch_options, owner_from_counts
 from ..symmetry import find_symmetry, symmetry_plugins
-from ..validate import tolerance
+from ..validate import meets
 from .modules import ModuleChain, detect_modules
 from .rolling import rolling
 
@@ -283,7 +284,7 @@ the model of a few hundred tasks takes a good part of a second by itself."""
 
 def _polish(p: Problem, s: Schedule, backend: str, ctx: SolveContext) -> Schedule:
     """Spend the rest of a time limit on the exact model of the whole graph, from ``s``."""
-    proved = s.lower_bound is not None and s.makespan <= s.lower_bound + tolerance(s.lower_bound)
+    proved = s.lower_bound is not None and meets(s.makespan, s.lower_bound)
     if ctx.time_limit is None or ctx.remaining() < _POLISH_MIN or proved:
         return s
     log, bound, left = s.log, s.lower_bound, ctx.remaining()
