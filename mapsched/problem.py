@@ -444,21 +444,24 @@ class Problem:
         """The same graph and system under another objective."""
         return Problem(self.tasks, self.edges, self.system, objective, self.name)
 
-    def restrict(self, tasks: Sequence[int], fix: Mapping[int, int] | None = None, name: str | None = None) -> Problem:
+    def restrict(self, tasks: Sequence[int], fix: Mapping[int, int] | None = None, name: str | None = None,
+                 devices: Sequence[int] | None = None) -> Problem:
         """The subproblem induced by ``tasks`` (indices), with the same system and objective.
 
         Edges from or to tasks outside are dropped; ``fix`` maps a task index to the
-        only device it may use. O(n + E).
+        only device it may use; ``devices``, if given, are the only devices any task may
+        use. O((n + E) m).
         """
         keep = sorted(set(int(i) for i in tasks))
         fix = dict(fix or {})
         names = {self.task_names[i] for i in keep}
+        allowed = set(range(self.m) if devices is None else devices)
         out = []
         for i in keep:
             t = self.tasks[i]
-            if i in fix:
-                dev = self.device_names[fix[i]]
-                t = Task(t.name, {dev: t.latency[dev]} if dev in t.latency else {},
+            on = {fix[i]} & allowed if i in fix else allowed
+            if len(on) < self.m:
+                t = Task(t.name, {d: lat for d, lat in t.latency.items() if self.device_index[d] in on},
                          t.weight_bytes, t.input_bytes, t.output_bytes)
             out.append(t)
         edges = [e for e in self.edges if e.src in names and e.dst in names]

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from strategies import problems
 
-from mapsched import Device, Link, Objective, Problem, Schedule, System, decode, instances
+from mapsched import Device, Link, Objective, Problem, ProblemError, Schedule, System, decode, instances
 from mapsched.closure import Closure
 
 
@@ -103,3 +103,13 @@ def test_with_objective_and_repr():
     assert q.L == 2 and "L=2" in repr(q)
     assert q.with_objective(Objective()).L == 1
     assert Link("a", "b", 1.0).directed is False
+
+
+def test_restrict_keeps_tasks_edges_and_allowed_devices():
+    p = Problem.from_arrays(np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]]),
+                            [(0, 1, 1.0), (1, 2, 1.0)])
+    sub = p.restrict([1, 2], fix={2: 2}, devices=[1, 2])
+    assert sub.task_names == ("t1", "t2") and sub.E == 1
+    assert sub.can_run.tolist() == [[False, True, True], [False, False, True]]
+    with pytest.raises(ProblemError, match=r"tasks\[0\].latency"):
+        p.restrict([0], fix={0: 0}, devices=[1])

@@ -1,5 +1,6 @@
 """Module detection, MILP-SPLIT and the chain bound."""
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import networkx as nx
@@ -250,3 +251,44 @@ def test_full_bound_covers_throughput():
     full = full_bound(p, time_limit=30)
     assert full.value >= lower_bound(p).value
     assert full.value <= solve(p, "bheft").makespan
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 9), min_size=1, max_size=7), st.integers(1, 4))
+def test_balanced_stages_minimise_the_largest_stage(weights, k):
+    from itertools import combinations
+
+    from mapsched.split.stages import balanced_stages
+
+    def largest(starts):
+        ends = [*starts[1:], len(weights)]
+        return max(sum(weights[a:b]) for a, b in zip(starts, ends))
+
+    starts = balanced_stages(weights, k)
+    parts = min(k, len(weights))
+    assert starts[0] == 0 and len(starts) == parts and starts == sorted(set(starts))
+    best = min(largest([0, *c]) for c in combinations(range(1, len(weights)), parts - 1))
+    assert largest(starts) == best
+
+
+def test_server_stages_put_one_stage_on_each_identical_server():
+    from mapsched import Objective
+    from mapsched.generators import gpt3, multi_node
+    from mapsched.split.milp_split import _stage_jobs, pick_chain
+    from mapsched.split.stages import server_stages
+    from mapsched.symmetry import find_symmetry
+
+    p = gpt3(4, platform=multi_node(2, 2), objective=Objective("throughput", 4), d_model=1024, heads=8)
+    chain, sym = pick_chain(p, 0), find_symmetry(p)
+    s = server_stages(p, chain, sym, lambda sub, limit: _stage_jobs(sub, "cpsat", 1.0, "none", 1), SolveContext())
+    assert validate(p, s) == []
+    (servers,) = sym.servers
+    module = {i: t for t, mod in enumerate(chain.modules) for i in mod}
+    # 8 modules of alternating weight in two stages of four, each on its own server
+    for job in s.jobs:
+        stage = module[p.task_index[job.task]] // 4
+        assert p.device_index[job.device] in servers[stage]
+    # split builds the same candidate (with its own time limits) and keeps the best
+    r = solve(p, "split", workers=1, time_limit=8)
+    staged = float(re.search(r"server stages: makespan (\S+)", r.log).group(1))
+    assert validate(p, r) == [] and r.makespan <= staged + 1e-9

@@ -137,9 +137,10 @@ class CpSatBatched:
                 m.add_hint(s, int(math.floor(jobs[i, u].start * self.res)))
 
     def solve(self, time_limit: float | None, threads: int, seed: int = 0, log: bool = False,
-              on_solution: Any = None) -> dict[str, Any]:
+              on_solution: Any = None, detect_symmetry: bool = True) -> dict[str, Any]:
         """Solve; returns ``jobs`` [(task, device, mask, start ms)], ``bound`` (ms), ``optimal``, ``log``."""
-        solver, status, text = run_cpsat(self, time_limit, threads, seed, log, on_solution)
+        solver, status, text = run_cpsat(self, time_limit, threads, seed, log, on_solution,
+                                         detect_symmetry=detect_symmetry)
         out: dict[str, Any] = {"jobs": None, "log": text, "optimal": status == cp_model.OPTIMAL,
                                "bound": solver.best_objective_bound / self.res}
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):

@@ -136,9 +136,9 @@ class MilpBatched:
         m.C.set_value(schedule.makespan)
 
     def solve(self, time_limit: float | None, threads: int, seed: int = 0, log: bool = False,
-              on_solution: Any = None) -> dict[str, Any]:
+              on_solution: Any = None, detect_symmetry: bool = True) -> dict[str, Any]:
         """Solve with HiGHS; same result dict as the CP-SAT model (no progress callback)."""
-        res, text, optimal = run_highs(self.m, time_limit, threads, True, log)
+        res, text, optimal = run_highs(self.m, time_limit, threads, True, log, detect_symmetry)
         out: dict[str, Any] = {"jobs": None, "log": text, "optimal": optimal, "bound": res.best_objective_bound}
         if res.best_feasible_objective is not None:
             res.solution_loader.load_vars()

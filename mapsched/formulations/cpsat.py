@@ -154,9 +154,10 @@ class CpSatModel:
             m.add_hint(self.s[i], int(math.floor(j.start * self.res)))
 
     def solve(self, time_limit: float | None, threads: int, seed: int = 0, log: bool = False,
-              on_solution: Any = None) -> dict[str, Any]:
+              on_solution: Any = None, detect_symmetry: bool = True) -> dict[str, Any]:
         """Solve; returns ``owner``, ``starts`` (ms), ``bound`` (ms, sound), ``optimal`` and ``log``."""
-        solver, status, text = run_cpsat(self, time_limit, threads, seed, log, on_solution, prove=True)
+        solver, status, text = run_cpsat(self, time_limit, threads, seed, log, on_solution, prove=True,
+                                         detect_symmetry=detect_symmetry)
         out: dict[str, Any] = {"owner": None, "starts": None, "log": text,
                                "optimal": status == cp_model.OPTIMAL,
                                "bound": solver.best_objective_bound / self.res}
@@ -201,13 +202,14 @@ def portfolio(params: Any, threads: int, prove: bool = False) -> None:
 
 
 def run_cpsat(model: Any, time_limit: float | None, threads: int, seed: int, log: bool,
-              on_solution: Any = None, workers: int | None = None, prove: bool = False
-              ) -> tuple[cp_model.CpSolver, int, str]:
+              on_solution: Any = None, workers: int | None = None, prove: bool = False,
+              detect_symmetry: bool = True) -> tuple[cp_model.CpSolver, int, str]:
     """Solve ``model.model`` with CP-SAT. ``on_solution(solution, bound)`` gets each solution as
     ``model.read`` gives it and the bound proved so far (ms), and stops the search by returning
     True. ``workers`` replaces :func:`portfolio` by CP-SAT's default search with that many
     workers; ``prove`` is passed on to :func:`portfolio`. Returns the solver, its status and
-    the log (empty unless asked for)."""
+    the log (empty unless asked for). ``detect_symmetry=False`` turns off CP-SAT's own symmetry
+    detection (``symmetry_level`` 0)."""
     solver = cp_model.CpSolver()
     prm = solver.parameters
     if time_limit is not None:
@@ -217,6 +219,8 @@ def run_cpsat(model: Any, time_limit: float | None, threads: int, seed: int, log
     else:
         portfolio(prm, threads, prove)
     prm.random_seed = int(seed)
+    if not detect_symmetry:
+        prm.symmetry_level = 0
     lines: list[str] = []
     if log:
         prm.log_search_progress = True

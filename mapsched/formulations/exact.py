@@ -35,29 +35,37 @@ from .milp import build_model, set_start, solve_model
         Option("resolution", float, 0.0, "CP-SAT ticks per ms (0: automatic)"),
         Option("symmetry", str, "none", "break identical-device symmetry: none, lex, or task,batch,time "
                "(a comma-separated lexicographic key)"),
+        Option("solver_symmetry", bool, True, "let the solver detect and break symmetries itself "
+               "(CP-SAT symmetry_level, HiGHS mip_detect_symmetry)"),
         Option("plugins", tuple, (), "constraint plugins (Python API only)", cli=False),
     ),
 )
 def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, symmetry: str,
-          plugins: tuple) -> Schedule:
+          solver_symmetry: bool, plugins: tuple) -> Schedule:
     """Solve the latency problem exactly; see :mod:`.milp` and :mod:`.cpsat`.
 
     Plugins may cut off the warm start, so with plugins it is only a hint, and the
     horizon is the serial bound (every semi-active schedule ends by it) instead of
     the warm start's makespan.
+
+    Both solvers find and break permutations of identical devices on their own
+    (``solver_symmetry``); the ``symmetry`` constraints do it in the model instead, and
+    so in any solver the Pyomo model is handed to (BENCHMARKS.md compares them).
     """
     # Symmetry cuts keep an optimum (see mapsched.symmetry), so the warm start stays a
     # valid schedule of the model; user plugins may cut anything.
     return improve(problem, warm_start(problem), ctx, backend, resolution,
-                   tuple(plugins) + symmetry_plugins(problem, symmetry), hint_only=bool(plugins))
+                   tuple(plugins) + symmetry_plugins(problem, symmetry), hint_only=bool(plugins),
+                   solver_symmetry=solver_symmetry)
 
 
 def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str = "cpsat", resolution: float = 0.0,
-            plugins: tuple = (), hint_only: bool = False) -> Schedule:
+            plugins: tuple = (), hint_only: bool = False, solver_symmetry: bool = True) -> Schedule:
     """The exact model of the whole problem, started from ``start``, solved until proved or
     out of time; returns the best schedule found (``start`` itself if nothing better) with
     the solver's proved bound. ``hint_only``: the plugins may cut off ``start``, so it is
-    neither kept nor used as the horizon (the serial bound is).
+    neither kept nor used as the horizon (the serial bound is). ``solver_symmetry``: let the
+    solver detect symmetries itself.
 
     CP-SAT's own solutions are not left-justified, and with fine ticks it may improve
     one by a single tick at a time; every solution is therefore re-timed as it comes,
@@ -81,20 +89,22 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
         model_b = (CpSatBatched if backend == "cpsat" else MilpBatched)(problem, upper, resolution or None, plugins)
         model_b.hint(start)
         out = model_b.solve(ctx.remaining_or_none(), ctx.threads, seed, ctx.log,
-                            lambda jobs, bound: keep(retime_jobs(problem, jobs), bound))
+                            lambda jobs, bound: keep(retime_jobs(problem, jobs), bound), solver_symmetry)
         log = out["log"]
         final = retime_jobs(problem, out["jobs"]) if out["jobs"] else None
     elif backend == "highs":
         model = build_model(problem, upper, plugins)
         set_start(model, problem, start)
-        out = solve_model(model, ctx.remaining_or_none(), ctx.threads, warmstart=True, log=ctx.log)
+        out = solve_model(model, ctx.remaining_or_none(), ctx.threads, warmstart=True, log=ctx.log,
+                          detect_symmetry=solver_symmetry)
         log = f"model built in {model.build_seconds:.3f} s\n" + out["log"]
         final = retime(problem, out["owner"][:, None], out["starts"]) if out["owner"] is not None else None
     else:
         model_c = CpSatModel(problem, upper, resolution or None, plugins)
         model_c.hint(start)
         out = model_c.solve(ctx.remaining_or_none(), ctx.threads, seed, ctx.log,
-                            lambda sol, bound: keep(retime(problem, sol[0][:, None], sol[1]), bound))
+                            lambda sol, bound: keep(retime(problem, sol[0][:, None], sol[1]), bound),
+                            solver_symmetry)
         log = f"resolution {model_c.res:g} ticks/ms\n" + out["log"]
         final = retime(problem, out["owner"][:, None], out["starts"]) if out["owner"] is not None else None
     if final is not None:

@@ -199,8 +199,9 @@ def set_start(model: pyo.ConcreteModel, problem: Problem, schedule: Schedule) ->
 
 
 def run_highs(model: pyo.ConcreteModel, time_limit: float | None, threads: int, warmstart: bool,
-              log: bool) -> tuple[Any, str, bool]:
+              log: bool, detect_symmetry: bool = True) -> tuple[Any, str, bool]:
     """Solve a Pyomo model with HiGHS through appsi, without loading the solution.
+    ``detect_symmetry``: HiGHS's own symmetry detection (``mip_detect_symmetry``).
 
     Returns the appsi results, the HiGHS log (when asked for) and whether it proved optimality.
     """
@@ -217,7 +218,7 @@ def run_highs(model: pyo.ConcreteModel, time_limit: float | None, threads: int, 
     opt.config.mip_gap = 1e-9
     if time_limit is not None:
         opt.config.time_limit = max(time_limit, 0.01)
-    opt.highs_options = {"threads": int(threads), "random_seed": 0}
+    opt.highs_options = {"threads": int(threads), "random_seed": 0, "mip_detect_symmetry": bool(detect_symmetry)}
     logfile = None
     if log:
         fd, logfile = tempfile.mkstemp(prefix="mapsched-highs-", suffix=".log")
@@ -240,13 +241,15 @@ def solve_model(
     threads: int = 1,
     warmstart: bool = True,
     log: bool = False,
+    detect_symmetry: bool = True,
 ) -> dict[str, Any]:
     """Solve a model from :func:`build_model` with HiGHS (Pyomo's appsi interface).
 
-    Returns a dict with ``owner`` (device per task), ``starts``, ``objective``,
+    ``detect_symmetry`` turns HiGHS's own symmetry detection on or off. Returns a dict
+    with ``owner`` (device per task), ``starts``, ``objective``,
     ``bound``, ``optimal`` (bool) and ``log``; ``owner`` is None if no solution was found.
     """
-    res, text, optimal = run_highs(model, time_limit, threads, warmstart, log)
+    res, text, optimal = run_highs(model, time_limit, threads, warmstart, log, detect_symmetry)
     out: dict[str, Any] = {"owner": None, "starts": None, "objective": res.best_feasible_objective,
                            "bound": res.best_objective_bound, "log": text, "optimal": optimal}
     if res.best_feasible_objective is not None:

@@ -29,7 +29,9 @@ Batched throughput
     The same decomposition with the batched exact model per module; a module's
     input and output tasks then run all L inputs as one batch on their device. The
     recursion adds module makespans although consecutive modules may pipeline
-    inputs, so it is a heuristic there; the re-timing recovers the overlap.
+    inputs, so it is a heuristic there; the re-timing recovers the overlap. On
+    identical servers, a second candidate cuts the chain into one stage per server
+    (:mod:`.stages`), solved first with half of a time limit.
 
 Whatever the recursion gives, ``split`` returns its warm start (``heft``, or
 ``bheft`` for throughput) instead when that is better.
@@ -73,6 +75,7 @@ from ..symmetry import find_symmetry, symmetry_plugins
 from ..validate import meets
 from .modules import ModuleChain, detect_modules
 from .rolling import rolling
+from .stages import server_stages
 
 __all__ = ["solve_module", "split"]
 
@@ -93,6 +96,12 @@ def solve_module(sub: Problem, backend: str, time_limit: float | None, symmetry:
         return None
     return ModuleSolution(r.makespan, float(r.lower_bound or 0.0),
                           tuple((j.task, j.device, j.inputs, j.start) for j in r.jobs))
+
+
+def _stage_jobs(sub: Problem, backend: str, limit: float, symmetry: str, threads: int) -> tuple | None:
+    """A server stage's jobs, solved like a module (None: no schedule)."""
+    r = solve_module(sub, backend, limit, symmetry, threads)
+    return None if r is None else r.jobs
 
 
 def _holds(p: Problem, i: int, u: int) -> bool:
@@ -197,13 +206,22 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
             ctx.improved(s.makespan)
             s.log += f"rolling stitching, {window} module(s) per step\n{chain.describe(p)}\n"
             return _polish(p, s, backend, ctx)
+    sym = find_symmetry(p)
+    symmetry_plugins(problem, symmetry)  # reject a bad criterion before any work
+    staged = None
+    if p.L > 1:  # first: on servers that each hold a share of the model, often the best candidate
+        staged = server_stages(p, chain, sym, lambda sub, limit: _stage_jobs(
+            sub, backend, module_time_limit if limit is None else min(limit, module_time_limit), symmetry,
+            ctx.threads), ctx)
+        if staged is not None:
+            ctx.improved(staged.makespan)
     T, m = len(chain.modules), p.m
     ins_dev = [[None] if t == 0 else list(range(m)) for t in range(T)]
     out_dev = [[None] if t == T - 1 else list(range(m)) for t in range(T)]
     # Identical devices make OPT(M_t, u, v) = OPT(M_t, g u, g v) for every symmetry g:
     # solve one pair per orbit and relabel its schedule for the others.
     pairs = [(u, v) for t in range(T) for u in ins_dev[t] for v in out_dev[t]]
-    orbit = find_symmetry(p).orbits(pairs, m) if orbits else {q: (q, np.arange(m)) for q in pairs}
+    orbit = sym.orbits(pairs, m) if orbits else {q: (q, np.arange(m)) for q in pairs}
     keys = [(t, u, v) for t in range(T) for u in ins_dev[t] for v in out_dev[t] if orbit[u, v][0] == (u, v)]
     if not exact_chain:  # each module with free channel ends too, first: together they always stitch
         keys = [(t, "free", None) for t in range(T)] + keys
@@ -221,7 +239,6 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     limit = module_time_limit
     if ctx.time_limit is not None:  # share what is left among the subproblems, so the table fills in time
         limit = min(module_time_limit, max(0.2, 0.8 * ctx.remaining() * width / max(1, len(jobs))))
-    symmetry_plugins(problem, symmetry)  # reject a bad criterion before any work
     results = _run(jobs, backend, limit, symmetry, threads, width, executor, ctx)
     solved = len(results)
     for t in range(T):
@@ -268,11 +285,15 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     if not exact_chain and all(free):
         candidates.append(_stitch(p, chain, free, ctx))
         candidates[-1].log += "modules solved with free channel ends, stitched\n"
+    if staged is not None:
+        candidates.append(staged)
     schedule = min([*candidates, start], key=lambda c: c.makespan)
     if schedule is start:
         schedule.log += "split: returned the warm start, which no combination of module schedules beat\n"
     if finals:
         schedule.log += f"DP value {finals[key]:.6g}; {'exact' if exact_chain else 'heuristic'} recursion\n"
+    if staged is not None:
+        schedule.log += f"server stages: makespan {staged.makespan:.9g}\n"
     schedule.log += f"{chain.describe(p)}\n{solved} module subproblems solved\n"
     return _polish(p, schedule, backend, ctx)
 

@@ -1,0 +1,94 @@
+"""Batched throughput over identical servers: one contiguous stage of modules per server.
+
+With S interchangeable servers (see :mod:`mapsched.symmetry`), the chain of modules is
+cut into S contiguous stages of balanced work, stage k is solved exactly on the devices
+of the k-th server alone, and the stage schedules are stitched and re-timed over the
+whole graph (a stage may start on the inputs the one before has finished). Since the
+servers are interchangeable, which server takes which stage does not matter. This
+automates the common practice of scheduling one server's share of a large model and
+replicating it over the servers, with each stage solved for its own tasks.
+
+It suits models whose weights fill a server (each server then has to hold a share of
+the layers anyway). A small model is often better spread over all servers at once, as
+the module recursion of ``split`` does; ``split`` keeps the better of the two.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ProblemError
+from ..formulations.common import retime_jobs
+from ..problem import Problem
+from ..schedule import Schedule
+from ..solve import SolveContext
+from ..symmetry import Symmetry
+from .modules import ModuleChain
+
+__all__ = ["balanced_stages", "server_stages"]
+
+
+def balanced_stages(weights: list[float], k: int) -> list[int]:
+    """Cut a sequence into ``k`` contiguous non-empty parts (fewer if it is shorter) that
+    minimise the largest part's sum; returns the index each part starts at.
+    Dynamic programming, O(len(weights)^2 k).
+
+    >>> balanced_stages([1, 1, 1, 1, 4], 2)
+    [0, 4]
+    """
+    n = len(weights)
+    k = max(1, min(k, n))
+    pre = np.concatenate([[0.0], np.cumsum(weights)])
+    # best[j][i]: the least largest part cutting the first i items into j parts
+    best = np.full((k + 1, n + 1), np.inf)
+    cut = np.zeros((k + 1, n + 1), dtype=int)
+    best[0, 0] = 0.0
+    for j in range(1, k + 1):
+        for i in range(j, n + 1):
+            for c in range(j - 1, i):
+                v = max(best[j - 1, c], pre[i] - pre[c])
+                if v < best[j, i]:
+                    best[j, i], cut[j, i] = v, c
+    starts, i = [], n
+    for j in range(k, 0, -1):
+        i = int(cut[j, i])
+        starts.append(i)
+    return starts[::-1]
+
+
+def server_stages(p: Problem, chain: ModuleChain, sym: Symmetry, solve_stage, ctx: SolveContext) -> Schedule | None:
+    """The staged schedule over the largest class of identical servers, or None (no such
+    class, or a stage with no schedule on one server). ``solve_stage(sub, limit)`` solves a
+    stage subproblem and returns its jobs ``(task, device, inputs, start)`` or None.
+    """
+    if not sym.servers:
+        return None
+    servers = max(sym.servers, key=len)
+    first = list(servers[0])
+    # Work of a task: its least time per input on one server, at the best batch size.
+    per_input = p.lat[:, first, :] / p.batch_sizes[None, None, :]
+    fastest = per_input.min(axis=(1, 2))
+    if not np.isfinite(fastest).all():
+        return None
+    weights = [float(fastest[list(mod)].sum()) for mod in chain.modules]
+    starts = balanced_stages(weights, len(servers))
+    bounds = [*starts, len(chain.modules)]
+    jobs = []
+    # Half of what is left goes to the stages, shared out evenly (what one leaves, the next gets).
+    until = None if ctx.time_limit is None else ctx.elapsed() + 0.5 * ctx.remaining()
+    for k, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        tasks = [i for mod in chain.modules[a:b] for i in mod]
+        try:
+            sub = p.restrict(tasks, name=f"{p.name}.stage{k}", devices=servers[k])
+        except ProblemError:  # a task no device of a server can run (e.g. memory)
+            return None
+        left = len(bounds) - 1 - k
+        limit = None if until is None else max(0.2, (until - ctx.elapsed()) / left)
+        part = solve_stage(sub, limit)
+        if part is None:
+            return None
+        for task, dev, inputs, start in part:
+            jobs.append((p.task_index[task], p.device_index[dev], sum(1 << lo for lo in inputs), (k, start)))
+    s = retime_jobs(p, jobs)
+    s.log += f"{len(bounds) - 1} stage(s) over identical servers, starting at modules {starts}\n"
+    return s
