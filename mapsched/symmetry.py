@@ -14,10 +14,12 @@ Symmetry breaking (the ``symmetry`` option of ``exact`` and ``split``)
     lexicographically (one weighted sum: the first key dominates). ``lex`` instead
     makes devices of a class enter in order: a task may use device k + 1 of a class
     only if it or an earlier task (topological order) uses device k (with batching,
-    one task may open several devices at once). None of these cuts
-    off every optimum: permuting the identical devices (then, inside each server,
-    its devices) of an optimal schedule into that order keeps it optimal, since the
-    permutation is a symmetry and the keys are computed by the model itself.
+    one task may open several devices at once); servers of a class likewise, by any
+    of their devices. None of these cuts
+    off every optimum: permuting the identical servers, then inside each server its
+    identical devices, of an optimal schedule into that order keeps it optimal, since
+    the permutation is a symmetry and the keys are computed by the model itself (and
+    permuting devices inside a server changes no server's key or first use).
 """
 
 from __future__ import annotations
@@ -227,6 +229,12 @@ def symmetry_plugins(problem: Problem, spec: str) -> tuple[Callable[[Any], None]
                 for a, b in zip(c, c[1:]):
                     for k, i in enumerate(order):
                         _at_least(view, sum(view.use(j, a) for j in order[:k + 1]), view.use(i, b))
+            for c in sym.servers:  # servers enter in order too: whole servers are permuted
+                for a, b in zip(c, c[1:]):
+                    for k, i in enumerate(order):
+                        opened = sum(view.use(j, u) for j in order[:k + 1] for u in a)
+                        for u in b:
+                            _at_least(view, opened, view.use(i, u))
             return
         for c in sym.devices:
             for a, b in zip(c, c[1:]):

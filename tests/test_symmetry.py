@@ -79,6 +79,19 @@ def test_throughput_optimum_unchanged(n, seed):
             assert r.makespan == pytest.approx(base.makespan, rel=1e-6)
 
 
+@settings(max_examples=6, deadline=None)
+@given(st.integers(2, 5), st.integers(0, 10**6))
+def test_server_and_device_orders_together_keep_the_optimum(n, seed):
+    p = on(multi_node(2, 2), n=n, seed=seed)
+    sym = find_symmetry(p)
+    assert len(sym.servers) == 1 and len(sym.devices) == 2  # two servers, a GPU pair in each
+    base = solve(p, "exact", threads=1)
+    for crit in ("lex", "task", "time,batch"):
+        r = solve(p, "exact", threads=1, symmetry=crit, solver_symmetry=False)
+        assert validate(p, r) == [] and r.status == "optimal"
+        assert r.makespan == pytest.approx(base.makespan, rel=1e-6), crit
+
+
 def test_relabelling_identical_devices_keeps_the_optimum():
     p = identical(5, 3)
     d = p.to_dict()
