@@ -274,20 +274,21 @@ def test_balanced_stages_minimise_the_largest_stage(weights, k):
 def test_server_stages_put_one_stage_on_each_identical_server():
     from mapsched import Objective
     from mapsched.generators import gpt3, multi_node
-    from mapsched.split.milp_split import _stage_jobs, pick_chain
+    from mapsched.split.milp_split import _stitch, pick_chain, solve_module
     from mapsched.split.stages import server_stages
     from mapsched.symmetry import find_symmetry
 
     p = gpt3(4, platform=multi_node(2, 2), objective=Objective("throughput", 4), d_model=1024, heads=8)
     chain, sym = pick_chain(p, 0), find_symmetry(p)
-    s = server_stages(p, chain, sym, lambda sub, limit: _stage_jobs(sub, "cpsat", 1.0, "none", 1), SolveContext())
-    assert validate(p, s) == []
-    (servers,) = sym.servers
-    module = {i: t for t, mod in enumerate(chain.modules) for i in mod}
+    groups, parts = server_stages(p, chain, sym, lambda sub, limit: solve_module(sub, "cpsat", limit, "none", 1),
+                                  1.0, SolveContext())
     # 8 modules of alternating weight in two stages of four, each on its own server
-    for job in s.jobs:
-        stage = module[p.task_index[job.task]] // 4
-        assert p.device_index[job.device] in servers[stage]
+    assert groups == [tuple(i for mod in chain.modules[4 * k:4 * k + 4] for i in mod) for k in range(2)]
+    (servers,) = sym.servers
+    for k, part in enumerate(parts):
+        assert {p.device_index[dev] for _, dev, _, _ in part.jobs} <= set(servers[k])
+    s = _stitch(p, groups, parts, SolveContext())
+    assert validate(p, s) == []
     # split builds the same candidate (with its own time limits) and keeps the best
     r = solve(p, "split", workers=1, time_limit=8)
     staged = float(re.search(r"server stages: makespan (\S+)", r.log).group(1))

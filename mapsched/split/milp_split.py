@@ -54,7 +54,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 
@@ -96,12 +96,6 @@ def solve_module(sub: Problem, backend: str, time_limit: float | None, symmetry:
         return None
     return ModuleSolution(r.makespan, float(r.lower_bound or 0.0),
                           tuple((j.task, j.device, j.inputs, j.start) for j in r.jobs))
-
-
-def _stage_jobs(sub: Problem, backend: str, limit: float, symmetry: str, threads: int) -> tuple | None:
-    """A server stage's jobs, solved like a module (None: no schedule)."""
-    r = solve_module(sub, backend, limit, symmetry, threads)
-    return None if r is None else r.jobs
 
 
 def _holds(p: Problem, i: int, u: int) -> bool:
@@ -210,11 +204,11 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     symmetry_plugins(problem, symmetry)  # reject a bad criterion before any work
     staged = None
     if p.L > 1:  # first: on servers that each hold a share of the model, often the best candidate
-        staged = server_stages(p, chain, sym, lambda sub, limit: _stage_jobs(
-            sub, backend, module_time_limit if limit is None else min(limit, module_time_limit), symmetry,
-            ctx.threads), ctx)
-        if staged is not None:
-            ctx.improved(staged.makespan)
+        stages = server_stages(p, chain, sym, lambda sub, limit: solve_module(sub, backend, limit, symmetry,
+                                                                             ctx.threads), module_time_limit, ctx)
+        if stages is not None:
+            staged = _stitch(p, *stages, ctx)
+            staged.log += f"{len(stages[0])} stage(s) over identical servers\n"
     T, m = len(chain.modules), p.m
     ins_dev = [[None] if t == 0 else list(range(m)) for t in range(T)]
     out_dev = [[None] if t == T - 1 else list(range(m)) for t in range(T)]
@@ -278,12 +272,12 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
                 break
             u, v = back[t, u, v]
             t -= 1
-        dp = _stitch(p, chain, [results[k] for k in reversed(chosen)], ctx)
+        dp = _stitch(p, chain.modules, [results[k] for k in reversed(chosen)], ctx)
         if exact_chain and "repair" not in dp.log:
             dp.lower_bound = min(bound[k] for k in finals)
         candidates.append(dp)
     if not exact_chain and all(free):
-        candidates.append(_stitch(p, chain, free, ctx))
+        candidates.append(_stitch(p, chain.modules, free, ctx))
         candidates[-1].log += "modules solved with free channel ends, stitched\n"
     if staged is not None:
         candidates.append(staged)
@@ -396,14 +390,16 @@ def _mp_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def _stitch(p: Problem, chain: ModuleChain, parts: list[ModuleSolution], ctx: SolveContext) -> Schedule:
-    """One schedule from the module schedules: their jobs, module after module and each
-    module's in its solver's order, re-timed exactly over the whole graph."""
+def _stitch(p: Problem, groups: Sequence[Collection[int]], parts: list[ModuleSolution],
+            ctx: SolveContext) -> Schedule:
+    """One schedule from the schedules of task groups (modules, or stages of modules): their
+    jobs, group after group and each group's in its solver's order, re-timed exactly over
+    the whole graph."""
     jobs = []
     for t, part in enumerate(parts):
         for task, dev, inputs, start in part.jobs:
             i = p.task_index.get(task)
-            if i is not None and i in chain.modules[t]:  # node-channel copies are not tasks
+            if i is not None and i in groups[t]:  # node-channel copies are not tasks
                 mask = sum(1 << lo for lo in inputs)
                 jobs.append((i, p.device_index[dev], mask, (t, start)))
     owner = np.zeros((p.n, p.L), dtype=np.int64)

@@ -3,7 +3,8 @@
 With S interchangeable servers (see :mod:`mapsched.symmetry`), the chain of modules is
 cut into S contiguous stages of balanced work, stage k is solved exactly on the devices
 of the k-th server alone, and the stage schedules are stitched and re-timed over the
-whole graph (a stage may start on the inputs the one before has finished). Since the
+whole graph by ``split`` (a stage may start on the inputs the one before has
+finished). Since the
 servers are interchangeable, which server takes which stage does not matter. This
 automates the common practice of scheduling one server's share of a large model and
 replicating it over the servers, with each stage solved for its own tasks.
@@ -15,12 +16,13 @@ the module recursion of ``split`` does; ``split`` keeps the better of the two.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from ..errors import ProblemError
-from ..formulations.common import retime_jobs
 from ..problem import Problem
-from ..schedule import Schedule
 from ..solve import SolveContext
 from ..symmetry import Symmetry
 from .modules import ModuleChain
@@ -56,10 +58,13 @@ def balanced_stages(weights: list[float], k: int) -> list[int]:
     return starts[::-1]
 
 
-def server_stages(p: Problem, chain: ModuleChain, sym: Symmetry, solve_stage, ctx: SolveContext) -> Schedule | None:
-    """The staged schedule over the largest class of identical servers, or None (no such
-    class, or a stage with no schedule on one server). ``solve_stage(sub, limit)`` solves a
-    stage subproblem and returns its jobs ``(task, device, inputs, start)`` or None.
+def server_stages(p: Problem, chain: ModuleChain, sym: Symmetry, solve_stage: Callable[[Problem, float], Any],
+                  stage_time_limit: float, ctx: SolveContext) -> tuple[list[tuple[int, ...]], list[Any]] | None:
+    """The stages over the largest class of identical servers and their solutions, or None (no
+    such class, or a stage with no schedule on its server). ``solve_stage(sub, limit)`` solves
+    a stage subproblem within ``limit`` seconds and returns a solution with its ``jobs``
+    ``(task, device, inputs, start)``, or None. Each stage gets at most ``stage_time_limit``
+    seconds and, with a time limit on the solve, an even share of half of what is left.
     """
     if not sym.servers:
         return None
@@ -71,24 +76,22 @@ def server_stages(p: Problem, chain: ModuleChain, sym: Symmetry, solve_stage, ct
     if not np.isfinite(fastest).all():
         return None
     weights = [float(fastest[list(mod)].sum()) for mod in chain.modules]
-    starts = balanced_stages(weights, len(servers))
-    bounds = [*starts, len(chain.modules)]
-    jobs = []
-    # Half of what is left goes to the stages, shared out evenly (what one leaves, the next gets).
+    bounds = [*balanced_stages(weights, len(servers)), len(chain.modules)]
+    groups, parts = [], []
+    # What one stage leaves of its share, the next gets.
     until = None if ctx.time_limit is None else ctx.elapsed() + 0.5 * ctx.remaining()
     for k, (a, b) in enumerate(zip(bounds, bounds[1:])):
-        tasks = [i for mod in chain.modules[a:b] for i in mod]
+        tasks = tuple(i for mod in chain.modules[a:b] for i in mod)
         try:
             sub = p.restrict(tasks, name=f"{p.name}.stage{k}", devices=servers[k])
         except ProblemError:  # a task no device of a server can run (e.g. memory)
             return None
-        left = len(bounds) - 1 - k
-        limit = None if until is None else max(0.2, (until - ctx.elapsed()) / left)
+        limit = stage_time_limit
+        if until is not None:
+            limit = min(limit, max(0.2, (until - ctx.elapsed()) / (len(bounds) - 1 - k)))
         part = solve_stage(sub, limit)
         if part is None:
             return None
-        for task, dev, inputs, start in part:
-            jobs.append((p.task_index[task], p.device_index[dev], sum(1 << lo for lo in inputs), (k, start)))
-    s = retime_jobs(p, jobs)
-    s.log += f"{len(bounds) - 1} stage(s) over identical servers, starting at modules {starts}\n"
-    return s
+        groups.append(tasks)
+        parts.append(part)
+    return groups, parts
