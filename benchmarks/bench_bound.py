@@ -1,10 +1,14 @@
 """The lower-bound rules side by side on the stacks of bench_split.py.
 
-For each stack: the critical path, the load LP, and the module-chain recursion
+For each stack: the critical path, the load LP, the module-chain recursion
 (``mapsched.split.chain_bound``) with the first part spanning one module and up to
-two, each given --time-limit seconds, with the time each took.
+two, each given --time-limit seconds, and the head-and-tail windows
+(``mapsched.split.window_bound``, --window-time seconds), with the time each took.
+Then the gap of the best of them to ``split`` given --budget seconds (its default
+options, --threads threads), which is within 1.1% of the best makespan known on every
+stack of BENCHMARKS.md's split table.
 
-    python benchmarks/bench_bound.py --time-limit 30
+    python benchmarks/bench_bound.py --time-limit 30 --window-time 60 --budget 10
 """
 
 from __future__ import annotations
@@ -12,9 +16,10 @@ from __future__ import annotations
 import argparse
 import time
 
+import mapsched
 from mapsched.bounds import critical_path_bound, load_bound
 from mapsched.generators import stack
-from mapsched.split import chain_bound
+from mapsched.split import chain_bound, window_bound
 
 CONFIGS = [(1, "sdep"), (2, "sdep"), (4, "sdep"), (2, "wdep"), (4, "wdep")]
 
@@ -23,20 +28,32 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--modules", default="5,10,20")
     ap.add_argument("--time-limit", type=float, default=30.0)
+    ap.add_argument("--window-time", type=float, default=60.0)
+    ap.add_argument("--budget", type=float, default=10.0)
+    ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    print("| modules | channels | critical path | load LP | chain, span 1 | (s) | chain, span 2 | (s) | best |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    budget = f"{args.budget:g} s"
+    print("| modules | channels | critical path | load LP | chain, span 1 | (s) | chain, span 2 | (s) | windows | (s) "
+          f"| best | split in {budget} | gap |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for T in map(int, args.modules.split(",")):
         for c, variant in CONFIGS:
             p = stack(T, 10, c, variant, seed=T)
             row = [critical_path_bound(p), load_bound(p)]
             cells = [f"{v:.3f}" for v in row]
-            for span in (1, 2):
+            rules = [(chain_bound, dict(time_limit=args.time_limit, span=1)),
+                     (chain_bound, dict(time_limit=args.time_limit, span=2)),
+                     (window_bound, dict(time_limit=args.window_time))]
+            for rule, kw in rules:
                 t0 = time.perf_counter()
-                row.append(chain_bound(p, time_limit=args.time_limit, span=span))
+                row.append(rule(p, **kw))
                 cells += [f"{row[-1]:.3f}", f"{time.perf_counter() - t0:.1f}"]
+            s = mapsched.solve(p, "split", channels=c, time_limit=args.budget, threads=args.threads)
+            assert not mapsched.validate(p, s)
+            best = max(row + [s.lower_bound])
             label = "1" if c == 1 else f"{c} {variant}"
-            print(f"| {T} | {label} | {' | '.join(cells)} | {max(row):.3f} |", flush=True)
+            print(f"| {T} | {label} | {' | '.join(cells)} | {best:.3f} | {s.makespan:.3f} "
+                  f"| {100 * (s.makespan - best) / s.makespan:.1f}% |", flush=True)
 
 
 if __name__ == "__main__":

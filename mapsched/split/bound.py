@@ -52,6 +52,7 @@ from ..bounds import Bound, critical_path_bound, lower_bound, work_bound
 from ..problem import Objective, Problem, System, Task
 from ..solve import solve
 from .milp_split import pick_chain
+from .windows import window_bound
 
 __all__ = ["chain_bound", "full_bound", "single_input_relaxation"]
 
@@ -187,8 +188,9 @@ def chain_bound(problem: Problem, chain=None, time_limit: float = 60.0, module_t
 
 def full_bound(problem: Problem, time_limit: float = 60.0) -> Bound:
     """The best bound mapsched proves without solving the whole problem: the fast rules of
-    :func:`mapsched.bounds.lower_bound` and the module-chain recursion (:func:`chain_bound`,
-    at most ``time_limit`` seconds), with the rule that won.
+    :func:`mapsched.bounds.lower_bound`, the module-chain recursion (:func:`chain_bound`,
+    at most half of ``time_limit``) and, for latency, the head-and-tail windows
+    (:func:`~mapsched.split.windows.window_bound`, the time left), with the rule that won.
 
     Examples
     --------
@@ -196,5 +198,9 @@ def full_bound(problem: Problem, time_limit: float = 60.0) -> Bound:
     >>> full_bound(stack(modules=2, n=5, seed=1), time_limit=10).rule
     'module-chain'
     """
-    return max(lower_bound(problem), Bound(chain_bound(problem, time_limit=time_limit), "module-chain"),
-               key=lambda b: b.value)
+    deadline = time.perf_counter() + time_limit
+    rules = [lower_bound(problem), Bound(chain_bound(problem, time_limit=time_limit / 2), "module-chain")]
+    if problem.L == 1:
+        rules.append(Bound(window_bound(problem, time_limit=max(0.0, deadline - time.perf_counter())),
+                           "module-windows"))
+    return max(rules, key=lambda b: b.value)

@@ -1,0 +1,64 @@
+"""Head-and-tail windows: the mirrored problem, one window's solve and the window bound."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import problems
+
+from mapsched import Objective, Problem, solve
+from mapsched.bounds import lower_bound
+from mapsched.generators import stack
+from mapsched.problem import Device, Edge, Link, System, Task
+from mapsched.split import chain_bound, full_bound, window_bound
+from mapsched.split.windows import mirror, window_lower_bound
+
+
+@settings(max_examples=8, deadline=None)
+@given(problems(max_tasks=6))
+def test_mirror_keeps_the_optimum(p):
+    a = solve(p, "exact", threads=1, time_limit=20)
+    b = solve(mirror(p), "exact", threads=1, time_limit=20)
+    assert a.status == b.status == "optimal"
+    assert a.makespan == pytest.approx(b.makespan, rel=1e-9)
+
+
+def test_mirror_reverses_edges_and_directed_links():
+    system = System((Device("a"), Device("b")), (Link("a", "b", 1e6, 0.5, directed=True),))
+    p = Problem([Task("x", {"a": 1.0}), Task("y", {"b": 2.0})], [Edge("x", "y", 3000.0)], system)
+    q = mirror(p)
+    assert (q.task_names[int(q.src[0])], q.task_names[int(q.dst[0])]) == ("y", "x")
+    # y (on b) now sends to x (on a): the link must run b -> a, at the same cost
+    assert q.comm[0, 1, 0] == pytest.approx(p.comm[0, 0, 1]) == pytest.approx(3.5)
+    assert q.system.links[0].a == "b"
+    assert solve(q, "exact").makespan == pytest.approx(solve(p, "exact").makespan) == pytest.approx(6.5)
+
+
+def test_a_window_counts_its_release_and_tail():
+    p = Problem.from_arrays([[3.0, 5.0], [2.0, 2.0]], [])
+    # task 0 released at 2 and followed by 4: 2 + 3 + 4 on its fastest device
+    assert window_lower_bound(p, frozenset({0}), {0: 2.0}, {0: 4.0}, 10) == pytest.approx(9.0, abs=1e-6)
+    # both tasks, each on its own device: the later of the two
+    assert window_lower_bound(p, frozenset({0, 1}), {1: 7.5}, {0: 1.0}, 10) == pytest.approx(9.5, abs=1e-6)
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.integers(0, 10**6), st.sampled_from(["sdep", "wdep"]), st.integers(1, 3))
+def test_window_bound_lies_between_the_quick_bound_and_the_optimum(seed, variant, channels):
+    p = stack(3, 4, channels, variant, seed=seed)
+    b = window_bound(p, time_limit=20, block=4)
+    opt = solve(p, "exact", threads=2, time_limit=30)
+    assert lower_bound(p).value <= b <= opt.makespan * (1 + 1e-6)
+
+
+def test_windows_beat_the_chain_on_a_four_channel_stack():
+    p = stack(4, 6, 4, "sdep", seed=1)
+    b = full_bound(p, time_limit=30)
+    assert b.rule == "module-windows"
+    assert b.value > chain_bound(p, time_limit=15) * 1.05
+    assert b.value <= solve(p, "split", workers=1).makespan
+
+
+def test_window_bound_is_for_latency():
+    p = stack(2, 4, 1, seed=0, objective=Objective("throughput", 4))
+    with pytest.raises(ValueError, match="latency problems only"):
+        window_bound(p)
