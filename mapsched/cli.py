@@ -390,8 +390,8 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bound", help="print a proved lower bound on the makespan")
     b.add_argument("problem", help=prob_help)
     b.add_argument("--json", action="store_true")
-    b.add_argument("--fast", action="store_true", help="only the critical-path and work bounds")
-    b.add_argument("--time-limit", type=float, default=60.0, help="seconds for the module-chain bound")
+    b.add_argument("--fast", action="store_true", help="only the quick bounds: critical path, total work, load LP")
+    b.add_argument("--time-limit", type=float, default=60.0, help="seconds for the module-chain and window bounds")
 
     sub.add_parser("methods", help="list the methods and their options")
 
