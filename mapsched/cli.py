@@ -172,6 +172,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_bound(args: argparse.Namespace) -> int:
+    if not args.time_limit > 0:
+        raise OptionError(f"--time-limit: expected a positive number of seconds, got {args.time_limit!r}")
     p = load_problem(args.problem)
     b = lower_bound(p) if args.fast else full_bound(p, args.time_limit)
     if args.json:
