@@ -91,13 +91,11 @@ class _Heads:
         self.block = {i: b for b, blk in enumerate(blocks) for i in blk}
         self.before = {i: frozenset(nx.ancestors(problem.graph, i)) for i in range(problem.n)}
         self.memo: dict[frozenset, float] = {}
-        self.solves = 0
 
     def window(self, tasks: frozenset, release: dict[int, float], tail: dict[int, float]) -> float:
         left = self.deadline - time.perf_counter()
         if left < 0.05:
             return 0.0
-        self.solves += 1
         return window_lower_bound(self.p, tasks, release, tail, min(self.limit, left), self.threads)
 
     def releases(self, within: frozenset, window: frozenset) -> dict[int, float]:
