@@ -62,3 +62,9 @@ def test_window_bound_is_for_latency():
     p = stack(2, 4, 1, seed=0, objective=Objective("throughput", 4))
     with pytest.raises(ValueError, match="latency problems only"):
         window_bound(p)
+
+
+@pytest.mark.parametrize("option,value", [("span", 0), ("block", 2.5), ("time_limit", 0), ("window_time_limit", -1)])
+def test_window_bound_names_a_bad_option(option, value):
+    with pytest.raises(ValueError, match=f"window_bound: {option} must be a positive"):
+        window_bound(stack(2, 4, 2, seed=0), **{option: value})

@@ -200,7 +200,7 @@ def full_bound(problem: Problem, time_limit: float = 60.0) -> Bound:
     """
     deadline = time.perf_counter() + time_limit
     rules = [lower_bound(problem), Bound(chain_bound(problem, time_limit=time_limit / 2), "module-chain")]
-    if problem.L == 1:
-        rules.append(Bound(window_bound(problem, time_limit=max(0.0, deadline - time.perf_counter())),
-                           "module-windows"))
+    left = deadline - time.perf_counter()
+    if problem.L == 1 and left > 0:
+        rules.append(Bound(window_bound(problem, time_limit=left), "module-windows"))
     return max(rules, key=lambda b: b.value)

@@ -177,6 +177,12 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
     if p.L > 1:
         raise ValueError("window_bound: latency problems only (objective.batch 1); "
                          "use chain_bound for throughput")
+    for name, value in (("span", span), ("block", block), ("threads", threads)):
+        if not (isinstance(value, int) and value >= 1):
+            raise ValueError(f"window_bound: {name} must be a positive integer, got {value!r}")
+    for name, value in (("time_limit", time_limit), ("window_time_limit", window_time_limit)):
+        if not value > 0:
+            raise ValueError(f"window_bound: {name} must be a positive number of seconds, got {value!r}")
     deadline = time.perf_counter() + time_limit
     blocks = blocks_of(chain or pick_chain(p, 0), block)
     everything = frozenset(range(p.n))
