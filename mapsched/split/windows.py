@@ -24,7 +24,10 @@ on sdep stacks with several channels it is the stronger bound (BENCHMARKS.md).
 from __future__ import annotations
 
 import math
+import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import networkx as nx
 import numpy as np
@@ -85,18 +88,18 @@ class _Heads:
     """``value(X)``: a lower bound on the makespan of task set X, by the window that ends X
     (its last ``span`` blocks), with releases from this rule on the smaller sets; memoised."""
 
-    def __init__(self, problem: Problem, blocks: list[frozenset], span: int, limit: float, threads: int,
-                 deadline: float) -> None:
-        self.p, self.span, self.limit, self.threads, self.deadline = problem, span, limit, threads, deadline
+    def __init__(self, problem: Problem, blocks: list[frozenset], span: int, limit: float, deadline: float) -> None:
+        self.p, self.span, self.limit, self.deadline = problem, span, limit, deadline
         self.block = {i: b for b, blk in enumerate(blocks) for i in blk}
         self.before = {i: frozenset(nx.ancestors(problem.graph, i)) for i in range(problem.n)}
         self.memo: dict[frozenset, float] = {}
+        self.lock = threading.Lock()  # windows run in threads; two may find the same set, both soundly
 
     def window(self, tasks: frozenset, release: dict[int, float], tail: dict[int, float]) -> float:
         left = self.deadline - time.perf_counter()
         if left < 0.05:
             return 0.0
-        return window_lower_bound(self.p, tasks, release, tail, min(self.limit, left), self.threads)
+        return window_lower_bound(self.p, tasks, release, tail, min(self.limit, left))
 
     def releases(self, within: frozenset, window: frozenset) -> dict[int, float]:
         """Releases of the window's entries (tasks with a parent outside it); the others
@@ -107,14 +110,16 @@ class _Heads:
     def value(self, x: frozenset) -> float:
         if not x:
             return 0.0
-        if x not in self.memo:
-            last = max(self.block[i] for i in x)
-            w = frozenset(i for i in x if self.block[i] > last - self.span)
-            found = self.window(w, self.releases(x, w), {})
+        with self.lock:
+            if x in self.memo:
+                return self.memo[x]
+        last = max(self.block[i] for i in x)
+        w = frozenset(i for i in x if self.block[i] > last - self.span)
+        found = max(self.window(w, self.releases(x, w), {}), lower_bound(self.p.restrict(sorted(x))).value)
+        with self.lock:
             # A subset's bound holds for every superset: restriction again.
-            known = max((v for y, v in self.memo.items() if y <= x), default=0.0)
-            self.memo[x] = max(found, known, lower_bound(self.p.restrict(sorted(x))).value)
-        return self.memo[x]
+            value = self.memo[x] = max([found] + [v for y, v in self.memo.items() if y <= x])
+        return value
 
 
 def blocks_of(chain, block: int) -> list[frozenset]:
@@ -129,7 +134,7 @@ def blocks_of(chain, block: int) -> list[frozenset]:
 
 
 def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_time_limit: float = 1.0,
-                 span: int = 2, block: int = 10, threads: int = 1) -> float:
+                 span: int = 2, block: int = 10, threads: int | None = None) -> float:
     """Lower bound on the optimal latency makespan by head-and-tail windows (module docstring).
 
     Parameters
@@ -147,8 +152,9 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
     block : int
         Least number of tasks per block: chains of many small modules (k-edge
         components of wide channels) are merged so that a window spans whole layers.
-    threads : int
-        CP-SAT workers per window.
+    threads : int, optional
+        Windows solved at once, in threads, each by one CP-SAT worker (default: every
+        core). The two ends of the chain run side by side, then the windows between.
 
     Returns
     -------
@@ -177,6 +183,7 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
     if p.L > 1:
         raise ValueError("window_bound: latency problems only (objective.batch 1); "
                          "use chain_bound for throughput")
+    threads = threads or os.cpu_count() or 1
     for name, value in (("span", span), ("block", block), ("threads", threads)):
         if not (isinstance(value, int) and value >= 1):
             raise ValueError(f"window_bound: {name} must be a positive integer, got {value!r}")
@@ -186,10 +193,15 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
     deadline = time.perf_counter() + time_limit
     blocks = blocks_of(chain or pick_chain(p, 0), block)
     everything = frozenset(range(p.n))
-    ahead = _Heads(p, blocks, span, window_time_limit, threads, deadline)
-    behind = _Heads(mirror(p), blocks[::-1], span, window_time_limit, threads, deadline)
-    best = max(ahead.value(everything), behind.value(everything))
-    for lo in range(1, len(blocks) - span):
+    ahead = _Heads(p, blocks, span, window_time_limit, deadline)
+    behind = _Heads(mirror(p), blocks[::-1], span, window_time_limit, deadline)
+
+    def between(lo: int) -> float:
         w = frozenset().union(*blocks[lo:lo + span])
-        best = max(best, ahead.window(w, ahead.releases(everything, w), behind.releases(everything, w)))
-    return max(best, lower_bound(p).value)
+        return ahead.window(w, ahead.releases(everything, w), behind.releases(everything, w))
+
+    # CP-SAT lets go of the GIL while it solves, so threads use the cores.
+    with ThreadPoolExecutor(threads) as pool:
+        ends = list(pool.map(lambda h: h.value(everything), (ahead, behind)))
+        middle = list(pool.map(between, range(1, len(blocks) - span)))
+    return max(ends + middle + [lower_bound(p).value])
