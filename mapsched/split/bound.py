@@ -199,8 +199,9 @@ def full_bound(problem: Problem, time_limit: float = 60.0) -> Bound:
     'module-chain'
     """
     deadline = time.perf_counter() + time_limit
-    rules = [lower_bound(problem), Bound(chain_bound(problem, time_limit=time_limit / 2), "module-chain")]
+    chain = pick_chain(problem, 0)  # module detection once, for both rules
+    rules = [lower_bound(problem), Bound(chain_bound(problem, chain, time_limit=time_limit / 2), "module-chain")]
     left = deadline - time.perf_counter()
     if problem.L == 1 and left > 0:
-        rules.append(Bound(window_bound(problem, time_limit=left), "module-windows"))
+        rules.append(Bound(window_bound(problem, chain, time_limit=left), "module-windows"))
     return max(rules, key=lambda b: b.value)

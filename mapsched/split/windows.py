@@ -29,10 +29,10 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import networkx as nx
 import numpy as np
 
 from ..bounds import lower_bound
+from ..closure import Closure
 from ..formulations.cpsat import CpSatModel
 from ..formulations.exact import serial_bound
 from ..problem import Edge, Link, Problem, System
@@ -91,7 +91,8 @@ class _Heads:
     def __init__(self, problem: Problem, blocks: list[frozenset], span: int, limit: float, deadline: float) -> None:
         self.p, self.span, self.limit, self.deadline = problem, span, limit, deadline
         self.block = {i: b for b, blk in enumerate(blocks) for i in blk}
-        self.before = {i: frozenset(nx.ancestors(problem.graph, i)) for i in range(problem.n)}
+        reach = Closure(problem).matrix()  # reach[j, i]: a path leads from j to i
+        self.before = {i: frozenset(np.flatnonzero(reach[:, i]).tolist()) for i in range(problem.n)}
         self.memo: dict[frozenset, float] = {}
         self.lock = threading.Lock()  # windows run in threads; two may find the same set, both soundly
 
@@ -204,4 +205,4 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
     with ThreadPoolExecutor(threads) as pool:
         ends = list(pool.map(lambda h: h.value(everything), (ahead, behind)))
         middle = list(pool.map(between, range(1, len(blocks) - span)))
-    return max(ends + middle + [lower_bound(p).value])
+    return max(ends + middle)  # each end counts the quick bounds of the whole graph
