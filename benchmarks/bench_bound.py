@@ -3,13 +3,16 @@
 For each stack: the critical path, the load LP, the module-chain recursion
 (``mapsched.split.chain_bound``) with the first part spanning one module and up to
 two, each given --time-limit seconds, and the head-and-tail windows
-(``mapsched.split.window_bound``, --window-time seconds, --window-threads windows at a
-time), with the time each took.
+(``mapsched.split.window_bound``, --window-time seconds in all, --window-solve seconds
+per window, --window-threads windows at a time), with the time each took.
 Then the gap of the best of them to ``split`` given --budget seconds (its default
 options, --threads threads), which is within 1.1% of the best makespan known on every
 stack of BENCHMARKS.md's split table.
 
     python benchmarks/bench_bound.py --time-limit 30 --window-time 60 --budget 10
+
+--configs picks stacks by channels and variant (``4sdep``, ``2wdep``, ``1``: single
+channel), for longer runs on a few of them.
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ from mapsched.split import chain_bound, window_bound
 CONFIGS = [(1, "sdep"), (2, "sdep"), (4, "sdep"), (2, "wdep"), (4, "wdep")]
 
 
+def _label(channels: int, variant: str) -> str:
+    return "1" if channels == 1 else f"{channels}{variant}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--modules", default="5,10,20")
@@ -32,20 +39,24 @@ def main() -> None:
     ap.add_argument("--window-time", type=float, default=60.0)
     ap.add_argument("--budget", type=float, default=10.0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--window-solve", type=float, default=1.0, help="seconds per window solve")
     ap.add_argument("--window-threads", type=int, default=1, help="windows solved at once")
+    ap.add_argument("--configs", default=",".join(_label(c, v) for c, v in CONFIGS))
     args = ap.parse_args()
+    configs = [(c, v) for c, v in CONFIGS if _label(c, v) in args.configs.split(",")]
     budget = f"{args.budget:g} s"
     print("| modules | channels | critical path | load LP | chain, span 1 | (s) | chain, span 2 | (s) | windows | (s) "
           f"| best | split in {budget} | gap |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for T in map(int, args.modules.split(",")):
-        for c, variant in CONFIGS:
+        for c, variant in configs:
             p = stack(T, 10, c, variant, seed=T)
             row = [critical_path_bound(p), load_bound(p)]
             cells = [f"{v:.3f}" for v in row]
             rules = [(chain_bound, dict(time_limit=args.time_limit, span=1)),
                      (chain_bound, dict(time_limit=args.time_limit, span=2)),
-                     (window_bound, dict(time_limit=args.window_time, threads=args.window_threads))]
+                     (window_bound, dict(time_limit=args.window_time, window_time_limit=args.window_solve,
+                                           threads=args.window_threads))]
             for rule, kw in rules:
                 t0 = time.perf_counter()
                 row.append(rule(p, **kw))
