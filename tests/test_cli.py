@@ -41,6 +41,7 @@ def test_solve_prints_json_without_output(capsys):
     (["frobnicate"], "invalid choice"),
     (["bound"], "required"),
     (["bound", "builtin:topcuoglu2002", "--time-limit", "-3"], "--time-limit: expected a positive number"),
+    (["bound", "builtin:topcuoglu2002", "--window-time", "0"], "--window-time: expected a positive number"),
     (["methods", "--what"], "unrecognized arguments"),
 ])
 def test_user_errors_are_one_line_exit_2(capsys, argv, message):

@@ -68,3 +68,17 @@ def test_window_bound_is_for_latency():
 def test_window_bound_names_a_bad_option(option, value):
     with pytest.raises(ValueError, match=f"window_bound: {option} must be a positive"):
         window_bound(stack(2, 4, 2, seed=0), **{option: value})
+
+
+def test_full_bound_hands_the_window_time_on(monkeypatch):
+    import mapsched.split.bound as bound_module
+
+    seen = {}
+
+    def spy(problem, chain=None, **kwargs):
+        seen.update(kwargs)
+        return window_bound(problem, chain, **kwargs)
+
+    monkeypatch.setattr(bound_module, "window_bound", spy)
+    b = full_bound(stack(2, 4, 2, seed=0), time_limit=10, window_time_limit=0.5)
+    assert seen["window_time_limit"] == 0.5 and b.value >= lower_bound(stack(2, 4, 2, seed=0)).value

@@ -186,11 +186,12 @@ def chain_bound(problem: Problem, chain=None, time_limit: float = 60.0, module_t
     return max(best, critical_path_bound(p), work_bound(p))
 
 
-def full_bound(problem: Problem, time_limit: float = 60.0) -> Bound:
+def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: float = 1.0) -> Bound:
     """The best bound mapsched proves without solving the whole problem: the fast rules of
     :func:`mapsched.bounds.lower_bound`, the module-chain recursion (:func:`chain_bound`,
     at most half of ``time_limit``) and, for latency, the head-and-tail windows
-    (:func:`~mapsched.split.windows.window_bound`, the time left), with the rule that won.
+    (:func:`~mapsched.split.windows.window_bound`, the time left, ``window_time_limit``
+    seconds per window), with the rule that won.
 
     Examples
     --------
@@ -203,5 +204,6 @@ def full_bound(problem: Problem, time_limit: float = 60.0) -> Bound:
     rules = [lower_bound(problem), Bound(chain_bound(problem, chain, time_limit=time_limit / 2), "module-chain")]
     left = deadline - time.perf_counter()
     if problem.L == 1 and left > 0:
-        rules.append(Bound(window_bound(problem, chain, time_limit=left), "module-windows"))
+        rules.append(Bound(window_bound(problem, chain, time_limit=left, window_time_limit=window_time_limit),
+                           "module-windows"))
     return max(rules, key=lambda b: b.value)
