@@ -44,6 +44,8 @@ def main() -> None:
     ap.add_argument("--configs", default=",".join(_label(c, v) for c, v in CONFIGS))
     args = ap.parse_args()
     configs = [(c, v) for c, v in CONFIGS if _label(c, v) in args.configs.split(",")]
+    if not configs:
+        ap.error(f"--configs: none of {args.configs!r}; pick from {', '.join(_label(c, v) for c, v in CONFIGS)}")
     budget = f"{args.budget:g} s"
     print("| modules | channels | critical path | load LP | chain, span 1 | (s) | chain, span 2 | (s) | windows | (s) "
           f"| best | split in {budget} | gap |")

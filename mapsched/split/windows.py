@@ -148,8 +148,8 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
         Seconds in all; past it, sets get the quick bounds only (still sound).
     window_time_limit : float
         Seconds for each window's CP-SAT solve. Five seconds raised the bound by 0.3 to
-        0.9% on three of six sdep stacks, at up to 2.1 times the time (BENCHMARKS.md); one
-        second lets the largest stacks finish within a minute.
+        0.9% on three of six sdep stacks, at up to 2.1 times the time (BENCHMARKS.md); with
+        one second the largest stacks finish within a minute on two cores.
     span : int
         Blocks per window.
     block : int
