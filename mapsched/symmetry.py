@@ -222,26 +222,22 @@ def symmetry_plugins(problem: Problem, spec: str) -> tuple[Callable[[Any], None]
                 scale *= caps[c] + 1
         return total
 
+    # Consecutive members of each class, as groups of devices: a device alone, or a
+    # server's devices (servers are ordered too: whole servers are permuted).
+    pairs = [((a,), (b,)) for c in sym.devices for a, b in zip(c, c[1:])]
+    pairs += [(a, b) for c in sym.servers for a, b in zip(c, c[1:])]
+
     def plugin(view: Any) -> None:
         if crit == ["lex"]:
             order = problem.topo.tolist()
-            for c in sym.devices:
-                for a, b in zip(c, c[1:]):
-                    for k, i in enumerate(order):
-                        _at_least(view, sum(view.use(j, a) for j in order[:k + 1]), view.use(i, b))
-            for c in sym.servers:  # servers enter in order too: whole servers are permuted
-                for a, b in zip(c, c[1:]):
-                    for k, i in enumerate(order):
-                        opened = sum(view.use(j, u) for j in order[:k + 1] for u in a)
-                        for u in b:
-                            _at_least(view, opened, view.use(i, u))
+            for a, b in pairs:
+                for k, i in enumerate(order):
+                    opened = sum(view.use(j, u) for j in order[:k + 1] for u in a)
+                    for u in b:
+                        _at_least(view, opened, view.use(i, u))
             return
-        for c in sym.devices:
-            for a, b in zip(c, c[1:]):
-                _at_least(view, key(view, (a,)), key(view, (b,)))
-        for c in sym.servers:
-            for a, b in zip(c, c[1:]):
-                _at_least(view, key(view, a), key(view, b))
+        for a, b in pairs:
+            _at_least(view, key(view, a), key(view, b))
 
     return (plugin,)
 
