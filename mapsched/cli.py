@@ -172,10 +172,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_bound(args: argparse.Namespace) -> int:
-    if not args.time_limit > 0:
-        raise OptionError(f"--time-limit: expected a positive number of seconds, got {args.time_limit!r}")
-    if not args.window_time > 0:
-        raise OptionError(f"--window-time: expected a positive number of seconds, got {args.window_time!r}")
+    for flag, value in (("--time-limit", args.time_limit), ("--window-time", args.window_time)):
+        if not value > 0:
+            raise OptionError(f"{flag}: expected a positive number of seconds, got {value!r}")
     p = load_problem(args.problem)
     b = lower_bound(p) if args.fast else full_bound(p, args.time_limit, args.window_time)
     if args.json:

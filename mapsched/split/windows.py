@@ -61,13 +61,13 @@ def mirror(problem: Problem) -> Problem:
 
 
 def window_lower_bound(problem: Problem, tasks: frozenset, release: dict[int, float], tail: dict[int, float],
-                       time_limit: float, threads: int = 1) -> float:
+                       time_limit: float) -> float:
     """Proved lower bound of the makespan of ``tasks`` alone, task i starting no sooner
     than ``release[i]`` and followed by ``tail[i]`` (ms; absent means 0).
 
     The CP-SAT latency model of the subproblem with ``s_i >= r_i`` and ``e_i + q_i <= C``,
     both rounded down to ticks, which keeps its bound a bound of the real problem
-    (:mod:`mapsched.formulations.cpsat`)."""
+    (:mod:`mapsched.formulations.cpsat`). One CP-SAT worker: windows run side by side."""
     idx = sorted(tasks)
     sub = problem.restrict(idx)
     r = np.array([release.get(i, 0.0) for i in idx])
@@ -80,7 +80,7 @@ def window_lower_bound(problem: Problem, tasks: frozenset, release: dict[int, fl
             model.add(model.s[k] >= math.floor(r[k] * res))
         if q[k] > 0:
             model.add(model.end[k] + math.floor(q[k] * res) <= model.C)
-    bound = model.solve(time_limit, threads)["bound"]
+    bound = model.solve(time_limit, 1)["bound"]
     return max(0.0, bound) if math.isfinite(bound) else 0.0
 
 
