@@ -5,10 +5,11 @@ Erdos-Renyi(0.2) modules of N in {10, 20, 32} nodes (plus their input and output
 nodes), 3 seeds each, on the cpu-t4-a100 preset (relative speeds 7.1x / 1.26x / 1x).
 Each solve gets --threads threads and --time-limit seconds. For two threads mapsched
 runs CP-SAT's LP-free search beside its objective lower-bound search and a
-large-neighbourhood search (``mapsched.formulations.cpsat.portfolio``); the
-"cpsat, LP-free + default" rows put CP-SAT's default search in place of the
-lower-bound search, as mapsched did before, and the "cpsat, default 2 workers" rows
-run CP-SAT's default search on two workers.
+large-neighbourhood search (``mapsched.formulations.cpsat.portfolio``), on the models
+as ``exact`` builds them, load cuts included (``mapsched.formulations.common.load_cuts``).
+The "cpsat, no load cuts" rows leave the cuts out; the "cpsat, LP-free + default" rows
+put CP-SAT's default search in place of the lower-bound search, as mapsched did before;
+the "cpsat, default 2 workers" rows run CP-SAT's default search on two workers.
 
     python benchmarks/bench_exact.py --time-limit 60
 """
@@ -21,16 +22,18 @@ import time
 from ortools.sat.python import cp_model
 
 import mapsched
-from mapsched.formulations.common import warm_start
+from mapsched.formulations.common import LOAD_CUT_TERMS, warm_start
 from mapsched.formulations.cpsat import CpSatModel, run_cpsat
 from mapsched.formulations.milp import build_model
 from mapsched.generators import random_wired
 
 
-def cpsat_run(p: mapsched.Problem, limit: float, threads: int, **kwargs) -> tuple[str, str, str, float]:
-    """The exact CP-SAT model from the warm start, solved by ``run_cpsat`` with ``kwargs``."""
+def cpsat_run(p: mapsched.Problem, limit: float, threads: int, model_kwargs: dict | None = None,
+              **kwargs) -> tuple[str, str, str, float]:
+    """The exact CP-SAT model as ``exact`` builds it (with ``model_kwargs`` on top) from the
+    warm start, solved by ``run_cpsat`` with ``kwargs``."""
     start = warm_start(p)
-    model = CpSatModel(p, start.makespan)
+    model = CpSatModel(p, start.makespan, **{"load_cut_terms": LOAD_CUT_TERMS, **(model_kwargs or {})})
     model.hint(start)
     t0 = time.perf_counter()
     solver, status, _ = run_cpsat(model, limit, threads, 0, False, **kwargs)
@@ -55,8 +58,9 @@ def main() -> None:
             p = random_wired(n, "er", seed=seed)
             ub = warm_start(p).makespan
             t0 = time.perf_counter()
-            CpSatModel(p, ub)
-            builds = {"cpsat": time.perf_counter() - t0, "highs": build_model(p, ub).build_seconds}
+            CpSatModel(p, ub, load_cut_terms=LOAD_CUT_TERMS)
+            builds = {"cpsat": time.perf_counter() - t0,
+                      "highs": build_model(p, ub, load_cut_terms=LOAD_CUT_TERMS).build_seconds}
             rows = []
             for backend in ("cpsat", "highs"):
                 r = mapsched.solve(p, "exact", backend=backend, time_limit=args.time_limit, threads=args.threads)
@@ -64,7 +68,8 @@ def main() -> None:
                 gap = "optimal" if r.status == "optimal" else f"gap {100 * r.gap:.1f}%"
                 rows.append([backend, f"{r.makespan:.3f}", f"{r.lower_bound:.3f}", gap,
                              f"{builds[backend]:.3f}", f"{r.solve_seconds:.2f}"])
-            variants = [("cpsat, LP-free + default", {"prove": False}), ("cpsat, default 2 workers", {"workers": 2})]
+            variants = [("cpsat, no load cuts", {"model_kwargs": {"load_cut_terms": 0}, "prove": True}),
+                        ("cpsat, LP-free + default", {"prove": False}), ("cpsat, default 2 workers", {"workers": 2})]
             for k, (label, kwargs) in enumerate(variants, start=1):
                 best, bound, state, secs = cpsat_run(p, args.time_limit, args.threads, **kwargs)
                 rows.insert(k, [label, best, bound, state, f"{builds['cpsat']:.3f}", f"{secs:.2f}"])

@@ -142,3 +142,69 @@ def test_two_thread_portfolio_swaps_the_default_search_for_the_bound_search_when
     portfolio(params, 2, prove)
     assert params.num_workers == 3
     assert list(params.subsolvers) == ["no_lp", "objective_lb_search" if prove else "default_lp"]
+
+
+@given(problems(max_tasks=8), st.sampled_from(["heft", "met", "greedy", "cpop"]))
+def test_load_cuts_hold_in_every_valid_schedule(p, method):
+    # s[k] >= e[i] + the work of the tasks between them on each device (i = -1: time 0; k = -1: C).
+    from mapsched.formulations.common import load_cuts
+
+    for s in (mapsched.decode(p, p.planted), solve(p, method, seed=1, time_limit=2, threads=1)):
+        job = {p.task_index[j.task]: j for j in s.jobs}
+        for i, k, between in load_cuts(p):
+            after = job[i].end if i >= 0 else 0.0
+            before = job[k].start if k >= 0 else s.makespan
+            for v in range(p.m):
+                work = sum(p.dur[j, v] for j in between.tolist() if p.device_index[job[j].device] == v)
+                assert before >= after + work - 1e-9
+
+
+def test_load_cuts_are_every_set_between_two_tasks_or_none_beyond_the_budget():
+    import networkx as nx
+
+    from mapsched.formulations.common import load_cuts
+    from mapsched.generators import random_wired
+
+    p = random_wired(12, "er", seed=3)
+    g = nx.DiGraph([(int(a), int(b)) for a, b in zip(p.src, p.dst)])
+    want = set()
+    for i in [-1, *g]:
+        for k in [-1, *g]:
+            between = (nx.descendants(g, i) if i >= 0 else set(g)) & (nx.ancestors(g, k) if k >= 0 else set(g))
+            if (i >= 0 or k >= 0) and len(between) >= 2:
+                want.add((i, k, frozenset(between)))
+    every = load_cuts(p, max_terms=10**9)
+    assert {(i, k, frozenset(b.tolist())) for i, k, b in every} == want and len(every) == len(want)
+    terms = sum(len(b) for _, _, b in every) * p.m
+    assert len(load_cuts(p, max_terms=terms)) == len(every)
+    assert load_cuts(p, max_terms=terms - 1) == []
+
+
+@settings(max_examples=15)
+@given(problems(max_tasks=8, max_devices=3))
+def test_load_cuts_keep_the_optimum(p):
+    opt = []
+    for terms in (0, 10**6):
+        m = CpSatModel(p, solve(p, "heft").makespan, load_cut_terms=terms)
+        out = m.solve(None, 1)
+        assert out["optimal"]
+        opt.append(out["bound"])
+    assert opt[0] == pytest.approx(opt[1], rel=1e-9, abs=1e-9)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_exact_hands_its_load_cut_budget_to_the_model(backend, monkeypatch):
+    from mapsched.formulations import cpsat, milp
+    from mapsched.formulations.common import LOAD_CUT_TERMS, load_cuts
+
+    asked = []
+
+    def spy(problem, max_terms):
+        asked.append(max_terms)
+        return load_cuts(problem, max_terms)
+
+    monkeypatch.setattr(cpsat if backend == "cpsat" else milp, "load_cuts", spy)
+    for budget, want in ((None, LOAD_CUT_TERMS), (0, 0), (123, 123)):
+        kw = {} if budget is None else {"load_cuts": budget}
+        r = exact(TOPCUOGLU, backend, **kw)
+        assert r.makespan == 73.0 and asked[-1] == want

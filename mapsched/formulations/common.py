@@ -9,13 +9,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..closure import Closure
 from ..decoder import Builder, Decoder, ready_order
 from ..problem import Problem
 from ..schedule import Schedule
 
 __all__ = [
-    "ModelView", "Plugin", "apply_plugins", "device_windows", "edge_comm", "retime", "retime_jobs", "time_windows",
-    "warm_start",
+    "LOAD_CUT_TERMS", "ModelView", "Plugin", "apply_plugins", "device_windows", "edge_comm", "load_cuts", "retime",
+    "retime_jobs", "time_windows", "warm_start",
 ]
 
 
@@ -103,6 +104,72 @@ def device_windows(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
             tail[i] = np.maximum(tail[i], after.min(axis=1))
     placeable = p.can_run & np.isfinite(head) & np.isfinite(tail)
     return np.where(placeable, head, np.inf), np.where(placeable, tail, np.inf)
+
+
+LOAD_CUT_TERMS = 20_000
+"""Default budget of :func:`load_cuts`, in task-device terms: all the sets of a 32-node
+module take about 8,000."""
+
+
+def load_cuts(problem: Problem, max_terms: int = LOAD_CUT_TERMS) -> list[tuple[int, int, np.ndarray]]:
+    """Task sets that run between two tasks, for the redundant "load cuts" of the models.
+
+    For tasks i and k with a path from i to k, every task of ``B = desc(i) & anc(k)``
+    starts after i ends and ends before k starts, and those on one device v run one at a
+    time, so for every device v::
+
+        s[k] >= e[i] + sum_{j in B} t[j, v] x[j, v].
+
+    With ``i = -1`` (the start of time, ``e = 0``) B is ``anc(k)``; with ``k = -1`` (the
+    makespan C) it is ``desc(i)``. Both models can state these cuts (``exact`` has them
+    do so): they are linear, need no big-M, and tie the schedule's shape to where the work goes, where device loads
+    and time windows alone let the search spread a task's ancestors over the devices and
+    still start it early. Flooring keeps them valid in CP-SAT's ticks, since
+    ``floor(a + b) >= floor(a) + floor(b)``.
+
+    They speed up proofs on small graphs and slow down the search for schedules on large
+    ones (BENCHMARKS.md), so a graph gets all of its cuts or none.
+
+    Returns
+    -------
+    list of (i, k, B)
+        Every set of two or more tasks, if their sizes times the number of devices sum to
+        ``max_terms`` or less; otherwise none.
+
+    Notes
+    -----
+    O(n^3 / w) bit operations on the shared transitive closure (w the word size), and
+    less once the budget is spent.
+
+    Examples
+    --------
+    >>> from mapsched import instances
+    >>> cuts = load_cuts(instances.load("topcuoglu2002"))
+    >>> len(cuts), [(i, k, b.tolist()) for i, k, b in cuts[:1]]
+    (15, [(-1, 6, [0, 2])])
+    >>> load_cuts(instances.load("topcuoglu2002"), max_terms=10)
+    []
+    """
+    p = problem
+    if max_terms <= 0:
+        return []
+    reach = Closure(p).matrix()  # reach[i, k]: a path leads from i to k
+    out: list[tuple[int, int, np.ndarray]] = []
+    terms = 0
+    for i in range(-1, p.n):
+        ks = np.flatnonzero(reach[i]) if i >= 0 else np.arange(p.n)
+        # row r: desc(i) & anc(ks[r]), and last desc(i) itself (k = -1)
+        inside = (reach[:, ks].T if i < 0 else reach[i][None, :] & reach[:, ks].T)
+        rows = [(int(k), row) for k, row in zip(ks.tolist(), inside)] + ([(-1, reach[i])] if i >= 0 else [])
+        for k, row in rows:
+            b = np.flatnonzero(row)
+            if len(b) < 2:
+                continue
+            terms += len(b) * p.m
+            if terms > max_terms:
+                return []
+            out.append((i, k, b))
+    return out
 
 
 def edge_comm(problem: Problem) -> tuple[np.ndarray, np.ndarray]:

@@ -20,7 +20,7 @@ from ..symmetry import symmetry_plugins
 from ..validate import meets
 from .batched_cpsat import CpSatBatched
 from .batched_milp import MilpBatched
-from .common import retime, retime_jobs, warm_start
+from .common import LOAD_CUT_TERMS, retime, retime_jobs, warm_start
 from .cpsat import CpSatModel
 from .milp import build_model, set_start, solve_model
 
@@ -37,11 +37,13 @@ from .milp import build_model, set_start, solve_model
                "(a comma-separated lexicographic key)"),
         Option("solver_symmetry", bool, True, "let the solver detect and break symmetries itself "
                "(CP-SAT symmetry_level, HiGHS mip_detect_symmetry)"),
+        Option("load_cuts", int, LOAD_CUT_TERMS, "budget of redundant load cuts, in task-device terms: a graph "
+               "gets all or none (0: none; latency only)"),
         Option("plugins", tuple, (), "constraint plugins (Python API only)", cli=False),
     ),
 )
 def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, symmetry: str,
-          solver_symmetry: bool, plugins: tuple) -> Schedule:
+          solver_symmetry: bool, load_cuts: int, plugins: tuple) -> Schedule:
     """Solve the latency problem exactly; see :mod:`.milp` and :mod:`.cpsat`.
 
     Plugins may cut off the warm start, so with plugins it is only a hint, and the
@@ -51,21 +53,27 @@ def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, 
     Both solvers find and break permutations of identical devices on their own
     (``solver_symmetry``); the ``symmetry`` constraints do it in the model instead, and
     so in any solver the Pyomo model is handed to (BENCHMARKS.md compares them).
+
+    Latency models state the redundant load cuts (:func:`~.common.load_cuts`) where all of
+    a graph's fit in ``load_cuts`` terms: they speed up proofs on small graphs and slow
+    down short searches on large ones.
     """
     # Symmetry cuts keep an optimum (see mapsched.symmetry), so the warm start stays a
     # valid schedule of the model; user plugins may cut anything.
     return improve(problem, warm_start(problem), ctx, backend, resolution,
                    tuple(plugins) + symmetry_plugins(problem, symmetry), hint_only=bool(plugins),
-                   solver_symmetry=solver_symmetry)
+                   solver_symmetry=solver_symmetry, load_cut_terms=load_cuts)
 
 
 def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str = "cpsat", resolution: float = 0.0,
-            plugins: tuple = (), hint_only: bool = False, solver_symmetry: bool = True) -> Schedule:
+            plugins: tuple = (), hint_only: bool = False, solver_symmetry: bool = True,
+            load_cut_terms: int = 0) -> Schedule:
     """The exact model of the whole problem, started from ``start``, solved until proved or
     out of time; returns the best schedule found (``start`` itself if nothing better) with
     the solver's proved bound. ``hint_only``: the plugins may cut off ``start``, so it is
     neither kept nor used as the horizon (the serial bound is). ``solver_symmetry``: let the
-    solver detect symmetries itself.
+    solver detect symmetries itself. ``load_cut_terms``: the budget of the latency models'
+    load cuts (none by default).
 
     CP-SAT's own solutions are not left-justified, and with fine ticks it may improve
     one by a single tick at a time; every solution is therefore re-timed as it comes,
@@ -93,14 +101,14 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
         log = out["log"]
         final = retime_jobs(problem, out["jobs"]) if out["jobs"] else None
     elif backend == "highs":
-        model = build_model(problem, upper, plugins)
+        model = build_model(problem, upper, plugins, load_cut_terms)
         set_start(model, problem, start)
         out = solve_model(model, ctx.remaining_or_none(), ctx.threads, warmstart=True, log=ctx.log,
                           detect_symmetry=solver_symmetry)
         log = f"model built in {model.build_seconds:.3f} s\n" + out["log"]
         final = retime(problem, out["owner"][:, None], out["starts"]) if out["owner"] is not None else None
     else:
-        model_c = CpSatModel(problem, upper, resolution or None, plugins)
+        model_c = CpSatModel(problem, upper, resolution or None, plugins, load_cut_terms)
         model_c.hint(start)
         out = model_c.solve(ctx.remaining_or_none(), ctx.threads, seed, ctx.log,
                             lambda sol, bound: keep(retime(problem, sol[0][:, None], sol[1]), bound),

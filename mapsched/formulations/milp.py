@@ -21,7 +21,9 @@ Constraints
 
     redundant: each device's load ``sum_i t[i, u] x[i, u] <= C``; where a task runs
     bounds its start and what follows it (:func:`~.common.device_windows`):
-    ``s[i] >= sum_u head[i, u] x[i, u]`` and ``C >= s[i] + sum_u (t[i, u] + tail[i, u]) x[i, u]``.
+    ``s[i] >= sum_u head[i, u] x[i, u]`` and ``C >= s[i] + sum_u (t[i, u] + tail[i, u]) x[i, u]``;
+    on request, the work between two tasks on each device (:func:`~.common.load_cuts`):
+    ``s[k] >= s[i] + D[i] + sum_{j in B} t[j, v] x[j, v]``.
 
 Big-M values
     A heuristic makespan ``UB`` caps ``C`` (an optimum never exceeds it, so none is
@@ -45,7 +47,7 @@ import pyomo.environ as pyo
 from ..closure import Closure
 from ..problem import Problem
 from ..schedule import Schedule
-from .common import Plugin, apply_plugins, device_windows, edge_comm, time_windows
+from .common import Plugin, apply_plugins, device_windows, edge_comm, load_cuts, time_windows
 
 __all__ = ["build_model", "solve_model"]
 
@@ -70,7 +72,8 @@ class _PyomoView:
 
 
 def build_model(
-    problem: Problem, upper_bound: float | None = None, plugins: tuple[Plugin, ...] = ()
+    problem: Problem, upper_bound: float | None = None, plugins: tuple[Plugin, ...] = (),
+    load_cut_terms: int = 0,
 ) -> pyo.ConcreteModel:
     """Build the latency MILP of ``problem`` from its arrays.
 
@@ -82,6 +85,9 @@ def build_model(
         A makespan that some schedule reaches (default: ``heft``'s); it sets the big-Ms.
     plugins : tuple of callables
         Constraint plugins (see :class:`~.common.ModelView`).
+    load_cut_terms : int
+        Budget of the redundant load cuts (:func:`~.common.load_cuts`); 0, the default,
+        leaves them out. ``exact`` states them (:data:`~.common.LOAD_CUT_TERMS`).
 
     Returns
     -------
@@ -139,6 +145,18 @@ def build_model(
         float(dhead[i, u]) * m.x[i, u] for u in reach[i]))
     m.device_tail = pyo.Constraint(range(p.n), rule=lambda m, i: m.s[i] + sum(
         float(dur[i, u] + dtail[i, u]) * m.x[i, u] for u in reach[i]) <= m.C)
+
+    m.load_cut = pyo.ConstraintList()
+    for i, k, between in load_cuts(p, load_cut_terms):
+        for v in range(p.m):
+            runs = [j for j in between.tolist() if p.can_run[j, v]]
+            if len(runs) < 2:
+                continue
+            load = sum(float(dur[j, v]) * m.x[j, v] for j in runs)
+            if k < 0:
+                m.load_cut.add(m.s[i] + D[i] + load <= m.C)
+            else:
+                m.load_cut.add(m.s[k] >= (m.s[i] + D[i] if i >= 0 else 0) + load)
 
     # same[e, u] <= x[i, u], x[j, u]: the edge stays on device u. Apart, it costs at least
     # cmin[e]; pairs of devices that cost more than cmin get their own constraint.
