@@ -195,15 +195,15 @@ def test_load_cuts_keep_the_optimum(p):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_exact_hands_its_load_cut_budget_to_the_model(backend, monkeypatch):
     from mapsched.formulations import cpsat, milp
-    from mapsched.formulations.common import LOAD_CUT_TERMS, load_cuts
+    from mapsched.formulations.common import LOAD_CUT_TERMS, device_load_cuts
 
     asked = []
 
     def spy(problem, max_terms):
         asked.append(max_terms)
-        return load_cuts(problem, max_terms)
+        return device_load_cuts(problem, max_terms)
 
-    monkeypatch.setattr(cpsat if backend == "cpsat" else milp, "load_cuts", spy)
+    monkeypatch.setattr(cpsat if backend == "cpsat" else milp, "device_load_cuts", spy)
     for budget, want in ((None, LOAD_CUT_TERMS), (0, 0), (123, 123)):
         kw = {} if budget is None else {"load_cuts": budget}
         r = exact(TOPCUOGLU, backend, **kw)

@@ -4,7 +4,7 @@ hook, and turning a solver's answer back into a valid schedule.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 import numpy as np
@@ -15,8 +15,8 @@ from ..problem import Problem
 from ..schedule import Schedule
 
 __all__ = [
-    "LOAD_CUT_TERMS", "ModelView", "Plugin", "apply_plugins", "device_windows", "edge_comm", "load_cuts", "retime",
-    "retime_jobs", "time_windows", "warm_start",
+    "LOAD_CUT_TERMS", "ModelView", "Plugin", "apply_plugins", "device_load_cuts", "device_windows", "edge_comm",
+    "load_cuts", "retime", "retime_jobs", "time_windows", "warm_start",
 ]
 
 
@@ -122,10 +122,10 @@ def load_cuts(problem: Problem, max_terms: int = LOAD_CUT_TERMS) -> list[tuple[i
 
     With ``i = -1`` (the start of time, ``e = 0``) B is ``anc(k)``; with ``k = -1`` (the
     makespan C) it is ``desc(i)``. Both models can state these cuts (``exact`` has them
-    do so): they are linear, need no big-M, and tie the schedule's shape to where the work goes, where device loads
-    and time windows alone let the search spread a task's ancestors over the devices and
-    still start it early. Flooring keeps them valid in CP-SAT's ticks, since
-    ``floor(a + b) >= floor(a) + floor(b)``.
+    do so, through :func:`device_load_cuts`): they are linear, need no big-M, and tie the
+    schedule's shape to where the work goes, where device loads and time windows alone
+    let the search spread a task's ancestors over the devices and still start it early.
+    Flooring keeps them valid in CP-SAT's ticks, since ``floor(a + b) >= floor(a) + floor(b)``.
 
     They speed up proofs on small graphs and slow down the search for schedules on large
     ones (BENCHMARKS.md), so a graph gets all of its cuts or none.
@@ -170,6 +170,16 @@ def load_cuts(problem: Problem, max_terms: int = LOAD_CUT_TERMS) -> list[tuple[i
                 return []
             out.append((i, k, b))
     return out
+
+
+def device_load_cuts(problem: Problem, max_terms: int) -> Iterator[tuple[int, int, int, list[int]]]:
+    """The cuts of :func:`load_cuts`, one per device v: ``(i, k, v, tasks of B that v can
+    run)``, where there are two or more of them (with one, the cut repeats a precedence)."""
+    for i, k, between in load_cuts(problem, max_terms):
+        for v in range(problem.m):
+            runs = [j for j in between.tolist() if problem.can_run[j, v]]
+            if len(runs) >= 2:
+                yield i, k, v, runs
 
 
 def edge_comm(problem: Problem) -> tuple[np.ndarray, np.ndarray]:

@@ -33,7 +33,7 @@ from ortools.sat.python import cp_model
 
 from ..problem import Problem
 from ..schedule import Schedule
-from .common import Plugin, apply_plugins, device_windows, edge_comm, load_cuts, time_windows
+from .common import Plugin, apply_plugins, device_load_cuts, device_windows, edge_comm, time_windows
 
 __all__ = ["CpSatModel", "default_resolution", "portfolio", "run_cpsat"]
 
@@ -128,16 +128,12 @@ class CpSatModel:
                         m.add(self.s[j] >= self.end[i] + int(math.floor(p.comm[e, u, v] * res))).only_enforce_if(
                             [self.x[i, u], self.x[j, v]])
 
-        for i, k, between in load_cuts(p, load_cut_terms):
-            for v in range(p.m):
-                runs = [j for j in between.tolist() if p.can_run[j, v]]
-                if len(runs) < 2:
-                    continue
-                load = cp_model.LinearExpr.weighted_sum([self.x[j, v] for j in runs], [int(d[j, v]) for j in runs])
-                if k < 0:
-                    m.add(self.end[i] + load <= self.C)
-                else:
-                    m.add(self.s[k] >= (self.end[i] if i >= 0 else 0) + load)
+        for i, k, v, runs in device_load_cuts(p, load_cut_terms):
+            load = cp_model.LinearExpr.weighted_sum([self.x[j, v] for j in runs], [int(d[j, v]) for j in runs])
+            if k < 0:
+                m.add(self.end[i] + load <= self.C)
+            else:
+                m.add(self.s[k] >= (self.end[i] if i >= 0 else 0) + load)
 
         for u in range(p.m):
             if math.isfinite(p.mem[u]):

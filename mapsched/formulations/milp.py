@@ -47,7 +47,7 @@ import pyomo.environ as pyo
 from ..closure import Closure
 from ..problem import Problem
 from ..schedule import Schedule
-from .common import Plugin, apply_plugins, device_windows, edge_comm, load_cuts, time_windows
+from .common import Plugin, apply_plugins, device_load_cuts, device_windows, edge_comm, time_windows
 
 __all__ = ["build_model", "solve_model"]
 
@@ -147,16 +147,12 @@ def build_model(
         float(dur[i, u] + dtail[i, u]) * m.x[i, u] for u in reach[i]) <= m.C)
 
     m.load_cut = pyo.ConstraintList()
-    for i, k, between in load_cuts(p, load_cut_terms):
-        for v in range(p.m):
-            runs = [j for j in between.tolist() if p.can_run[j, v]]
-            if len(runs) < 2:
-                continue
-            load = sum(float(dur[j, v]) * m.x[j, v] for j in runs)
-            if k < 0:
-                m.load_cut.add(m.s[i] + D[i] + load <= m.C)
-            else:
-                m.load_cut.add(m.s[k] >= (m.s[i] + D[i] if i >= 0 else 0) + load)
+    for i, k, v, runs in device_load_cuts(p, load_cut_terms):
+        load = sum(float(dur[j, v]) * m.x[j, v] for j in runs)
+        if k < 0:
+            m.load_cut.add(m.s[i] + D[i] + load <= m.C)
+        else:
+            m.load_cut.add(m.s[k] >= (m.s[i] + D[i] if i >= 0 else 0) + load)
 
     # same[e, u] <= x[i, u], x[j, u]: the edge stays on device u. Apart, it costs at least
     # cmin[e]; pairs of devices that cost more than cmin get their own constraint.
