@@ -88,10 +88,11 @@ class _Heads:
     """``value(X)``: a lower bound on the makespan of task set X, by the window that ends X
     (its last ``span`` blocks), with releases from this rule on the smaller sets; memoised."""
 
-    def __init__(self, problem: Problem, blocks: list[frozenset], span: int, limit: float, deadline: float) -> None:
+    def __init__(self, problem: Problem, blocks: list[frozenset], span: int, limit: float, deadline: float,
+                 reach: np.ndarray) -> None:
+        """``reach[j, i]``: a path leads from j to i in ``problem``."""
         self.p, self.span, self.limit, self.deadline = problem, span, limit, deadline
         self.block = {i: b for b, blk in enumerate(blocks) for i in blk}
-        reach = Closure(problem).matrix()  # reach[j, i]: a path leads from j to i
         self.before = {i: frozenset(np.flatnonzero(reach[:, i]).tolist()) for i in range(problem.n)}
         self.memo: dict[frozenset, float] = {}
         self.lock = threading.Lock()  # windows run in threads; two may find the same set, both soundly
@@ -196,8 +197,10 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
     deadline = time.perf_counter() + time_limit
     blocks = blocks_of(chain or pick_chain(p, 0), block)
     everything = frozenset(range(p.n))
-    ahead = _Heads(p, blocks, span, window_time_limit, deadline)
-    behind = _Heads(mirror(p), blocks[::-1], span, window_time_limit, deadline)
+    reach = Closure(p).matrix()
+    ahead = _Heads(p, blocks, span, window_time_limit, deadline, reach)
+    # The mirror keeps task indices and reverses every edge: its paths are the transpose.
+    behind = _Heads(mirror(p), blocks[::-1], span, window_time_limit, deadline, reach.T)
 
     def between(lo: int) -> float:
         w = frozenset().union(*blocks[lo:lo + span])
