@@ -108,7 +108,7 @@ def device_windows(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
 
 LOAD_CUT_TERMS = 20_000
 """Default budget of :func:`load_cuts`, in task-device terms: all the sets of a 32-node
-module take about 8,000."""
+module take 8,000 to 10,600 (BENCHMARKS.md)."""
 
 
 def load_cuts(problem: Problem, max_terms: int = LOAD_CUT_TERMS) -> list[tuple[int, int, np.ndarray]]:
