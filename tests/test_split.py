@@ -12,11 +12,13 @@ from strategies import problems
 
 from mapsched import Problem, solve, validate
 from mapsched.bounds import critical_path_bound, lower_bound, work_bound
+from mapsched.formats import problem_from_dict
 from mapsched.generators import stack
+from mapsched.schedule import Job, Schedule
 from mapsched.solve import SolveContext
 from mapsched.split import ModuleChain, chain_bound, detect_modules, full_bound
 from mapsched.split.modules import k_edge_classes
-from mapsched.split.rolling import rolling
+from mapsched.split.rolling import _append_schedule, rolling
 
 
 def chain_problem(g: nx.DiGraph, seed: int = 0) -> Problem:
@@ -173,6 +175,40 @@ def test_rolling_with_the_whole_chain_in_its_first_window_is_exact(p, k, seed):
     assume(opt.status == "optimal")
     assert r is not None and validate(p, r) == []
     assert r.makespan == pytest.approx(opt.makespan, rel=1e-6)
+
+
+def test_a_one_worker_rolling_step_starts_from_a_schedule():
+    # Found by the test above: a one-worker step (no LP) proved its bound one tick at a
+    # time and found no schedule in 30 s. Each step now starts from an appended schedule.
+    d0, d1, d2 = ({"d0": 19.0, "d1": 33.0, "d2": 26.0}, {"d0": 8.0, "d1": 14.0}, {"d1": 23.0, "d2": 18.0})
+    tasks = [{"name": f"t{k}", "latency": lat, "weight_bytes": w, "input_bytes": a, "output_bytes": a}
+             for k, (lat, w, a) in enumerate([(d0, 52.0, 22.5), (d1, 65.0, 20.0), (d2, 52.0, 7.5),
+                                              ({"d0": 13.0, "d1": 23.0, "d2": 18.0}, 5.0, 12.5)])]
+    p = problem_from_dict({
+        "format": "mapsched.problem/1", "objective": {"kind": "latency"}, "tasks": tasks,
+        "devices": [{"name": "d0", "batch_sizes": [1]}, {"name": "d1", "batch_sizes": [1], "memory": 122.6268},
+                    {"name": "d2", "batch_sizes": [1], "memory": 71.4408}],
+        "links": [{"a": "d0", "b": "d1", "bandwidth": 5000.0}, {"a": "d0", "b": "d2", "bandwidth": 100.0}],
+        "edges": [{"src": "t0", "dst": "t1", "bytes": 171.0}, {"src": "t0", "dst": "t3", "bytes": 104.0}]})
+    chain = _slices(p, 3, np.random.default_rng(2517))
+    r = rolling(p, chain, 3, solve(p, "heft").makespan, 1.0, SolveContext(rng=np.random.default_rng(0), threads=1))
+    assert r is not None and validate(p, r) == []
+    assert r.makespan == pytest.approx(solve(p, "exact", threads=1).makespan)
+
+
+@settings(max_examples=30, deadline=None)
+@given(problems(min_tasks=1, max_tasks=9), st.sampled_from([1.0, 10.0, 1000.0]))
+def test_the_appended_schedule_of_a_rolling_step_is_valid(p, res):
+    # With nothing placed yet it is a schedule of the whole problem, durations rounded up.
+    placed = np.full(p.n, -1)
+    out = _append_schedule(p, [], placed, np.zeros(p.n, dtype=np.int64), res)
+    assume(out is not None)  # some task fits nowhere after the greedy choices before it
+    owner, starts, makespan = out
+    jobs = [Job(p.task_names[i], p.device_names[u], starts[i] / res, starts[i] / res + p.dur[i, u])
+            for i, u in enumerate(owner)]
+    s = Schedule.from_jobs(p, jobs)
+    assert validate(p, s) == []
+    assert s.makespan <= makespan / res + 1e-9
 
 
 @settings(max_examples=8, deadline=None)

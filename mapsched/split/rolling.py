@@ -106,8 +106,15 @@ def _step(p: Problem, tasks: list[int], owner: np.ndarray, start: np.ndarray, le
                 c = 0.0 if v == owner[a] else float(p.comm[e, owner[a], v])
                 release.append((k, v, int(ends[a]) + math.floor(c * res) if math.isfinite(c) else -1))
     latest = max([int(ends[done].max()) if len(done) else 0] + [r for _, _, r in release])
-    model = CpSatModel(sub, latest / res + serial_bound(sub) + 1.0 / res, res)
+    hint = _append_schedule(sub, release, owner, ends, res)
+    model = CpSatModel(sub, max(latest / res + serial_bound(sub), hint[2] / res if hint else 0) + 1.0 / res, res)
     m = model.model
+    if hint:  # without it, a one-worker search can spend its whole limit on the bound
+        for (k, u), x in model.x.items():
+            m.add_hint(x, u == hint[0][k])
+        for k, s in enumerate(hint[1]):
+            m.add_hint(model.s[k], s)
+        m.add_hint(model.C, hint[2])
     for k, v, r in release:
         if (k, v) in model.x:
             if r < 0:  # no link from the sender's device
@@ -127,3 +134,36 @@ def _step(p: Problem, tasks: list[int], owner: np.ndarray, start: np.ndarray, le
         if solver.boolean_value(x):
             out[tasks[k]] = (u, int(solver.value(model.s[k])), int(model.d[k, u]))
     return out
+
+
+def _append_schedule(sub: Problem, release: list[tuple[int, int, int]], owner: np.ndarray, ends: np.ndarray,
+                     res: float) -> tuple[list[int], list[int], int] | None:
+    """A schedule of ``sub`` after everything placed, in ticks: each task, in topological
+    order, appended to the device where it ends first. Durations and transfers are rounded
+    up, so it satisfies the step's model (whose data are rounded down) and its redundant
+    constraints. Returns owners, starts and makespan, or None when some task fits nowhere
+    (memory, or no link for its data)."""
+    free = np.zeros(sub.m, dtype=np.int64)
+    for u in range(sub.m):
+        free[u] = int(ends[owner == u].max(initial=0))
+    ready = np.zeros((sub.n, sub.m), dtype=np.int64)  # -1: no link from a placed sender
+    for k, v, r in release:
+        ready[k, v] = -1 if r < 0 or ready[k, v] < 0 else max(ready[k, v], r)
+    dur = np.ceil(np.where(sub.can_run, sub.dur, 0) * res).astype(np.int64)
+    left = sub.mem.copy()
+    dev, beg, end = [0] * sub.n, [0] * sub.n, np.zeros(sub.n, dtype=np.int64)
+    for k in sub.topo:
+        best = None
+        for v in np.flatnonzero(sub.can_run[k] & (left >= sub.weight[k] + sub.act[k]) & (ready[k] >= 0)):
+            c = [0.0 if dev[sub.src[e]] == v else float(sub.comm[e, dev[sub.src[e]], v]) for e in sub.in_edges[k]]
+            if all(map(math.isfinite, c)):
+                s = max([int(free[v]), int(ready[k, v])]
+                        + [int(end[sub.src[e]]) + math.ceil(ce * res) for e, ce in zip(sub.in_edges[k], c)])
+                if best is None or s + dur[k, v] < best[1] + dur[k, best[0]]:
+                    best = (int(v), s)
+        if best is None:
+            return None
+        dev[k], beg[k] = best
+        end[k] = free[best[0]] = best[1] + dur[k, best[0]]
+        left[best[0]] -= sub.weight[k] + sub.act[k]
+    return dev, beg, int(end.max(initial=0))
