@@ -132,16 +132,30 @@ def test_device_windows_hold_in_every_valid_schedule(p, method):
             assert s.makespan >= j.end + tail[i, u] - 1e-9
 
 
-@pytest.mark.parametrize("prove", [False, True])
-def test_two_thread_portfolio_swaps_the_default_search_for_the_bound_search_when_proving(prove):
+@pytest.mark.parametrize("deadline", [False, True])
+def test_two_thread_portfolio_swaps_the_default_search_for_the_bound_search_under_a_deadline(deadline):
     from ortools.sat.python import cp_model
 
     from mapsched.formulations.cpsat import portfolio
 
     params = cp_model.CpSolver().parameters
-    portfolio(params, 2, prove)
+    portfolio(params, 2, deadline)
     assert params.num_workers == 3
-    assert list(params.subsolvers) == ["no_lp", "objective_lb_search" if prove else "default_lp"]
+    assert list(params.subsolvers) == ["no_lp", "objective_lb_search" if deadline else "default_lp"]
+
+
+@pytest.mark.parametrize("time_limit", [None, 30.0])
+def test_exact_takes_the_bound_search_only_under_a_time_limit(monkeypatch, time_limit):
+    # Without a limit only the proof counts, and the LP-free and default searches finish
+    # it soonest; with one, the bound at the limit counts.
+    from mapsched.formulations import cpsat
+
+    seen = []
+    real = cpsat.portfolio
+    monkeypatch.setattr(cpsat, "portfolio", lambda prm, threads, deadline=False: (
+        seen.append(deadline), real(prm, threads, deadline)))
+    r = solve(instances.load("topcuoglu2002"), "exact", threads=2, time_limit=time_limit)
+    assert r.status == "optimal" and seen == [time_limit is not None]
 
 
 @given(problems(max_tasks=8), st.sampled_from(["heft", "met", "greedy", "cpop"]))
