@@ -26,6 +26,7 @@ Soundness of the bound
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -156,14 +157,23 @@ class CpSatModel:
 
     def hint(self, schedule: Schedule) -> None:
         """Hint a schedule (its floored starts are feasible in the rounded model)."""
-        p, m = self.problem, self.model
-        m.clear_hints()
+        p = self.problem
+        owner, starts = np.zeros(p.n, dtype=np.int64), np.zeros(p.n, dtype=np.int64)
         for j in schedule.jobs:
-            i, u = p.task_index[j.task], p.device_index[j.device]
-            for (ii, uu), x in self.x.items():
-                if ii == i:
-                    m.add_hint(x, uu == u)
-            m.add_hint(self.s[i], int(math.floor(j.start * self.res)))
+            i = p.task_index[j.task]
+            owner[i], starts[i] = p.device_index[j.device], math.floor(j.start * self.res)
+        self.hint_ticks(owner, starts)
+
+    def hint_ticks(self, owner: Sequence[int], starts: Sequence[int], makespan: int | None = None) -> None:
+        """Hint each task's device and start (ticks), and the makespan if given."""
+        m = self.model
+        m.clear_hints()
+        for (i, u), x in self.x.items():
+            m.add_hint(x, u == owner[i])
+        for i, s in enumerate(starts):
+            m.add_hint(self.s[i], int(s))
+        if makespan is not None:
+            m.add_hint(self.C, int(makespan))
 
     def solve(self, time_limit: float | None, threads: int, seed: int = 0, log: bool = False,
               on_solution: Any = None, detect_symmetry: bool = True) -> dict[str, Any]:

@@ -108,13 +108,9 @@ def _step(p: Problem, tasks: list[int], owner: np.ndarray, start: np.ndarray, le
     latest = max([int(ends[done].max()) if len(done) else 0] + [r for _, _, r in release])
     hint = _append_schedule(sub, release, owner, ends, res)
     model = CpSatModel(sub, max(latest / res + serial_bound(sub), hint[2] / res if hint else 0) + 1.0 / res, res)
-    m = model.model
     if hint:  # without it, a one-worker search can spend its whole limit on the bound
-        for (k, u), x in model.x.items():
-            m.add_hint(x, u == hint[0][k])
-        for k, s in enumerate(hint[1]):
-            m.add_hint(model.s[k], s)
-        m.add_hint(model.C, hint[2])
+        model.hint_ticks(*hint)
+    m = model.model
     for k, v, r in release:
         if (k, v) in model.x:
             if r < 0:  # no link from the sender's device
