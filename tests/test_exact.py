@@ -158,6 +158,15 @@ def test_exact_takes_the_bound_search_only_under_a_time_limit(monkeypatch, time_
     assert r.status == "optimal" and seen == [time_limit is not None]
 
 
+@settings(max_examples=15, deadline=None)
+@given(problems(max_tasks=7))
+def test_two_threads_without_a_time_limit_reach_the_one_thread_optimum(p):
+    # The set-up exact takes with no time limit on two threads, on random problems.
+    r = solve(p, "exact", threads=2)
+    assert validate(p, r) == [] and r.status == "optimal"
+    assert r.makespan == pytest.approx(exact(p, "cpsat").makespan, rel=1e-6)
+
+
 @given(problems(max_tasks=8), st.sampled_from(["heft", "met", "greedy", "cpop"]))
 def test_load_cuts_hold_in_every_valid_schedule(p, method):
     # s[k] >= e[i] + the work of the tasks between them on each device (i = -1: time 0; k = -1: C).
