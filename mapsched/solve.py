@@ -103,7 +103,7 @@ def solve(
         The same seed gives the same schedule (for exact solvers, with ``threads=1``
         and no time limit reached: parallel workers may find another optimum).
     threads : int, optional
-        For exact solvers; defaults to the number of cores.
+        For exact solvers; defaults to the number of cores (so does 0).
     callback : callable, optional
         ``callback(seconds, makespan)`` on every improvement.
     log : bool
@@ -135,6 +135,8 @@ def solve(
         )
     if time_limit is not None and not time_limit > 0:
         raise OptionError(f"--time-limit: expected a positive number of seconds, got {time_limit!r}")
+    if threads is not None and threads < 0:
+        raise OptionError(f"--threads: expected a positive number of threads (0 for every core), got {threads!r}")
     opts = m.parse_options(options)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     bound = lower_bound(problem).value
