@@ -5,7 +5,8 @@ one thread each, on this machine's cores), then many schedules of it (heuristics
 and random mappings, for latency and for throughput over 4 inputs with batch sizes
 1, 2 and 4) are executed for real. Reported per model and objective: the Pearson
 and Spearman correlations between predicted and measured makespans, and the median
-ratio measured / predicted.
+ratio measured / predicted, and how many runs gave the unscheduled model's outputs
+(:func:`mapsched.harness.outputs_match`); the script exits with status 1 if any did not.
 
     python benchmarks/bench_harness.py --random 12 --warmup 3 --repeats 5
 
@@ -21,7 +22,7 @@ import torch
 from scipy.stats import spearmanr
 
 import mapsched
-from mapsched.harness import execute, profile
+from mapsched.harness import execute, outputs_match, profile
 from mapsched.harness.models import FACTORIES
 
 LATENCY = ("heft", "cpop", "met", "greedy", "single-best")
@@ -50,9 +51,10 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     devices = args.devices.split(",")
     print("| model | objective | tasks | schedules | predicted (ms) | measured (ms) | Pearson r | Spearman rho "
-          "| measured / predicted |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+          "| measured / predicted | outputs equal |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     every = []
+    wrong = 0
     for name, factory in FACTORIES.items():
         model = factory(**SIZES[name])
         example = torch.randn(model.input_shape, generator=torch.Generator().manual_seed(0))
@@ -61,22 +63,27 @@ def main() -> None:
                                    (mapsched.Objective("throughput", args.batch), THROUGHPUT)):
             p = base.with_objective(objective)
             x = torch.randn(p.L, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
-            pred, meas = [], []
+            with torch.inference_mode():
+                reference = model(x)
+            pred, meas, equal = [], [], 0
             for s in schedules(p, methods, args.random):
                 run = execute(model, p, s, x, warmup=args.warmup, repeats=args.repeats)
                 pred.append(s.makespan)
                 meas.append(run.makespan)
+                equal += outputs_match(run.outputs, reference, devices)
+            wrong += len(pred) - equal
             pred_a, meas_a = np.array(pred), np.array(meas)
             every.append((pred_a, meas_a))
             r = float(np.corrcoef(pred_a, meas_a)[0, 1])
             rho = float(spearmanr(pred_a, meas_a).statistic)
             print(f"| {name} | {objective.kind} | {p.n} | {len(pred)} | {pred_a.min():.2f} to {pred_a.max():.2f} "
                   f"| {meas_a.min():.2f} to {meas_a.max():.2f} | {r:.3f} | {rho:.3f} "
-                  f"| {np.median(meas_a / pred_a):.2f} |")
+                  f"| {np.median(meas_a / pred_a):.2f} | {equal}/{len(pred)} |")
     pred_all = np.concatenate([a for a, _ in every])
     meas_all = np.concatenate([b for _, b in every])
     print(f"\nall {len(pred_all)} schedules: Pearson r = {np.corrcoef(pred_all, meas_all)[0, 1]:.3f}, "
-          f"Spearman rho = {spearmanr(pred_all, meas_all).statistic:.3f}")
+          f"Spearman rho = {spearmanr(pred_all, meas_all).statistic:.3f}; outputs differ in {wrong}")
+    raise SystemExit(1 if wrong else 0)
 
 
 if __name__ == "__main__":
