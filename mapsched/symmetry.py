@@ -231,8 +231,9 @@ def symmetry_plugins(problem: Problem, spec: str) -> tuple[Callable[[Any], None]
         if crit == ["lex"]:
             order = problem.topo.tolist()
             for a, b in pairs:
-                for k, i in enumerate(order):
-                    opened = sum(view.use(j, u) for j in order[:k + 1] for u in a)
+                opened: Any = 0  # tasks up to i that group a runs, summed as i advances
+                for i in order:
+                    opened = opened + sum(view.use(i, u) for u in a)
                     for u in b:
                         _at_least(view, opened, view.use(i, u))
             return
