@@ -307,6 +307,27 @@ def test_balanced_stages_minimise_the_largest_stage(weights, k):
     assert largest(starts) == best
 
 
+def run_server_stages(p: Problem) -> tuple[ModuleChain, list[tuple[int, ...]]]:
+    """Run split's server stages on p and check them: every task in one stage, each stage
+    on its own identical server, and the stitched schedule valid. Returns the chain and
+    the stages' task groups."""
+    from mapsched.split.milp_split import _stitch, pick_chain, solve_module
+    from mapsched.split.stages import server_stages
+    from mapsched.symmetry import find_symmetry
+
+    chain, sym = pick_chain(p, 0), find_symmetry(p)
+    out = server_stages(p, chain, sym, lambda sub, limit: solve_module(sub, "cpsat", limit, "none", 1),
+                        1.0, SolveContext())
+    assert out is not None  # every server can run every task in these tests
+    groups, parts = out
+    assert sorted(i for g in groups for i in g) == list(range(p.n))
+    (servers,) = sym.servers
+    for k, part in enumerate(parts):
+        assert {p.device_index[dev] for _, dev, _, _ in part.jobs} <= set(servers[k])
+    assert validate(p, _stitch(p, groups, parts, SolveContext())) == []
+    return chain, groups
+
+
 @settings(max_examples=12, deadline=None)
 @given(modules=st.integers(2, 4), n=st.integers(4, 6), servers=st.integers(2, 3), gpus=st.integers(1, 2),
        inputs=st.sampled_from([2, 4]), seed=st.integers(0, 10_000))
@@ -314,41 +335,18 @@ def test_server_stages_of_random_stacks_are_valid_schedules(modules, n, servers,
     """The stage candidate that split weighs on identical servers, on random throughput stacks."""
     from mapsched import Objective
     from mapsched.generators import multi_node
-    from mapsched.split.milp_split import _stitch, pick_chain, solve_module
-    from mapsched.split.stages import server_stages
-    from mapsched.symmetry import find_symmetry
 
-    p = stack(modules, n, 1, seed=seed, platform=multi_node(servers, gpus), objective=Objective("throughput", inputs))
-    chain, sym = pick_chain(p, 0), find_symmetry(p)
-    out = server_stages(p, chain, sym, lambda sub, limit: solve_module(sub, "cpsat", limit, "none", 1),
-                        1.0, SolveContext())
-    assert out is not None  # every server can run every task here
-    groups, parts = out
-    assert sorted(i for g in groups for i in g) == list(range(p.n))
-    (classes,) = sym.servers
-    for k, part in enumerate(parts):
-        assert {p.device_index[dev] for _, dev, _, _ in part.jobs} <= set(classes[k])
-    assert validate(p, _stitch(p, groups, parts, SolveContext())) == []
+    run_server_stages(stack(modules, n, 1, seed=seed, platform=multi_node(servers, gpus), objective=Objective("throughput", inputs)))
 
 
 def test_server_stages_put_one_stage_on_each_identical_server():
     from mapsched import Objective
     from mapsched.generators import gpt3, multi_node
-    from mapsched.split.milp_split import _stitch, pick_chain, solve_module
-    from mapsched.split.stages import server_stages
-    from mapsched.symmetry import find_symmetry
 
     p = gpt3(4, platform=multi_node(2, 2), objective=Objective("throughput", 4), d_model=1024, heads=8)
-    chain, sym = pick_chain(p, 0), find_symmetry(p)
-    groups, parts = server_stages(p, chain, sym, lambda sub, limit: solve_module(sub, "cpsat", limit, "none", 1),
-                                  1.0, SolveContext())
+    chain, groups = run_server_stages(p)
     # 8 modules of alternating weight in two stages of four, each on its own server
     assert groups == [tuple(i for mod in chain.modules[4 * k:4 * k + 4] for i in mod) for k in range(2)]
-    (servers,) = sym.servers
-    for k, part in enumerate(parts):
-        assert {p.device_index[dev] for _, dev, _, _ in part.jobs} <= set(servers[k])
-    s = _stitch(p, groups, parts, SolveContext())
-    assert validate(p, s) == []
     # split builds the same candidate (with its own time limits) and keeps the best
     r = solve(p, "split", workers=1, time_limit=8)
     staged = float(re.search(r"server stages: makespan (\S+)", r.log).group(1))
