@@ -20,13 +20,9 @@ from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
 from ..problem import Problem
+from ..validate import floating_bound
 
 __all__ = ["load_bound"]
-
-_SAFETY = 1e-7
-"""Relative amount taken off the LP optimum, well above the solver's feasibility
-tolerance, so that the bound stays below every real makespan."""
-
 
 def load_bound(problem: Problem) -> float:
     """The optimum of the load LP (see the module docstring), slightly rounded down.
@@ -60,4 +56,4 @@ def load_bound(problem: Problem) -> float:
                   bounds=(0, None), method="highs")
     if res.status != 0:  # the LP is always feasible and bounded; a solver failure proves nothing
         return 0.0
-    return max(0.0, float(res.fun) * (1.0 - _SAFETY))
+    return max(0.0, floating_bound(float(res.fun)))

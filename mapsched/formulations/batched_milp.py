@@ -35,6 +35,7 @@ import pyomo.environ as pyo
 from ..problem import Problem
 from ..schedule import Schedule
 from ..splits import batch_options
+from ..validate import floating_bound
 from .common import Plugin, apply_plugins
 from .milp import run_highs
 
@@ -139,7 +140,8 @@ class MilpBatched:
               on_solution: Any = None, detect_symmetry: bool = True) -> dict[str, Any]:
         """Solve with HiGHS; same result dict as the CP-SAT model (no progress callback)."""
         res, text, optimal = run_highs(self.m, time_limit, threads, True, log, detect_symmetry)
-        out: dict[str, Any] = {"jobs": None, "log": text, "optimal": optimal, "bound": res.best_objective_bound}
+        out: dict[str, Any] = {"jobs": None, "log": text, "optimal": optimal,
+                               "bound": floating_bound(res.best_objective_bound)}
         if res.best_feasible_objective is not None:
             res.solution_loader.load_vars()
             p, m = self.problem, self.m

@@ -47,6 +47,7 @@ import pyomo.environ as pyo
 from ..closure import Closure
 from ..problem import Problem
 from ..schedule import Schedule
+from ..validate import floating_bound
 from .common import Plugin, apply_plugins, device_load_cuts, device_windows, edge_comm, time_windows
 
 __all__ = ["build_model", "solve_model"]
@@ -265,7 +266,7 @@ def solve_model(
     """
     res, text, optimal = run_highs(model, time_limit, threads, warmstart, log, detect_symmetry)
     out: dict[str, Any] = {"owner": None, "starts": None, "objective": res.best_feasible_objective,
-                           "bound": res.best_objective_bound, "log": text, "optimal": optimal}
+                           "bound": floating_bound(res.best_objective_bound), "log": text, "optimal": optimal}
     if res.best_feasible_objective is not None:
         res.solution_loader.load_vars()
         n = len(model.s)
