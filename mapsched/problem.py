@@ -408,14 +408,18 @@ class Problem:
         pred: list[list[int]] = [[] for _ in range(self.n)]
         succ: list[list[int]] = [[] for _ in range(self.n)]
         self.in_edges: tuple[tuple[int, ...], ...]
+        self.out_edges: tuple[tuple[int, ...], ...]
         in_edges: list[list[int]] = [[] for _ in range(self.n)]
+        out_edges: list[list[int]] = [[] for _ in range(self.n)]
         for e, (s, d) in enumerate(zip(self.src.tolist(), self.dst.tolist())):
             pred[d].append(s)
             succ[s].append(d)
             in_edges[d].append(e)
+            out_edges[s].append(e)
         self.pred = tuple(map(tuple, pred))
         self.succ = tuple(map(tuple, succ))
         self.in_edges = tuple(map(tuple, in_edges))
+        self.out_edges = tuple(map(tuple, out_edges))
 
     # -------------------------------------------------------------- derived
     @cached_property

@@ -145,17 +145,19 @@ def test_two_thread_portfolio_swaps_the_default_search_for_the_bound_search_unde
 
 
 @pytest.mark.parametrize("time_limit", [None, 30.0])
-def test_exact_takes_the_bound_search_only_under_a_time_limit(monkeypatch, time_limit):
+@pytest.mark.parametrize("load_cuts", [0, 10**6])
+def test_exact_takes_the_bound_search_only_under_a_time_limit_without_load_cuts(monkeypatch, time_limit, load_cuts):
     # Without a limit only the proof counts, and the LP-free and default searches finish
-    # it soonest; with one, the bound at the limit counts.
+    # it soonest; with one, the bound at the limit counts, unless load cuts make the
+    # default search the one that gets furthest.
     from mapsched.formulations import cpsat
 
     seen = []
     real = cpsat.portfolio
     monkeypatch.setattr(cpsat, "portfolio", lambda prm, threads, deadline=False: (
         seen.append(deadline), real(prm, threads, deadline)))
-    r = solve(instances.load("topcuoglu2002"), "exact", threads=2, time_limit=time_limit)
-    assert r.status == "optimal" and seen == [time_limit is not None]
+    r = solve(instances.load("topcuoglu2002"), "exact", threads=2, time_limit=time_limit, load_cuts=load_cuts)
+    assert r.status == "optimal" and seen == [time_limit is not None and not load_cuts]
 
 
 @settings(max_examples=15, deadline=None)
@@ -169,17 +171,45 @@ def test_two_threads_without_a_time_limit_reach_the_one_thread_optimum(p):
 
 @given(problems(max_tasks=8), st.sampled_from(["heft", "met", "greedy", "cpop"]))
 def test_load_cuts_hold_in_every_valid_schedule(p, method):
-    # s[k] >= e[i] + the work of the tasks between them on each device (i = -1: time 0; k = -1: C).
-    from mapsched.formulations.common import load_cuts
+    # s[k] >= e[i] + the work of the tasks between them on device v, plus the transfer
+    # margins where i (k) runs off v (i = -1: time 0; k = -1: C).
+    from mapsched.formulations.common import device_load_cuts
 
     for s in (mapsched.decode(p, p.planted), solve(p, method, seed=1, time_limit=2, threads=1)):
         job = {p.task_index[j.task]: j for j in s.jobs}
-        for i, k, between in load_cuts(p):
+        on = {i: p.device_index[j.device] for i, j in job.items()}
+        for i, k, v, runs, first, last in device_load_cuts(p, 10**6):
             after = job[i].end if i >= 0 else 0.0
             before = job[k].start if k >= 0 else s.makespan
-            for v in range(p.m):
-                work = sum(p.dur[j, v] for j in between.tolist() if p.device_index[job[j].device] == v)
-                assert before >= after + work - 1e-9
+            work = sum(p.dur[j, v] for j in runs if on[j] == v)
+            work += first * (on.get(i) != v) + last * (on.get(k) != v)
+            assert before >= after + work - 1e-9
+
+
+def test_transfer_margins_on_a_chain():
+    # a -> b -> c on two devices joined by a link of 1 ms per transfer: with a on the
+    # CPU, b reaches the GPU one transfer after a ends, and c is one transfer behind b.
+    from mapsched.formulations.common import device_load_cuts, transfer_margins
+
+    p = Problem.from_dict({
+        "format": "mapsched.problem/1", "objective": {"kind": "latency"},
+        "devices": [{"name": "cpu"}, {"name": "gpu"}],
+        "links": [{"a": "cpu", "b": "gpu", "bandwidth": 1e9, "latency": 1.0}],
+        "tasks": [{"name": t, "latency": {"cpu": 4.0, "gpu": 2.0}} for t in "abcd"],
+        "edges": [{"src": a, "dst": b, "bytes": 0} for a, b in ("ab", "bc", "cd")],
+    })
+    a, b, c, d = (p.task_index[t] for t in "abcd")
+    cpu, gpu = p.device_index["cpu"], p.device_index["gpu"]
+    into, out_of = transfer_margins(p)
+    # b first on the GPU: one transfer after a; c first there: b ran on the CPU beside a
+    # (4 ms), then one transfer
+    assert into[a, gpu, b] == 1.0 and into[a, gpu, c] == 5.0
+    assert out_of[d, gpu, c] == 1.0 and out_of[d, gpu, b] == 5.0
+    assert into[a, cpu, b] == 1.0 and not np.isfinite(into[c, gpu, a])
+    cut = next(cut for cut in device_load_cuts(p, 10**6) if (cut.i, cut.k, cut.v) == (a, d, gpu))
+    # B = {b, c}: with neither on the GPU the cut must still hold, so the margins share
+    # B's longest shortest job (2 ms): 1 before, 1 after
+    assert cut.runs == [b, c] and (cut.first, cut.last) == (1.0, 1.0)
 
 
 def test_load_cuts_are_every_set_between_two_tasks_or_none_beyond_the_budget():

@@ -5,7 +5,7 @@ hook, and turning a solver's answer back into a valid schedule.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -15,8 +15,8 @@ from ..problem import Problem
 from ..schedule import Schedule
 
 __all__ = [
-    "LOAD_CUT_TERMS", "ModelView", "Plugin", "apply_plugins", "device_load_cuts", "device_windows", "edge_comm",
-    "load_cuts", "retime", "retime_jobs", "time_windows", "warm_start",
+    "LOAD_CUT_TERMS", "LoadCut", "ModelView", "Plugin", "apply_plugins", "device_load_cuts", "device_windows",
+    "edge_comm", "load_cuts", "retime", "retime_jobs", "time_windows", "transfer_margins", "warm_start",
 ]
 
 
@@ -94,11 +94,8 @@ def device_windows(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
             # ready[v, u]: parent on v, task i on u
             ready = (head[q] + dur[q])[:, None] + np.where(same, 0.0, p.comm[e])
             head[i] = np.maximum(head[i], ready.min(axis=0))
-    out_edges: list[list[int]] = [[] for _ in range(p.n)]
-    for e in range(p.E):
-        out_edges[int(p.src[e])].append(e)
     for i in reversed(p.topo.tolist()):
-        for e in out_edges[i]:
+        for e in p.out_edges[i]:
             j = int(p.dst[e])
             after = np.where(same, 0.0, p.comm[e]) + (dur[j] + tail[j])[None, :]  # [u, v]: i on u, j on v
             tail[i] = np.maximum(tail[i], after.min(axis=1))
@@ -125,7 +122,9 @@ def load_cuts(problem: Problem, max_terms: int = LOAD_CUT_TERMS) -> list[tuple[i
     do so, through :func:`device_load_cuts`): they are linear, need no big-M, and tie the
     schedule's shape to where the work goes, where device loads and time windows alone
     let the search spread a task's ancestors over the devices and still start it early.
-    Flooring keeps them valid in CP-SAT's ticks, since ``floor(a + b) >= floor(a) + floor(b)``.
+    :func:`device_load_cuts` adds the transfers into and out of v where i or k runs
+    elsewhere (:func:`transfer_margins`). Flooring keeps the cuts valid in CP-SAT's
+    ticks, since ``floor(a + b) >= floor(a) + floor(b)``.
 
     They speed up proofs on small graphs and slow down the search for schedules on large
     ones (BENCHMARKS.md), so a graph gets all of its cuts or none.
@@ -172,14 +171,97 @@ def load_cuts(problem: Problem, max_terms: int = LOAD_CUT_TERMS) -> list[tuple[i
     return out
 
 
-def device_load_cuts(problem: Problem, max_terms: int) -> Iterator[tuple[int, int, int, list[int]]]:
-    """The cuts of :func:`load_cuts`, one per device v: ``(i, k, v, tasks of B that v can
-    run)``, where there are two or more of them (with one, the cut repeats a precedence)."""
-    for i, k, between in load_cuts(problem, max_terms):
+def device_load_cuts(problem: Problem, max_terms: int) -> Iterator[LoadCut]:
+    """The cuts of :func:`load_cuts`, one per device v, where v can run two or more tasks
+    of B (with one, the cut repeats a precedence), with the transfer margins of
+    :func:`transfer_margins`."""
+    cuts = load_cuts(problem, max_terms)
+    if not cuts:
+        return
+    dmin = time_windows(problem)[0]
+    into, out_of = transfer_margins(problem)
+    for i, k, between in cuts:
+        # With no task of B on v the cut must still hold: then s[k] - e[i] spans a chain
+        # through B, so the margins together stay within B's longest shortest job.
+        cap = float(dmin[between].max())
         for v in range(problem.m):
             runs = [j for j in between.tolist() if problem.can_run[j, v]]
-            if len(runs) >= 2:
-                yield i, k, v, runs
+            if len(runs) < 2:
+                continue
+            first = min(cap, float(into[i, v, runs].min())) if i >= 0 else 0.0
+            last = min(cap - first, float(out_of[k, v, runs].min())) if k >= 0 else 0.0
+            yield LoadCut(i, k, v, runs, first, last)
+
+
+class LoadCut(NamedTuple):
+    """``s[k] >= e[i] + sum_{j in runs} t[j, v] x[j, v] + first (1 - x[i, v]) + last (1 - x[k, v])``
+    (``i = -1``: time 0, ``k = -1``: the makespan; a task that v cannot run has ``x = 0``)."""
+
+    i: int
+    k: int
+    v: int
+    runs: list[int]
+    first: float
+    last: float
+
+
+def transfer_margins(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """The transfer margins of the load cuts: ``into[i, v, f]`` and ``out_of[k, v, l]``
+    (ms, shapes (n, m, n)).
+
+    Of the tasks between i and k (the set B of :func:`load_cuts`) let f be the first to
+    run on device v. If i runs elsewhere, every task on a path from i to f runs off v
+    (one on v would come before f), so f starts at least ``into[i, v, f]`` after i ends:
+    the earliest start of f on v when i ends at time 0 off v and the descendants of i
+    before f run off v, counting transfers but no contention. Likewise the last task l
+    of B on v ends at least ``out_of[k, v, l]`` before k starts when k runs off v. Both
+    are ``inf`` where no such placement exists. The load cut then gains
+    ``into (1 - x[i, v]) + out_of (1 - x[k, v])``: the device cannot work on B until
+    i's data reach it, nor hand its last result to k for free.
+
+    Notes
+    -----
+    One pass over the descendants (ancestors) of each task per device:
+    O(n E m^3) in all, for graphs small enough to get load cuts.
+    """
+    p = problem
+    reach = Closure(p).matrix()
+    dur = np.where(p.can_run, p.dur, np.inf)
+    hop = np.where(np.eye(p.m, dtype=bool)[None], 0.0, p.comm)  # [e, u, w]: transfer from u to w
+    into, out_of = np.full((p.n, p.m, p.n), np.inf), np.full((p.n, p.m, p.n), np.inf)
+    for i in range(p.n):
+        for v in range(p.m):
+            into[i, v] = _off_device_heads(p, i, v, reach[i], dur, hop, forward=True)
+            out_of[i, v] = _off_device_heads(p, i, v, reach[:, i], dur, hop, forward=False)
+    return into, out_of
+
+
+def _off_device_heads(p: Problem, i: int, v: int, cone: np.ndarray, dur: np.ndarray, hop: np.ndarray,
+                      forward: bool) -> np.ndarray:
+    """Per task of ``cone`` (the descendants of i, or its ancestors if not ``forward``),
+    the least time between i's end and its start on v (between its end on v and i's
+    start), with i and the cone's tasks in between off v. Edges from outside the cone
+    are left out, which only lowers the times."""
+    inside = cone.copy()
+    inside[i] = True
+    off = np.arange(p.m) != v
+    # reach_at[a, u]: least time between i and a's far side (its end if forward) with a on u
+    reach_at = np.full((p.n, p.m), np.inf)
+    reach_at[i, off] = 0.0
+    out = np.full(p.n, np.inf)
+    order = p.topo.tolist() if forward else p.topo.tolist()[::-1]
+    for a in order:
+        if not cone[a]:
+            continue
+        near = np.zeros(p.m)  # least time between i and a's near side, a on each device
+        for e in (p.in_edges[a] if forward else p.out_edges[a]):
+            q = int(p.src[e] if forward else p.dst[e])
+            if inside[q]:
+                hops = hop[e] if forward else hop[e].T  # [q's device, a's device]
+                near = np.maximum(near, (reach_at[q][:, None] + hops).min(axis=0))
+        out[a] = near[v] if p.can_run[a, v] else np.inf
+        reach_at[a] = np.where(off, near + dur[a], np.inf)
+    return out
 
 
 def edge_comm(problem: Problem) -> tuple[np.ndarray, np.ndarray]:

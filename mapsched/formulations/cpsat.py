@@ -6,7 +6,7 @@ replaces the MILP's disjunctions. Communication is a precedence enforced only wh
 both end devices are chosen; a missing link forbids the pair; memory is a linear
 constraint per device. Redundant constraints speed up the proofs: device loads, a
 cumulative of shortest jobs, device-aware time windows and, on request, the work each
-device does between two tasks (:func:`~.common.load_cuts`).
+device does between two tasks with the transfers around it (:func:`~.common.load_cuts`).
 
 Time resolution
     CP-SAT needs integers. Times are counted in ticks of ``1 / resolution`` ms, by
@@ -129,8 +129,11 @@ class CpSatModel:
                         m.add(self.s[j] >= self.end[i] + int(math.floor(p.comm[e, u, v] * res))).only_enforce_if(
                             [self.x[i, u], self.x[j, v]])
 
-        for i, k, v, runs in device_load_cuts(p, load_cut_terms):
+        self.load_cuts = 0  # how many were stated: the worker set-up depends on it (see solve)
+        for i, k, v, runs, first, last in device_load_cuts(p, load_cut_terms):
+            self.load_cuts += 1
             load = cp_model.LinearExpr.weighted_sum([self.x[j, v] for j in runs], [int(d[j, v]) for j in runs])
+            load += math.floor(first * res) * (1 - self.use(i, v)) + math.floor(last * res) * (1 - self.use(k, v))
             if k < 0:
                 m.add(self.end[i] + load <= self.C)
             else:
@@ -177,9 +180,14 @@ class CpSatModel:
 
     def solve(self, time_limit: float | None, threads: int, seed: int = 0, log: bool = False,
               on_solution: Any = None, detect_symmetry: bool = True) -> dict[str, Any]:
-        """Solve; returns ``owner``, ``starts`` (ms), ``bound`` (ms, sound), ``optimal`` and ``log``."""
+        """Solve; returns ``owner``, ``starts`` (ms), ``bound`` (ms, sound), ``optimal`` and ``log``.
+
+        A time limit makes :func:`portfolio` aim for the bound reached by then, unless the
+        model has load cuts: with them, the set-up that proves optima is also the one
+        that gets furthest in a minute (BENCHMARKS.md)."""
         solver, status, text = run_cpsat(self, time_limit, threads, seed, log, on_solution,
-                                         deadline=time_limit is not None, detect_symmetry=detect_symmetry)
+                                         deadline=time_limit is not None and not self.load_cuts,
+                                         detect_symmetry=detect_symmetry)
         out: dict[str, Any] = {"owner": None, "starts": None, "log": text,
                                "optimal": status == cp_model.OPTIMAL,
                                "bound": solver.best_objective_bound / self.res}
@@ -207,12 +215,12 @@ def portfolio(params: Any, threads: int, deadline: bool = False) -> None:
     * one thread: one worker, without the LP (deterministic for a given seed);
     * two or three: the LP-free search and the default one, with a third worker for
       large-neighbourhood search, which improves schedules on large graphs. These two
-      finish proofs: on two of three 32-node modules in 93 and 97 s, where with the
-      lower-bound search in place of the default one none is proved in 150 s
-      (BENCHMARKS.md). With a ``deadline`` (a time limit stops the search, so the bound
-      reached by then is what counts), CP-SAT's objective lower-bound search replaces
-      the default one all the same: after 60 s it leaves a third of the gap the default
-      search leaves;
+      finish proofs: on the models with load cuts they prove every 32-node module in
+      under a minute, where with the lower-bound search in place of the default one none
+      is proved in that minute (BENCHMARKS.md). With a ``deadline`` (a time limit stops
+      the search on a graph too large to prove, so the bound reached by then is what
+      counts), CP-SAT's objective lower-bound search replaces the default one: it
+      leaves less of the gap after a minute on graphs beyond the load cuts' budget;
     * four or more: CP-SAT's own portfolio of that many workers (the LP-free search
       is among them).
     """

@@ -22,8 +22,9 @@ Constraints
     redundant: each device's load ``sum_i t[i, u] x[i, u] <= C``; where a task runs
     bounds its start and what follows it (:func:`~.common.device_windows`):
     ``s[i] >= sum_u head[i, u] x[i, u]`` and ``C >= s[i] + sum_u (t[i, u] + tail[i, u]) x[i, u]``;
-    on request, the work between two tasks on each device (:func:`~.common.load_cuts`):
-    ``s[k] >= s[i] + D[i] + sum_{j in B} t[j, v] x[j, v]``.
+    on request, the work between two tasks on each device and the transfers around it
+    (:func:`~.common.load_cuts`, :func:`~.common.transfer_margins`):
+    ``s[k] >= s[i] + D[i] + sum_{j in B} t[j, v] x[j, v] + a (1 - x[i, v]) + b (1 - x[k, v])``.
 
 Big-M values
     A heuristic makespan ``UB`` caps ``C`` (an optimum never exceeds it, so none is
@@ -148,8 +149,10 @@ def build_model(
         float(dur[i, u] + dtail[i, u]) * m.x[i, u] for u in reach[i]) <= m.C)
 
     m.load_cut = pyo.ConstraintList()
-    for i, k, v, runs in device_load_cuts(p, load_cut_terms):
+    view = _PyomoView(p, m)
+    for i, k, v, runs, first, last in device_load_cuts(p, load_cut_terms):
         load = sum(float(dur[j, v]) * m.x[j, v] for j in runs)
+        load += first * (1 - view.use(i, v)) + last * (1 - view.use(k, v))
         if k < 0:
             m.load_cut.add(m.s[i] + D[i] + load <= m.C)
         else:

@@ -52,13 +52,10 @@ def upward_rank(problem: Problem) -> np.ndarray:
     """HEFT's rank_u: mean cost plus the longest mean path to an exit. O(n + E)."""
     p = problem
     w, c = mean_cost(p).tolist(), mean_comm(p).tolist()
-    out_edges: list[list[int]] = [[] for _ in range(p.n)]
-    for e, s in enumerate(p.src.tolist()):
-        out_edges[s].append(e)
     dst = p.dst.tolist()
     rank = [0.0] * p.n
     for i in reversed(p.topo.tolist()):
-        rank[i] = w[i] + max((c[e] + rank[dst[e]] for e in out_edges[i]), default=0.0)
+        rank[i] = w[i] + max((c[e] + rank[dst[e]] for e in p.out_edges[i]), default=0.0)
     return np.array(rank)
 
 
