@@ -24,6 +24,7 @@ from ..validate import floating_bound
 
 __all__ = ["load_bound"]
 
+
 def load_bound(problem: Problem) -> float:
     """The optimum of the load LP (see the module docstring), slightly rounded down.
 
