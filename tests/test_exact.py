@@ -51,6 +51,17 @@ def test_backends_agree(p):
     assert a.makespan == pytest.approx(b.makespan, rel=1e-6, abs=1e-6)
 
 
+def test_highs_proves_the_model_its_default_mip_tolerance_failed():
+    # Found by test_backends_agree: at its default MIP feasibility tolerance HiGHS ended
+    # this model with a solve error (solution 1e-6 infeasible) and mapsched kept the warm start.
+    from pathlib import Path
+
+    p = Problem.read(str(Path(__file__).parent / "data" / "highs_tolerance.json"))
+    a, b = exact(p, "cpsat"), exact(p, "highs")
+    assert a.status == b.status == "optimal"
+    assert a.makespan == pytest.approx(b.makespan, rel=1e-6, abs=1e-6)
+
+
 @settings(max_examples=20)
 @given(problems(max_tasks=7, max_devices=3), st.integers(0, 2**31))
 def test_cpsat_bound_never_exceeds_any_valid_schedule(p, seed):

@@ -236,7 +236,11 @@ def run_highs(model: pyo.ConcreteModel, time_limit: float | None, threads: int, 
     opt.config.mip_gap = 1e-9
     if time_limit is not None:
         opt.config.time_limit = max(time_limit, 0.01)
-    opt.highs_options = {"threads": int(threads), "random_seed": 0, "mip_detect_symmetry": bool(detect_symmetry)}
+    # HiGHS checks its final MIP solution against the LP's feasibility tolerance (1e-7) and
+    # reports a solve error, dropping the solution and bound, when the MIP's own (1e-6 by
+    # default) let it end above that: hypothesis found such a 6-task model.
+    opt.highs_options = {"threads": int(threads), "random_seed": 0, "mip_detect_symmetry": bool(detect_symmetry),
+                         "mip_feasibility_tolerance": 1e-7}
     logfile = None
     if log:
         fd, logfile = tempfile.mkstemp(prefix="mapsched-highs-", suffix=".log")
