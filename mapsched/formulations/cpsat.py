@@ -216,8 +216,8 @@ def portfolio(params: Any, threads: int, deadline: bool = False) -> None:
     * two or three: the LP-free search and the default one, with a third worker for
       large-neighbourhood search, which improves schedules on large graphs. These two
       finish proofs: on the models with load cuts they proved the three 32-node modules
-      of BENCHMARKS.md in 18 to 27 s (and in 10 of 12 runs with other seeds within a
-      minute), where with the lower-bound search in place of the default one none is
+      of BENCHMARKS.md in 18 to 33 s in two runs (and in 10 of 12 runs with other seeds
+      within a minute), where with the lower-bound search in place of the default one none is
       proved in that minute. With a ``deadline`` (a time limit stops the search on a
       graph too large to prove, so the bound reached by then is what counts), CP-SAT's
       objective lower-bound search replaces the default one: it leaves less of the gap
