@@ -15,8 +15,9 @@ from ..problem import Problem
 from ..schedule import Schedule
 
 __all__ = [
-    "LOAD_CUT_TERMS", "LoadCut", "ModelView", "Plugin", "apply_plugins", "device_load_cuts", "device_windows",
-    "edge_comm", "load_cuts", "retime", "retime_jobs", "time_windows", "transfer_margins", "warm_start",
+    "LOAD_CUT_TERMS", "LoadCut", "Margins", "ModelView", "Plugin", "apply_plugins", "device_load_cuts",
+    "device_windows", "edge_comm", "load_cuts", "retime", "retime_jobs", "time_windows", "transfer_margins",
+    "warm_start",
 ]
 
 
@@ -178,19 +179,12 @@ def device_load_cuts(problem: Problem, max_terms: int) -> Iterator[LoadCut]:
     cuts = load_cuts(problem, max_terms)
     if not cuts:
         return
-    dmin = time_windows(problem)[0]
-    into, out_of = transfer_margins(problem)
+    margins = Margins(problem)
     for i, k, between in cuts:
-        # With no task of B on v the cut must still hold: then s[k] - e[i] spans a chain
-        # through B, so the margins together stay within B's longest shortest job.
-        cap = float(dmin[between].max())
         for v in range(problem.m):
             runs = [j for j in between.tolist() if problem.can_run[j, v]]
-            if len(runs) < 2:
-                continue
-            first = min(cap, float(into[i, v, runs].min())) if i >= 0 else 0.0
-            last = min(cap - first, float(out_of[k, v, runs].min())) if k >= 0 else 0.0
-            yield LoadCut(i, k, v, runs, first, last)
+            if len(runs) >= 2:
+                yield margins.cut(i, k, v, between, runs)
 
 
 class LoadCut(NamedTuple):
@@ -203,6 +197,31 @@ class LoadCut(NamedTuple):
     runs: list[int]
     first: float
     last: float
+
+
+class Margins:
+    """Turns a task set between two tasks into a :class:`LoadCut` with its transfer margins
+    (:func:`transfer_margins`, computed on first use, or zero with ``zero``)."""
+
+    def __init__(self, problem: Problem, zero: bool = False) -> None:
+        self.problem, self.zero = problem, zero
+        self.dmin = time_windows(problem)[0]
+        self.arrays: tuple[np.ndarray, np.ndarray] | None = None
+
+    def cut(self, i: int, k: int, v: int, between: np.ndarray, runs: list[int]) -> LoadCut:
+        """The cut of device v on the set ``between`` of tasks between i and k, of which v
+        can run ``runs``."""
+        if self.zero:
+            return LoadCut(i, k, v, runs, 0.0, 0.0)
+        if self.arrays is None:
+            self.arrays = transfer_margins(self.problem)
+        into, out_of = self.arrays
+        # With no task of B on v the cut must still hold: then s[k] - e[i] spans a chain
+        # through B, so the margins together stay within B's longest shortest job.
+        cap = float(self.dmin[between].max())
+        first = min(cap, float(into[i, v, runs].min())) if i >= 0 else 0.0
+        last = min(cap - first, float(out_of[k, v, runs].min())) if k >= 0 else 0.0
+        return LoadCut(i, k, v, runs, first, last)
 
 
 def transfer_margins(problem: Problem) -> tuple[np.ndarray, np.ndarray]:

@@ -49,6 +49,7 @@ import networkx as nx
 import numpy as np
 
 from ..bounds import Bound, critical_path_bound, lower_bound, work_bound
+from ..formulations.relaxation import RELAXATION_TASKS, relaxation_bound
 from ..problem import Objective, Problem, System, Task
 from ..solve import solve
 from .milp_split import pick_chain
@@ -188,10 +189,13 @@ def chain_bound(problem: Problem, chain=None, time_limit: float = 60.0, module_t
 
 def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: float = 1.0) -> Bound:
     """The best bound mapsched proves without solving the whole problem: the fast rules of
-    :func:`mapsched.bounds.lower_bound`, the module-chain recursion (:func:`chain_bound`,
-    at most half of ``time_limit``) and, for latency, the head-and-tail windows
-    (:func:`~mapsched.split.windows.window_bound`, the time left, ``window_time_limit``
-    seconds per window), with the rule that won.
+    :func:`mapsched.bounds.lower_bound`; for latency the relaxation with separated load
+    cuts (:func:`~mapsched.formulations.relaxation.relaxation_bound`, a third of
+    ``time_limit``, on graphs of up to
+    :data:`~mapsched.formulations.relaxation.RELAXATION_TASKS` tasks); the module-chain
+    recursion (:func:`chain_bound`, a third, or half without the relaxation); and for
+    latency the head-and-tail windows (:func:`~mapsched.split.windows.window_bound`, the
+    time left, ``window_time_limit`` seconds per window), with the rule that won.
 
     Examples
     --------
@@ -200,10 +204,16 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
     'module-chain'
     """
     deadline = time.perf_counter() + time_limit
+    latency = problem.L == 1
+    rules = [lower_bound(problem)]
+    share = time_limit / 2
+    if latency and problem.n <= RELAXATION_TASKS:
+        share = time_limit / 3
+        rules.append(Bound(relaxation_bound(problem, time_limit=share), "relaxation"))
     chain = pick_chain(problem, 0)  # module detection once, for both rules
-    rules = [lower_bound(problem), Bound(chain_bound(problem, chain, time_limit=time_limit / 2), "module-chain")]
+    rules.append(Bound(chain_bound(problem, chain, time_limit=share), "module-chain"))
     left = deadline - time.perf_counter()
-    if problem.L == 1 and left > 0:
+    if latency and left > 0:
         rules.append(Bound(window_bound(problem, chain, time_limit=left, window_time_limit=window_time_limit),
                            "module-windows"))
     return max(rules, key=lambda b: b.value)

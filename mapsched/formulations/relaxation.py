@@ -1,0 +1,267 @@
+"""The linear relaxation of the latency model, tightened by load cuts found by separation:
+a lower bound that weighs precedence, transfers and device loads together.
+
+Variables: ``x[i, u]`` in [0, 1], the share of task i on device u; ``s[i] >= 0``, its
+start; ``z[e, u, v] >= 0``, the share of edge e's data sent from u to v; and the
+makespan ``C``. Rows (``t`` the latency of one input, ``e[i] = s[i] + sum_u t[i, u] x[i, u]``):
+
+* ``sum_u x[i, u] = 1``, and ``x[i, u] = 0`` where u cannot run i or hold it alone;
+* ``z`` is a transport between the ends' shares, ``sum_v z[e, u, v] = x[src, u]`` and
+  ``sum_u z[e, u, v] = x[dst, v]``, so with whole tasks exactly ``z[e, dev(src), dev(dst)]``
+  is 1;
+* every edge e: ``s[dst] >= e[src] + sum_{u != v} comm(e, u, v) z[e, u, v]``;
+* ``C >= e[i]`` for every task, ``C >= sum_i t[i, u] x[i, u]`` and the memory of every
+  device;
+* the load cuts of :func:`~.common.load_cuts` with their transfer margins
+  (:class:`~.common.Margins`): ``s[k] >= e[i] + sum_{j in B} t[j, v] x[j, v] + ...``
+  for the tasks B between i and k. There are too many to state (one per ordered pair and
+  device), so only those the current solution breaks are added, the most broken first,
+  and the LP is solved again until none is broken.
+
+Every schedule gives a feasible point (its devices as ``x``, its starts, its makespan),
+so the optimum bounds the makespan from below; so does the LP of any round, and so does
+the proved bound of the mixed-integer programme with ``x`` binary (``integral``), which
+rules out spreading a task thinly over slow devices. The rows leave out that tasks on one
+device must not overlap except through the device loads and the cuts, which is what keeps
+the programme small. On the 4-channel sdep stacks of BENCHMARKS.md this bound is the best
+mapsched proves; the quick bounds see the loads or the paths, never both.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from ..closure import Closure
+from ..problem import Problem
+from ..validate import floating_bound
+from .common import LoadCut, Margins
+
+__all__ = ["MARGIN_TASKS", "RELAXATION_TASKS", "relaxation_bound"]
+
+RELAXATION_TASKS = 2_000
+"""Largest graph :func:`relaxation_bound` takes on: separation multiplies dense n-by-n
+reachability matrices (O(n^3) per device and round)."""
+
+MARGIN_TASKS = 400
+"""Largest graph whose cuts get transfer margins (:func:`~.common.transfer_margins` is
+O(n E m^3); about 2 s at 362 tasks); above it the cuts go without, still valid."""
+
+
+class _Relaxation:
+    """The programme in HiGHS, with the column layout ``x | s | C | z``."""
+
+    def __init__(self, problem: Problem, deadline: float) -> None:
+        import highspy
+
+        self.hs = highspy
+        p = self.p = problem
+        self.deadline = deadline
+        n, m = p.n, p.m
+        self.t = np.where(p.can_run, p.dur, 0.0)
+        need = p.weight + p.act
+        self.ok = p.can_run & (need[:, None] <= p.mem[None, :])
+        self.S, self.C, self.Z = n * m, n * m + n, n * m + n + 1
+        comm = np.where(np.eye(m, dtype=bool)[None], 0.0, p.comm)  # [e, u, v]
+        self.h = h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        # one pool per process, sized by the first solve (see milp.run_highs)
+        highspy.Highs.resetGlobalScheduler(True)
+        h.setOptionValue("threads", 1)
+        cols = self.Z + p.E * m * m
+        upper = np.full(cols, highspy.kHighsInf)
+        upper[: n * m] = self.ok.ravel()
+        upper[self.Z:] = np.where(np.isfinite(comm), highspy.kHighsInf, 0.0).ravel()
+        h.addVars(cols, np.zeros(cols), upper)
+        h.changeColsCost(1, np.array([self.C], dtype=np.int32), np.array([1.0]))
+        self.rows: list[tuple[float, float, dict[int, float]]] = []
+        inf = highspy.kHighsInf
+        for i in range(n):
+            self.rows.append((1.0, 1.0, {self.x(i, u): 1.0 for u in range(m)}))
+            self.rows.append((0.0, inf, {self.C: 1.0, **self.minus_end(i)}))
+        for u in range(m):
+            self.rows.append((0.0, inf, {self.C: 1.0, **{self.x(i, u): -self.t[i, u] for i in range(n)}}))
+            if math.isfinite(p.mem[u]):
+                self.rows.append((-inf, float(p.mem[u]), {self.x(i, u): float(need[i]) for i in range(n)}))
+        for e in range(p.E):
+            i, j = int(p.src[e]), int(p.dst[e])
+            for u in range(m):
+                self.rows.append((0.0, 0.0, {self.x(i, u): -1.0, **{self.z(e, u, v): 1.0 for v in range(m)}}))
+                self.rows.append((0.0, 0.0, {self.x(j, u): -1.0, **{self.z(e, v, u): 1.0 for v in range(m)}}))
+            sends = {self.z(e, u, v): -float(comm[e, u, v]) for u in range(m) for v in range(m)
+                     if u != v and math.isfinite(comm[e, u, v])}
+            self.rows.append((0.0, inf, {self.S + j: 1.0, **self.minus_end(i), **sends}))
+        self.flush()
+
+    def x(self, i: int, u: int) -> int:
+        return i * self.p.m + u
+
+    def z(self, e: int, u: int, v: int) -> int:
+        return self.Z + (e * self.p.m + u) * self.p.m + v
+
+    def minus_end(self, i: int) -> dict[int, float]:
+        """``-e[i]`` as coefficients."""
+        return {self.S + i: -1.0, **{self.x(i, u): -self.t[i, u] for u in range(self.p.m)}}
+
+    def add_cut(self, cut: LoadCut) -> None:
+        """``s[k] - e[i] - sum_B t x - first (1 - x[i, v]) - last (1 - x[k, v]) >= 0``."""
+        i, k, v, runs, first, last = cut
+        row: dict[int, float] = {self.S + k if k >= 0 else self.C: 1.0}
+        if i >= 0:
+            row.update(self.minus_end(i))
+        for j in runs:
+            row[self.x(j, v)] = row.get(self.x(j, v), 0.0) - self.t[j, v]
+        if first:
+            row[self.x(i, v)] = row.get(self.x(i, v), 0.0) + first
+        if last:
+            row[self.x(k, v)] = row.get(self.x(k, v), 0.0) + last
+        self.rows.append((first + last, self.hs.kHighsInf, row))
+
+    def flush(self) -> None:
+        starts, index, value = [0], [], []
+        for _, _, row in self.rows:
+            index += row.keys()
+            value += row.values()
+            starts.append(len(index))
+        lo = np.array([r[0] for r in self.rows])
+        hi = np.array([r[1] for r in self.rows])
+        self.h.addRows(len(self.rows), lo, hi, len(index), np.array(starts[:-1], dtype=np.int32),
+                       np.array(index, dtype=np.int32), np.array(value, dtype=float))
+        self.rows = []
+
+    def run(self) -> bool:
+        """Solve until the deadline; whether HiGHS proved the optimum."""
+        left = self.deadline - time.perf_counter()
+        if left <= 0:
+            return False
+        self.h.setOptionValue("time_limit", left)
+        self.h.run()
+        return self.h.getModelStatus() == self.hs.HighsModelStatus.kOptimal
+
+    def value(self) -> float:
+        return float(self.h.getInfo().objective_function_value)
+
+    def solution(self) -> tuple[np.ndarray, np.ndarray, float]:
+        col = np.array(self.h.getSolution().col_value)
+        n, m = self.p.n, self.p.m
+        return col[: n * m].reshape(n, m).clip(0.0, 1.0), col[self.S:self.S + n], float(col[self.C])
+
+    def integral_bound(self) -> float:
+        """HiGHS's proved bound of the programme with ``x`` binary, by the deadline."""
+        h, nm = self.h, self.p.n * self.p.m
+        h.changeColsIntegrality(nm, np.arange(nm, dtype=np.int32),
+                                np.full(nm, self.hs.HighsVarType.kInteger))
+        # HiGHS's default MIP tolerance (1e-6) can end in a solve error (see milp.run_highs)
+        h.setOptionValue("mip_feasibility_tolerance", 1e-7)
+        # Kept, the LP's point becomes a MIP start that HiGHS spends seconds completing,
+        # past the time limit (2.7 s over on a 182-task stack).
+        h.clearSolver()
+        if not self.run():
+            bound = h.getInfo().mip_dual_bound
+            return float(bound) if math.isfinite(bound) else 0.0
+        return self.value()
+
+
+def _broken_cuts(p: Problem, reach: np.ndarray, relax: _Relaxation, margins: Margins, most: int) -> list[LoadCut]:
+    """The ``most`` load cuts that the current solution breaks the most, found for every
+    device by one product of reachability matrices: the work on v between i and k is
+    ``(R diag(w) R)[i, k]`` with ``w = t[:, v] x[:, v]`` (``reach`` is R, without its
+    diagonal)."""
+    x, s, makespan = relax.solution()
+    end = s + (x * relax.t).sum(axis=1)
+    n = p.n
+    # time between i and k (rows i, columns k); the last row is time 0, the last column C
+    span = np.full((n + 1, n + 1), np.inf)  # no cut between tasks that no path orders
+    span[:n, :n] = np.where(reach, s[None, :] - end[:, None], np.inf)
+    span[:n, n] = makespan - end
+    span[n, :n] = s
+    found: list[tuple[float, int, int, int]] = []
+    paths = reach.astype(float)
+    for v in range(p.m):
+        w = x[:, v] * relax.t[:, v]
+        load = np.zeros((n + 1, n + 1))
+        load[:n, :n] = paths @ (w[:, None] * paths)
+        load[:n, n] = paths @ w
+        load[n, :n] = w @ paths
+        broken = load - span
+        tol = 1e-7 * max(1.0, makespan)
+        for a, b in zip(*np.nonzero(broken > tol)):
+            found.append((float(broken[a, b]), int(a) if a < n else -1, int(b) if b < n else -1, v))
+    found.sort(reverse=True)
+    cuts = []
+    for _, i, k, v in found[:most]:
+        inside = (reach[i] if i >= 0 else True) & (reach[:, k] if k >= 0 else True)
+        between = np.flatnonzero(inside)
+        runs = [j for j in between.tolist() if relax.ok[j, v]]
+        if runs:
+            cuts.append(margins.cut(i, k, v, between, runs))
+    return cuts
+
+
+def relaxation_bound(problem: Problem, time_limit: float = 10.0, integral: bool = True,
+                     cuts_per_round: int = 200) -> float:
+    """Lower bound on the optimal latency makespan from the relaxation of the module docstring.
+
+    Parameters
+    ----------
+    problem : Problem
+        A latency problem (``L == 1``) of at most :data:`RELAXATION_TASKS` tasks.
+    time_limit : float
+        Seconds in all. Without ``integral`` the separation may use all of them; with it,
+        half at most, and the mixed-integer solve the rest.
+    integral : bool
+        Also solve the programme with whole tasks (``x`` binary) and keep its proved bound.
+    cuts_per_round : int
+        Load cuts added per round, the most broken first.
+
+    Returns
+    -------
+    float
+        The best bound proved by the deadline, less HiGHS's relative tolerance
+        (:func:`mapsched.validate.floating_bound`); 0 if nothing was proved.
+
+    Notes
+    -----
+    The programme has ``n m + n + 1 + E m^2`` columns; each round of separation costs
+    O(m n^3) in dense matrix products, and the cuts ``m n`` terms at most each. On a
+    182-task 4-channel sdep stack the LP converges in 4 rounds and 0.7 s (BENCHMARKS.md).
+
+    Examples
+    --------
+    >>> from mapsched.bounds import lower_bound
+    >>> from mapsched.generators import stack
+    >>> p = stack(modules=3, n=6, channels=4, variant="sdep", seed=1)
+    >>> relaxation_bound(p, time_limit=10) > lower_bound(p).value
+    True
+    """
+    p = problem
+    if p.L > 1:
+        raise ValueError("relaxation_bound: latency problems only (objective.batch 1)")
+    if p.n > RELAXATION_TASKS:
+        raise ValueError(f"relaxation_bound: {p.n} tasks, more than the {RELAXATION_TASKS} it takes on; "
+                         "use mapsched.bounds.lower_bound")
+    if not time_limit > 0 or not (isinstance(cuts_per_round, int) and cuts_per_round >= 1):
+        raise ValueError("relaxation_bound: time_limit must be positive seconds and cuts_per_round a positive "
+                         f"integer, got {time_limit!r} and {cuts_per_round!r}")
+    start = time.perf_counter()
+    separate_until = start + (time_limit / 2 if integral else time_limit)
+    relax = _Relaxation(p, start + time_limit)
+    reach = Closure(p).matrix()
+    np.fill_diagonal(reach, False)
+    margins = Margins(p, zero=p.n > MARGIN_TASKS)
+    best = 0.0
+    while relax.run():
+        best = max(best, relax.value())
+        if time.perf_counter() > separate_until:
+            break
+        cuts = _broken_cuts(p, reach, relax, margins, cuts_per_round)
+        if not cuts:
+            break
+        for cut in cuts:
+            relax.add_cut(cut)
+        relax.flush()
+    if integral and time.perf_counter() < relax.deadline:
+        best = max(best, relax.integral_bound())
+    return max(0.0, floating_bound(best))

@@ -1,0 +1,92 @@
+"""The relaxation with separated load cuts: sound, above the quick bounds, within its time."""
+
+import time
+
+import numpy as np
+import pytest
+from exhaustive import exhaustive_optimum
+from hypothesis import given, settings
+from strategies import problems
+
+from mapsched import Objective, solve
+from mapsched.bounds import lower_bound
+from mapsched.formulations import relaxation
+from mapsched.formulations.common import LoadCut, load_cuts
+from mapsched.formulations.relaxation import _Relaxation, relaxation_bound
+from mapsched.generators import stack
+from mapsched.split import full_bound
+
+
+@settings(max_examples=40, deadline=None)
+@given(problems(max_tasks=7, max_devices=3))
+def test_relaxation_lies_between_the_quick_bounds_and_the_optimum(p):
+    heft = solve(p, "heft")
+    opt = exhaustive_optimum(p, upper=heft.makespan)
+    lp = relaxation_bound(p, time_limit=5, integral=False)
+    mip = relaxation_bound(p, time_limit=5)
+    # the programme holds the load LP's rows and every path
+    assert lower_bound(p).value * (1 - 1e-6) <= lp <= mip * (1 + 1e-9)
+    assert mip <= opt + 1e-9
+
+
+def test_separation_reaches_the_lp_with_every_load_cut():
+    # Separation adds only broken cuts, so at the end it must equal the LP that states
+    # all of them up front (margins off on both sides: they are added, not separated).
+    p = stack(3, 5, 2, "sdep", seed=3)
+    everything = _Relaxation(p, time.perf_counter() + 30)
+    for i, k, between in load_cuts(p, 10**9):
+        for v in range(p.m):
+            runs = [j for j in between.tolist() if everything.ok[j, v]]
+            everything.add_cut(LoadCut(i, k, v, runs, 0.0, 0.0))
+    everything.flush()
+    assert everything.run()
+    old = relaxation.MARGIN_TASKS
+    try:
+        relaxation.MARGIN_TASKS = 0
+        separated = relaxation_bound(p, time_limit=30, integral=False)
+    finally:
+        relaxation.MARGIN_TASKS = old
+    assert separated == pytest.approx(everything.value(), rel=1e-6)
+    # and the cuts matter: without them the LP is lower
+    bare = _Relaxation(p, time.perf_counter() + 30)
+    assert bare.run() and bare.value() < separated * (1 - 1e-3)
+
+
+def test_relaxation_beats_the_quick_bounds_on_a_four_channel_stack():
+    p = stack(4, 6, 4, "sdep", seed=1)
+    lp = relaxation_bound(p, time_limit=10, integral=False)
+    assert lp > 1.1 * lower_bound(p).value
+    assert relaxation_bound(p, time_limit=3) >= lp
+    assert lp <= solve(p, "split", workers=1).makespan
+
+
+def test_relaxation_keeps_its_time_limit():
+    p = stack(10, 10, 4, "sdep", seed=10)
+    for integral in (False, True):
+        t = time.perf_counter()
+        b = relaxation_bound(p, time_limit=1.0, integral=integral)
+        assert time.perf_counter() - t < 1.5
+        assert 0.0 <= b <= solve(p, "heft").makespan
+
+
+def test_full_bound_names_the_relaxation():
+    p = stack(6, 10, 4, "sdep", seed=6)
+    b = full_bound(p, time_limit=6)
+    assert b.rule == "relaxation"
+    assert b.value >= relaxation_bound(p, time_limit=2, integral=False) * (1 - 1e-9)
+
+
+def test_relaxation_refuses_what_it_cannot_bound():
+    with pytest.raises(ValueError, match="latency problems only"):
+        relaxation_bound(stack(2, 4, 2, seed=0, objective=Objective("throughput", 4)))
+    p = stack(2, 4, 2, seed=0)
+    with pytest.raises(ValueError, match="time_limit must be positive"):
+        relaxation_bound(p, time_limit=0)
+    old = relaxation.RELAXATION_TASKS
+    try:
+        relaxation.RELAXATION_TASKS = 3
+        with pytest.raises(ValueError, match="more than the 3 it takes on"):
+            relaxation_bound(p)
+    finally:
+        relaxation.RELAXATION_TASKS = old
+    assert np.isfinite(relaxation_bound(p, time_limit=2))
