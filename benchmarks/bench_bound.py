@@ -1,6 +1,8 @@
 """The lower-bound rules side by side on the stacks of bench_split.py.
 
-For each stack: the critical path, the load LP, the module-chain recursion
+For each stack: the critical path, the load LP, the relaxation with separated load
+cuts (``mapsched.formulations.relaxation.relaxation_bound``) as an LP and with whole
+tasks (--relax-time seconds), the module-chain recursion
 (``mapsched.split.chain_bound``) with the first part spanning one module and up to
 two, each given --time-limit seconds, and the head-and-tail windows
 (``mapsched.split.window_bound``, --window-time seconds in all, --window-solve seconds
@@ -9,7 +11,7 @@ Then the gap of the best of them to ``split`` given --budget seconds (its defaul
 options, --threads threads), which is within 1.1% of the best makespan known on every
 stack of BENCHMARKS.md's split table.
 
-    python benchmarks/bench_bound.py --time-limit 30 --window-time 60 --budget 10
+    python benchmarks/bench_bound.py --time-limit 30 --relax-time 30 --window-time 60 --budget 10
 
 --configs picks stacks by channels and variant (``4sdep``, ``2wdep``, ``1``: single
 channel), for longer runs on a few of them.
@@ -22,6 +24,7 @@ import time
 
 import mapsched
 from mapsched.bounds import critical_path_bound, load_bound
+from mapsched.formulations.relaxation import relaxation_bound
 from mapsched.generators import stack
 from mapsched.split import chain_bound, window_bound
 
@@ -37,6 +40,7 @@ def main() -> None:
     ap.add_argument("--modules", default="5,10,20")
     ap.add_argument("--time-limit", type=float, default=30.0)
     ap.add_argument("--window-time", type=float, default=60.0)
+    ap.add_argument("--relax-time", type=float, default=30.0, help="seconds for the relaxation with whole tasks")
     ap.add_argument("--budget", type=float, default=10.0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--window-solve", type=float, default=1.0, help="seconds per window solve")
@@ -47,15 +51,17 @@ def main() -> None:
     if not configs:
         ap.error(f"--configs: none of {args.configs!r}; pick from {', '.join(_label(c, v) for c, v in CONFIGS)}")
     budget = f"{args.budget:g} s"
-    print("| modules | channels | critical path | load LP | chain, span 1 | (s) | chain, span 2 | (s) | windows | (s) "
-          f"| best | split in {budget} | gap |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| modules | channels | critical path | load LP | relaxation LP | (s) | relaxation, whole tasks | (s) "
+          f"| chain, span 1 | (s) | chain, span 2 | (s) | windows | (s) | best | split in {budget} | gap |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for T in map(int, args.modules.split(",")):
         for c, variant in configs:
             p = stack(T, 10, c, variant, seed=T)
             row = [critical_path_bound(p), load_bound(p)]
             cells = [f"{v:.3f}" for v in row]
-            rules = [(chain_bound, dict(time_limit=args.time_limit, span=1)),
+            rules = [(relaxation_bound, dict(time_limit=args.time_limit, integral=False)),
+                     (relaxation_bound, dict(time_limit=args.relax_time)),
+                     (chain_bound, dict(time_limit=args.time_limit, span=1)),
                      (chain_bound, dict(time_limit=args.time_limit, span=2)),
                      (window_bound, dict(time_limit=args.window_time, window_time_limit=args.window_solve,
                                            threads=args.window_threads))]

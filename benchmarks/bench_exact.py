@@ -8,7 +8,7 @@ shipped: on models with load cuts (``mapsched.formulations.common.load_cuts``, a
 these graphs) two threads run CP-SAT's LP-free search beside its default search and a
 large-neighbourhood search (``mapsched.formulations.cpsat.portfolio``). The other
 CP-SAT rows change one thing each: "no transfer margins" states the load cuts without
-the transfers around each device's work (``transfer_margins`` set to zero, as mapsched
+the transfers around each device's work (``Margins(zero=True)``, as mapsched
 was before them); "lower-bound search" puts CP-SAT's objective lower-bound search in
 place of the default one, as ``exact`` does with a time limit on graphs without load
 cuts; "no load cuts" leaves the cuts out, with the lower-bound search; "default 2
@@ -20,9 +20,9 @@ workers" runs CP-SAT's default search on two workers.
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
-import numpy as np
 from ortools.sat.python import cp_model
 
 import mapsched
@@ -39,13 +39,13 @@ def cpsat_run(p: mapsched.Problem, limit: float, threads: int, model_kwargs: dic
     without the load cuts' transfer margins unless ``margins``) from the warm start,
     solved by ``run_cpsat`` with ``kwargs``."""
     start = warm_start(p)
-    real = common.transfer_margins
+    real = common.Margins
     if not margins:
-        common.transfer_margins = lambda q: tuple(np.zeros_like(a) for a in real(q))
+        common.Margins = functools.partial(real, zero=True)
     try:
         model = CpSatModel(p, start.makespan, **{"load_cut_terms": LOAD_CUT_TERMS, **(model_kwargs or {})})
     finally:
-        common.transfer_margins = real
+        common.Margins = real
     model.hint(start)
     t0 = time.perf_counter()
     solver, status, _ = run_cpsat(model, limit, threads, 0, False, **kwargs)

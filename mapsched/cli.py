@@ -394,7 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("problem", help=prob_help)
     b.add_argument("--json", action="store_true")
     b.add_argument("--fast", action="store_true", help="only the quick bounds: critical path, total work, load LP")
-    b.add_argument("--time-limit", type=float, default=60.0, help="seconds for the module-chain and window bounds")
+    b.add_argument("--time-limit", type=float, default=60.0,
+                   help="seconds for the relaxation, module-chain and window bounds")
     b.add_argument("--window-time", type=float, default=1.0,
                    help="seconds per window solve (5 raises the bound a little on large stacks, given time)")
 

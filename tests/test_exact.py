@@ -200,7 +200,7 @@ def test_load_cuts_hold_in_every_valid_schedule(p, method):
 def test_transfer_margins_on_a_chain():
     # a -> b -> c on two devices joined by a link of 1 ms per transfer: with a on the
     # CPU, b reaches the GPU one transfer after a ends, and c is one transfer behind b.
-    from mapsched.formulations.common import device_load_cuts, transfer_margins
+    from mapsched.formulations.common import Margins, device_load_cuts
 
     p = Problem.from_dict({
         "format": "mapsched.problem/1", "objective": {"kind": "latency"},
@@ -211,12 +211,12 @@ def test_transfer_margins_on_a_chain():
     })
     a, b, c, d = (p.task_index[t] for t in "abcd")
     cpu, gpu = p.device_index["cpu"], p.device_index["gpu"]
-    into, out_of = transfer_margins(p)
+    margins = Margins(p)
     # b first on the GPU: one transfer after a; c first there: b ran on the CPU beside a
     # (4 ms), then one transfer
-    assert into[a, gpu, b] == 1.0 and into[a, gpu, c] == 5.0
-    assert out_of[d, gpu, c] == 1.0 and out_of[d, gpu, b] == 5.0
-    assert into[a, cpu, b] == 1.0 and not np.isfinite(into[c, gpu, a])
+    assert margins.into(a, gpu)[b] == 1.0 and margins.into(a, gpu)[c] == 5.0
+    assert margins.out_of(d, gpu)[c] == 1.0 and margins.out_of(d, gpu)[b] == 5.0
+    assert margins.into(a, cpu)[b] == 1.0 and not np.isfinite(margins.into(c, gpu)[a])
     cut = next(cut for cut in device_load_cuts(p, 10**6) if (cut.i, cut.k, cut.v) == (a, d, gpu))
     # B = {b, c}: with neither on the GPU the cut must still hold, so the margins share
     # B's longest shortest job (2 ms): 1 before, 1 after

@@ -65,7 +65,7 @@ def test_relaxation_keeps_its_time_limit():
     for integral in (False, True):
         t = time.perf_counter()
         b = relaxation_bound(p, time_limit=1.0, integral=integral)
-        assert time.perf_counter() - t < 1.5
+        assert time.perf_counter() - t < 2.0  # building the programme comes first
         assert 0.0 <= b <= solve(p, "heft").makespan
 
 

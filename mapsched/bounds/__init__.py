@@ -1,6 +1,8 @@
 """Proved lower bounds on the optimal makespan, independent of any method and quick to
 compute. The module-chain recursion, which needs exact solves of module pieces, is
-:func:`mapsched.split.chain_bound`."""
+:func:`mapsched.split.chain_bound`; the relaxation of the latency model with separated
+load cuts is :func:`mapsched.formulations.relaxation.relaxation_bound`; both take longer
+and :func:`mapsched.split.full_bound` combines them with these."""
 
 from .load import load_bound
 from .lower import Bound, lower_bound

@@ -16,8 +16,7 @@ from ..schedule import Schedule
 
 __all__ = [
     "LOAD_CUT_TERMS", "LoadCut", "Margins", "ModelView", "Plugin", "apply_plugins", "device_load_cuts",
-    "device_windows", "edge_comm", "load_cuts", "retime", "retime_jobs", "time_windows", "transfer_margins",
-    "warm_start",
+    "device_windows", "edge_comm", "load_cuts", "retime", "retime_jobs", "time_windows", "warm_start",
 ]
 
 
@@ -124,7 +123,7 @@ def load_cuts(problem: Problem, max_terms: int = LOAD_CUT_TERMS) -> list[tuple[i
     schedule's shape to where the work goes, where device loads and time windows alone
     let the search spread a task's ancestors over the devices and still start it early.
     :func:`device_load_cuts` adds the transfers into and out of v where i or k runs
-    elsewhere (:func:`transfer_margins`). Flooring keeps the cuts valid in CP-SAT's
+    elsewhere (:class:`Margins`). Flooring keeps the cuts valid in CP-SAT's
     ticks, since ``floor(a + b) >= floor(a) + floor(b)``.
 
     They speed up proofs on small graphs and slow down the search for schedules on large
@@ -175,7 +174,7 @@ def load_cuts(problem: Problem, max_terms: int = LOAD_CUT_TERMS) -> list[tuple[i
 def device_load_cuts(problem: Problem, max_terms: int) -> Iterator[LoadCut]:
     """The cuts of :func:`load_cuts`, one per device v, where v can run two or more tasks
     of B (with one, the cut repeats a precedence), with the transfer margins of
-    :func:`transfer_margins`."""
+    :class:`Margins`."""
     cuts = load_cuts(problem, max_terms)
     if not cuts:
         return
@@ -200,59 +199,59 @@ class LoadCut(NamedTuple):
 
 
 class Margins:
-    """Turns a task set between two tasks into a :class:`LoadCut` with its transfer margins
-    (:func:`transfer_margins`, computed on first use, or zero with ``zero``)."""
-
-    def __init__(self, problem: Problem, zero: bool = False) -> None:
-        self.problem, self.zero = problem, zero
-        self.dmin = time_windows(problem)[0]
-        self.arrays: tuple[np.ndarray, np.ndarray] | None = None
-
-    def cut(self, i: int, k: int, v: int, between: np.ndarray, runs: list[int]) -> LoadCut:
-        """The cut of device v on the set ``between`` of tasks between i and k, of which v
-        can run ``runs``."""
-        if self.zero:
-            return LoadCut(i, k, v, runs, 0.0, 0.0)
-        if self.arrays is None:
-            self.arrays = transfer_margins(self.problem)
-        into, out_of = self.arrays
-        # With no task of B on v the cut must still hold: then s[k] - e[i] spans a chain
-        # through B, so the margins together stay within B's longest shortest job.
-        cap = float(self.dmin[between].max())
-        first = min(cap, float(into[i, v, runs].min())) if i >= 0 else 0.0
-        last = min(cap - first, float(out_of[k, v, runs].min())) if k >= 0 else 0.0
-        return LoadCut(i, k, v, runs, first, last)
-
-
-def transfer_margins(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
-    """The transfer margins of the load cuts: ``into[i, v, f]`` and ``out_of[k, v, l]``
-    (ms, shapes (n, m, n)).
+    """The transfer margins of the load cuts, per task and device on first use (or all
+    zero with ``zero``), and the :class:`LoadCut` of a task set with them.
 
     Of the tasks between i and k (the set B of :func:`load_cuts`) let f be the first to
     run on device v. If i runs elsewhere, every task on a path from i to f runs off v
-    (one on v would come before f), so f starts at least ``into[i, v, f]`` after i ends:
+    (one on v would come before f), so f starts at least ``into(i, v)[f]`` after i ends:
     the earliest start of f on v when i ends at time 0 off v and the descendants of i
     before f run off v, counting transfers but no contention. Likewise the last task l
-    of B on v ends at least ``out_of[k, v, l]`` before k starts when k runs off v. Both
+    of B on v ends at least ``out_of(k, v)[l]`` before k starts when k runs off v. Both
     are ``inf`` where no such placement exists. The load cut then gains
     ``into (1 - x[i, v]) + out_of (1 - x[k, v])``: the device cannot work on B until
     i's data reach it, nor hand its last result to k for free.
 
     Notes
     -----
-    One pass over the descendants (ancestors) of each task per device:
-    O(n E m^3) in all, for graphs small enough to get load cuts.
+    One pass over the descendants (ancestors) of a task per device and direction,
+    O(E m^3) each: O(n E m^3) for every task, as the exact models' cuts need.
     """
-    p = problem
-    reach = Closure(p).matrix()
-    dur = np.where(p.can_run, p.dur, np.inf)
-    hop = np.where(np.eye(p.m, dtype=bool)[None], 0.0, p.comm)  # [e, u, w]: transfer from u to w
-    into, out_of = np.full((p.n, p.m, p.n), np.inf), np.full((p.n, p.m, p.n), np.inf)
-    for i in range(p.n):
-        for v in range(p.m):
-            into[i, v] = _off_device_heads(p, i, v, reach[i], dur, hop, forward=True)
-            out_of[i, v] = _off_device_heads(p, i, v, reach[:, i], dur, hop, forward=False)
-    return into, out_of
+
+    def __init__(self, problem: Problem, zero: bool = False) -> None:
+        p = self.problem = problem
+        self.zero = zero
+        self.dmin = time_windows(p)[0]
+        self.reach = Closure(p).matrix()
+        self.dur = np.where(p.can_run, p.dur, np.inf)
+        self.hop = np.where(np.eye(p.m, dtype=bool)[None], 0.0, p.comm)  # [e, u, w]: transfer from u to w
+        self.rows: dict[tuple[int, int, bool], np.ndarray] = {}
+
+    def into(self, i: int, v: int) -> np.ndarray:
+        """Per task f, the least time between i's end off v and f's start on v (ms)."""
+        return self._row(i, v, True)
+
+    def out_of(self, k: int, v: int) -> np.ndarray:
+        """Per task l, the least time between l's end on v and k's start off v (ms)."""
+        return self._row(k, v, False)
+
+    def _row(self, i: int, v: int, forward: bool) -> np.ndarray:
+        if (i, v, forward) not in self.rows:
+            cone = self.reach[i] if forward else self.reach[:, i]
+            self.rows[i, v, forward] = _off_device_heads(self.problem, i, v, cone, self.dur, self.hop, forward)
+        return self.rows[i, v, forward]
+
+    def cut(self, i: int, k: int, v: int, between: np.ndarray, runs: list[int]) -> LoadCut:
+        """The cut of device v on the set ``between`` of tasks between i and k, of which v
+        can run ``runs``."""
+        if self.zero:
+            return LoadCut(i, k, v, runs, 0.0, 0.0)
+        # With no task of B on v the cut must still hold: then s[k] - e[i] spans a chain
+        # through B, so the margins together stay within B's longest shortest job.
+        cap = float(self.dmin[between].max())
+        first = min(cap, float(self.into(i, v)[runs].min())) if i >= 0 else 0.0
+        last = min(cap - first, float(self.out_of(k, v)[runs].min())) if k >= 0 else 0.0
+        return LoadCut(i, k, v, runs, first, last)
 
 
 def _off_device_heads(p: Problem, i: int, v: int, cone: np.ndarray, dur: np.ndarray, hop: np.ndarray,

@@ -23,7 +23,7 @@ Constraints
     bounds its start and what follows it (:func:`~.common.device_windows`):
     ``s[i] >= sum_u head[i, u] x[i, u]`` and ``C >= s[i] + sum_u (t[i, u] + tail[i, u]) x[i, u]``;
     on request, the work between two tasks on each device and the transfers around it
-    (:func:`~.common.load_cuts`, :func:`~.common.transfer_margins`):
+    (:func:`~.common.load_cuts`, :class:`~.common.Margins`):
     ``s[k] >= s[i] + D[i] + sum_{j in B} t[j, v] x[j, v] + a (1 - x[i, v]) + b (1 - x[k, v])``.
 
 Big-M values

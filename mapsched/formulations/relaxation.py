@@ -46,8 +46,9 @@ RELAXATION_TASKS = 2_000
 reachability matrices (O(n^3) per device and round)."""
 
 MARGIN_TASKS = 400
-"""Largest graph whose cuts get transfer margins (:func:`~.common.transfer_margins` is
-O(n E m^3); about 2 s at 362 tasks); above it the cuts go without, still valid."""
+"""Largest graph whose cuts get transfer margins (:class:`~.common.Margins`: O(E m^3)
+per task and device that a cut starts or ends at); above it the cuts go without, still
+valid."""
 
 
 class _Relaxation:
@@ -164,11 +165,13 @@ class _Relaxation:
         return self.value()
 
 
-def _broken_cuts(p: Problem, reach: np.ndarray, relax: _Relaxation, margins: Margins, most: int) -> list[LoadCut]:
+def _broken_cuts(p: Problem, reach: np.ndarray, relax: _Relaxation, margins: Margins, most: int,
+                 until: float) -> list[LoadCut]:
     """The ``most`` load cuts that the current solution breaks the most, found for every
     device by one product of reachability matrices: the work on v between i and k is
     ``(R diag(w) R)[i, k]`` with ``w = t[:, v] x[:, v]`` (``reach`` is R, without its
-    diagonal)."""
+    diagonal). Past ``until`` the cuts go without margins, which are computed per task on
+    first use."""
     x, s, makespan = relax.solution()
     end = s + (x * relax.t).sum(axis=1)
     n = p.n
@@ -196,7 +199,8 @@ def _broken_cuts(p: Problem, reach: np.ndarray, relax: _Relaxation, margins: Mar
         between = np.flatnonzero(inside)
         runs = [j for j in between.tolist() if relax.ok[j, v]]
         if runs:
-            cuts.append(margins.cut(i, k, v, between, runs))
+            cuts.append(margins.cut(i, k, v, between, runs) if time.perf_counter() < until
+                        else LoadCut(i, k, v, runs, 0.0, 0.0))
     return cuts
 
 
@@ -226,7 +230,8 @@ def relaxation_bound(problem: Problem, time_limit: float = 10.0, integral: bool 
     -----
     The programme has ``n m + n + 1 + E m^2`` columns; each round of separation costs
     O(m n^3) in dense matrix products, and the cuts ``m n`` terms at most each. On a
-    182-task 4-channel sdep stack the LP converges in 4 rounds and 0.7 s (BENCHMARKS.md).
+    182-task 4-channel sdep stack the LP converges in 4 rounds, in under a second
+    (BENCHMARKS.md).
 
     Examples
     --------
@@ -256,7 +261,7 @@ def relaxation_bound(problem: Problem, time_limit: float = 10.0, integral: bool 
         best = max(best, relax.value())
         if time.perf_counter() > separate_until:
             break
-        cuts = _broken_cuts(p, reach, relax, margins, cuts_per_round)
+        cuts = _broken_cuts(p, reach, relax, margins, cuts_per_round, separate_until)
         if not cuts:
             break
         for cut in cuts:
