@@ -63,7 +63,8 @@ class _Relaxation:
         n, m = p.n, p.m
         self.t = np.where(p.can_run, p.dur, 0.0)
         need = p.weight + p.act
-        self.ok = p.can_run & (need[:, None] <= p.mem[None, :])
+        room = p.mem * (1 + 1e-9)  # what the validator lets a device hold
+        self.ok = p.can_run & (need[:, None] <= room[None, :])
         self.S, self.C, self.Z = n * m, n * m + n, n * m + n + 1
         comm = np.where(np.eye(m, dtype=bool)[None], 0.0, p.comm)  # [e, u, v]
         self.h = h = highspy.Highs()
@@ -85,7 +86,7 @@ class _Relaxation:
         for u in range(m):
             self.rows.append((0.0, inf, {self.C: 1.0, **{self.x(i, u): -self.t[i, u] for i in range(n)}}))
             if math.isfinite(p.mem[u]):
-                self.rows.append((-inf, float(p.mem[u]), {self.x(i, u): float(need[i]) for i in range(n)}))
+                self.rows.append((-inf, float(room[u]), {self.x(i, u): float(need[i]) for i in range(n)}))
         for e in range(p.E):
             i, j = int(p.src[e]), int(p.dst[e])
             for u in range(m):
