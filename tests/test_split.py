@@ -1,6 +1,7 @@
 """Module detection, MILP-SPLIT and the chain bound."""
 
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import networkx as nx
@@ -351,3 +352,15 @@ def test_server_stages_put_one_stage_on_each_identical_server():
     r = solve(p, "split", workers=1, time_limit=8)
     staged = float(re.search(r"server stages: makespan (\S+)", r.log).group(1))
     assert validate(p, r) == [] and r.makespan <= staged + 1e-9
+
+
+def test_module_detection_stops_at_its_deadline():
+    from mapsched.split.milp_split import pick_chain
+
+    p = stack(3, 8, 4, "sdep", seed=1)
+    assert pick_chain(p, 0).width > 1
+    # past the deadline only the single-channel chain (bridges, O(n + E)) is found
+    late = pick_chain(p, 0, deadline=time.perf_counter())
+    assert late.width == 1 and sorted(i for mod in late.modules for i in mod) == list(range(p.n))
+    with pytest.raises(TimeoutError, match="past the deadline"):
+        k_edge_classes(p.graph.to_undirected(), 3, deadline=time.perf_counter())

@@ -174,8 +174,8 @@ def chain_bound(problem: Problem, chain=None, time_limit: float = 60.0, module_t
     modules. Throughput solves are costlier, so the time limit matters more there.
     """
     p = problem
-    chain = chain or pick_chain(p, 0)
     deadline = time.perf_counter() + time_limit
+    chain = chain or pick_chain(p, 0, deadline=deadline)
     one = _Recursion(single_input_relaxation(p), chain, deadline, module_time_limit) if p.L > 1 else None
     rec = _Recursion(p, chain, deadline, module_time_limit, one)
     best = rec.bound(frozenset(range(p.n)), 0)
@@ -210,8 +210,10 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
     if latency and problem.n <= RELAXATION_TASKS:
         share = time_limit / 3
         rules.append(Bound(relaxation_bound(problem, time_limit=share), "relaxation"))
-    chain = pick_chain(problem, 0)  # module detection once, for both rules
-    rules.append(Bound(chain_bound(problem, chain, time_limit=share), "module-chain"))
+    started = time.perf_counter()
+    chain = pick_chain(problem, 0, deadline=started + share / 2)  # module detection once, for both rules
+    rules.append(Bound(chain_bound(problem, chain, time_limit=max(0.01, started + share - time.perf_counter())),
+                       "module-chain"))
     left = deadline - time.perf_counter()
     if latency and left > 0:
         rules.append(Bound(window_bound(problem, chain, time_limit=left, window_time_limit=window_time_limit),

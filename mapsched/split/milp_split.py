@@ -54,6 +54,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import time
 from collections.abc import Collection, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -187,7 +188,7 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     identical devices: one per orbit) and O(T m^3) DP steps; with the rolling
     stitching, T solves of ``window`` modules instead."""
     p = problem
-    chain = pick_chain(p, channels)
+    chain = pick_chain(p, channels, deadline=time.perf_counter() + ctx.remaining() / 4)
     exact_chain = _is_exact(p, chain)
     # Never worse than the heuristic it starts from: the heuristic recursion can be far
     # off (batched modules are added, not pipelined), time may run out before the table
@@ -335,17 +336,21 @@ EXACT_SIZE = 40
 """Tasks an exact solve of one module handles in seconds (see BENCHMARKS.md)."""
 
 
-def pick_chain(p: Problem, channels: int) -> ModuleChain:
+def pick_chain(p: Problem, channels: int, deadline: float = math.inf) -> ModuleChain:
     """The requested chain, or (channels=0) the fewest channels, 1 to 4, whose largest module
     has at most ``max(EXACT_SIZE, n / 4)`` tasks; failing that, the chain of smallest largest
     module. A chain whose largest module is most of the graph saves nothing over a full
-    exact solve.
+    exact solve. Past ``deadline`` (a ``time.perf_counter()`` time) no more channel counts
+    are tried; the single-channel chain, O(n + E), is always found.
     """
     if channels > 0:
         return detect_modules(p, channels)
     chains = []
     for k in range(1, 5):  # k-edge components cost max-flow computations: stop at the first good one
-        chains.append(detect_modules(p, k))
+        try:
+            chains.append(detect_modules(p, k, deadline=deadline))
+        except TimeoutError:
+            break
         if max(map(len, chains[-1].modules)) <= max(EXACT_SIZE, p.n // 4):
             return chains[-1]
     return min(chains, key=lambda c: max(map(len, c.modules)))

@@ -24,6 +24,8 @@ Making a chain
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass
 
 import networkx as nx
@@ -98,7 +100,8 @@ class ModuleChain:
         return f"ModuleChain({len(self.modules)} modules, sizes {[len(m) for m in self.modules]}, width {self.width})"
 
 
-def detect_modules(problem: Problem, channels: int = 1, min_size: int = 3) -> ModuleChain:
+def detect_modules(problem: Problem, channels: int = 1, min_size: int = 3,
+                   deadline: float = math.inf) -> ModuleChain:
     """Split the task graph into a chain of modules joined by at most ``channels`` edges.
 
     Parameters
@@ -110,6 +113,9 @@ def detect_modules(problem: Problem, channels: int = 1, min_size: int = 3) -> Mo
     min_size : int
         With several channels, smaller k-edge components (typically a module's
         channel ends) join the component they share most edges with.
+    deadline : float
+        A ``time.perf_counter()`` time: the k-edge components raise ``TimeoutError`` past
+        it (seconds on graphs of a thousand tasks with no module structure).
 
     Notes
     -----
@@ -136,7 +142,7 @@ def detect_modules(problem: Problem, channels: int = 1, min_size: int = 3) -> Mo
         for comp in nx.connected_components(g):
             parts.extend(_split_at(p, comp, cut_nodes))
         return _chain(p, parts, 1)
-    parts = _absorb_fragments(p, k_edge_classes(und, channels + 1), min_size)
+    parts = _absorb_fragments(p, k_edge_classes(und, channels + 1, deadline), min_size)
     by_components = _chain(p, parts, channels)
     # Sparse modules are not (channels+1)-edge-connected and crumble; cutting the
     # task order itself then finds the boundaries. Keep whichever chain is longer.
@@ -144,7 +150,7 @@ def detect_modules(problem: Problem, channels: int = 1, min_size: int = 3) -> Mo
     return by_order if len(by_order.modules) > len(by_components.modules) else by_components
 
 
-def k_edge_classes(graph: nx.Graph, k: int) -> list[set]:
+def k_edge_classes(graph: nx.Graph, k: int, deadline: float = math.inf) -> list[set]:
     """The k-edge-connected components of an undirected graph: the classes of "at least k
     edge-disjoint paths join u and v", as :func:`networkx.k_edge_components` gives them.
 
@@ -153,7 +159,8 @@ def k_edge_classes(graph: nx.Graph, k: int) -> list[set]:
     paths. Every flow either joins t to s's class (k paths) or ends below k, and then
     the nodes its minimum cut leaves on t's side can be in no class with s: they are
     split off and treated alike. At most n - 1 flows of at most k augmenting paths each:
-    O(n k E), against seconds for networkx on a few hundred tasks.
+    O(n k E), against seconds for networkx on a few hundred tasks. Past ``deadline`` (a
+    ``time.perf_counter()`` time) it raises ``TimeoutError``.
 
     Examples
     --------
@@ -178,6 +185,8 @@ def k_edge_classes(graph: nx.Graph, k: int) -> list[set]:
             if t not in rest:
                 continue
             rest.discard(t)
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"k_edge_classes: past the deadline with k = {k}")
             edmonds_karp(h, s, t, residual=residual, cutoff=k)
             if residual.graph["flow_value"] >= k:
                 group.add(t)

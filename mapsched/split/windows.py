@@ -195,7 +195,7 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
         if not value > 0:
             raise ValueError(f"window_bound: {name} must be a positive number of seconds, got {value!r}")
     deadline = time.perf_counter() + time_limit
-    blocks = blocks_of(chain or pick_chain(p, 0), block)
+    blocks = blocks_of(chain or pick_chain(p, 0, deadline=deadline), block)
     everything = frozenset(range(p.n))
     reach = Closure(p).matrix()
     ahead = _Heads(p, blocks, span, window_time_limit, deadline, reach)
