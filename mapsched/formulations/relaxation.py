@@ -189,10 +189,12 @@ def _broken_cuts(p: Problem, reach: np.ndarray, relax: _Relaxation, margins: Mar
         load[:n, :n] = paths @ (w[:, None] * paths)
         load[:n, n] = paths @ w
         load[n, :n] = w @ paths
-        broken = load - span
-        tol = 1e-7 * max(1.0, makespan)
-        for a, b in zip(*np.nonzero(broken > tol)):
-            found.append((float(broken[a, b]), int(a) if a < n else -1, int(b) if b < n else -1, v))
+        broken = (load - span).ravel()
+        flat = np.flatnonzero(broken > 1e-7 * max(1.0, makespan))
+        if len(flat) > most:  # only the most broken can be kept: skip sorting the rest
+            flat = flat[np.argpartition(broken[flat], -most)[-most:]]
+        for a, b in zip(*np.unravel_index(flat, load.shape)):
+            found.append((float(broken[a * (n + 1) + b]), int(a) if a < n else -1, int(b) if b < n else -1, v))
     found.sort(reverse=True)
     cuts = []
     for _, i, k, v in found[:most]:
