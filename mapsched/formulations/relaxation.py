@@ -34,7 +34,6 @@ import time
 
 import numpy as np
 
-from ..closure import Closure
 from ..problem import Problem
 from ..validate import floating_bound
 from .common import LoadCut, Margins
@@ -166,13 +165,13 @@ class _Relaxation:
         return self.value()
 
 
-def _broken_cuts(p: Problem, reach: np.ndarray, relax: _Relaxation, margins: Margins, most: int,
-                 until: float) -> list[LoadCut]:
+def _broken_cuts(p: Problem, relax: _Relaxation, margins: Margins, most: int, until: float) -> list[LoadCut]:
     """The ``most`` load cuts that the current solution breaks the most, found for every
     device by one product of reachability matrices: the work on v between i and k is
-    ``(R diag(w) R)[i, k]`` with ``w = t[:, v] x[:, v]`` (``reach`` is R, without its
-    diagonal). Past ``until`` the cuts go without margins, which are computed per task on
+    ``(R diag(w) R)[i, k]`` with ``w = t[:, v] x[:, v]`` (R: the shared closure, whose
+    diagonal is empty). Past ``until`` the cuts go without margins, which are computed per task on
     first use."""
+    reach = margins.reach
     x, s, makespan = relax.solution()
     end = s + (x * relax.t).sum(axis=1)
     n = p.n
@@ -256,15 +255,13 @@ def relaxation_bound(problem: Problem, time_limit: float = 10.0, integral: bool 
     start = time.perf_counter()
     separate_until = start + (time_limit / 2 if integral else time_limit)
     relax = _Relaxation(p, start + time_limit)
-    reach = Closure(p).matrix()
-    np.fill_diagonal(reach, False)
     margins = Margins(p, zero=p.n > MARGIN_TASKS)
     best = 0.0
     while relax.run():
         best = max(best, relax.value())
         if time.perf_counter() > separate_until:
             break
-        cuts = _broken_cuts(p, reach, relax, margins, cuts_per_round, separate_until)
+        cuts = _broken_cuts(p, relax, margins, cuts_per_round, separate_until)
         if not cuts:
             break
         for cut in cuts:
