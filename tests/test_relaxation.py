@@ -90,3 +90,10 @@ def test_relaxation_refuses_what_it_cannot_bound():
     finally:
         relaxation.RELAXATION_TASKS = old
     assert np.isfinite(relaxation_bound(p, time_limit=2))
+
+
+@pytest.mark.parametrize("option", ["time_limit", "window_time_limit"])
+def test_full_bound_names_a_bad_time(option):
+    # the relaxation gets a third of the limit: its own error would name the wrong field
+    with pytest.raises(ValueError, match=f"full_bound: {option} must be a positive number of seconds"):
+        full_bound(stack(2, 4, 2, seed=0), **{option: -1.0})

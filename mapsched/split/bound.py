@@ -203,6 +203,9 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
     >>> full_bound(stack(modules=2, n=5, seed=1), time_limit=10).rule
     'module-chain'
     """
+    for name, value in (("time_limit", time_limit), ("window_time_limit", window_time_limit)):
+        if not value > 0:
+            raise ValueError(f"full_bound: {name} must be a positive number of seconds, got {value!r}")
     deadline = time.perf_counter() + time_limit
     latency = problem.L == 1
     rules = [lower_bound(problem)]
