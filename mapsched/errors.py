@@ -5,6 +5,8 @@ one-line message that names the offending field and says what is expected, so
 the command line can print it without a traceback.
 """
 
+import reprlib
+
 
 class MapschedError(Exception):
     """Base class of every error caused by user input."""
@@ -28,3 +30,14 @@ class OptionError(MapschedError, ValueError):
 
 class HarnessError(MapschedError, ValueError):
     """A model, device or input that the measurement harness cannot use."""
+
+
+_SHOW = reprlib.Repr()
+_SHOW.maxstring = _SHOW.maxother = 60
+_SHOW.maxlevel = 2
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` cut to a few dozen characters, for one-line messages about file content:
+    a megabyte string or a deeply nested list from a hostile file must not become the message."""
+    return _SHOW.repr(value)

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from typing import TYPE_CHECKING, Any
 
-from .errors import MapschedError, ProblemError, ScheduleError
+from .errors import MapschedError, ProblemError, ScheduleError, shown
+from .files import write_file
 from .problem import Device, Edge, Link, Objective, Problem, System, Task
 
 if TYPE_CHECKING:
@@ -40,10 +39,10 @@ def _fields(value: Any, where: str, allowed: set[str], required: tuple[str, ...]
         raise err(f"{where}: expected an object, got {type(value).__name__}")
     unknown = sorted(set(value) - allowed)
     if unknown:
-        raise err(f"{where}: unknown field {unknown[0]!r}; expected only {sorted(allowed)}")
+        raise err(f"{where}: unknown field {shown(unknown[0])}; expected only {sorted(allowed)}")
     for key in required:
         if key not in value:
-            raise err(f"{where}: missing field {key!r}")
+            raise err(f"{where}: missing field {shown(key)}")
     return value
 
 
@@ -56,7 +55,7 @@ def _list(value: Any, where: str, err: type) -> list:
 def _check_format(data: dict, expected: str, err: type) -> None:
     tag = data.get("format")
     if tag != expected:
-        raise err(f"format: expected {expected!r}, got {tag!r}")
+        raise err(f"format: expected {shown(expected)}, got {shown(tag)}")
 
 
 # ----------------------------------------------------------------- problems
@@ -77,14 +76,14 @@ def problem_from_dict(data: Any) -> Problem:
         d = _fields(d, f"devices[{k}]", _DEVICE_KEYS, ("name",), err)
         sizes = d.get("batch_sizes", [1])
         if not isinstance(sizes, list):
-            raise err(f"devices[{k}].batch_sizes: expected a list of positive integers, got {sizes!r}")
+            raise err(f"devices[{k}].batch_sizes: expected a list of positive integers, got {shown(sizes)}")
         devices.append(Device(d["name"], d.get("memory", math.inf), tuple(sizes), d.get("node")))
     links = []
     for k, ln in enumerate(_list(data.get("links", []), "links", err)):
         ln = _fields(ln, f"links[{k}]", _LINK_KEYS, ("a", "b", "bandwidth"), err)
         directed = ln.get("directed", False)
         if not isinstance(directed, bool):
-            raise err(f"links[{k}].directed: expected true or false, got {directed!r}")
+            raise err(f"links[{k}].directed: expected true or false, got {shown(directed)}")
         links.append(Link(ln["a"], ln["b"], ln["bandwidth"], ln.get("latency", 0.0), directed))
     tasks = []
     for k, t in enumerate(_list(data["tasks"], "tasks", err)):
@@ -152,7 +151,7 @@ def _num(value: Any, where: str, *, optional: bool = False) -> float | None:
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise ScheduleError(f"{where}: expected a number, got {value!r}")
+        raise ScheduleError(f"{where}: expected a number, got {shown(value)}")
     return float(value)
 
 
@@ -167,23 +166,23 @@ def schedule_from_dict(data: Any) -> Schedule:
     _fields(data, "schedule", _SCHEDULE_KEYS, ("format", "makespan", "jobs"), err)
     status = data.get("status", "feasible")
     if status not in ("optimal", "feasible"):
-        raise err(f"status: expected 'optimal' or 'feasible', got {status!r}")
+        raise err(f"status: expected 'optimal' or 'feasible', got {shown(status)}")
     jobs = []
     for k, j in enumerate(_list(data["jobs"], "jobs", err)):
         j = _fields(j, f"jobs[{k}]", _JOB_KEYS, tuple(sorted(_JOB_KEYS)), err)
         for key in ("task", "device"):
             if not isinstance(j[key], str):
-                raise err(f"jobs[{k}].{key}: expected a name, got {j[key]!r}")
+                raise err(f"jobs[{k}].{key}: expected a name, got {shown(j[key])}")
         inputs = _list(j["inputs"], f"jobs[{k}].inputs", err)
         if any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in inputs):
-            raise err(f"jobs[{k}].inputs: expected non-negative integer input indices, got {inputs!r}")
+            raise err(f"jobs[{k}].inputs: expected non-negative integer input indices, got {shown(inputs)}")
         jobs.append(
             Job(j["task"], j["device"], _num(j["start"], f"jobs[{k}].start"),
                 _num(j["end"], f"jobs[{k}].end"), tuple(inputs))
         )
     for key in ("problem", "method"):
         if not isinstance(data.get(key, ""), str):
-            raise err(f"{key}: expected a string, got {data[key]!r}")
+            raise err(f"{key}: expected a string, got {shown(data[key])}")
     return Schedule(
         problem=data.get("problem", ""),
         jobs=jobs,
@@ -223,6 +222,8 @@ def loads(text: str, source: str, err: type[MapschedError]) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise err(f"{source}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:  # json recurses once per level: a few thousand '[' exhaust the stack
+        raise err(f"{source}: JSON nested too deeply; the formats nest at most 4 levels") from None
 
 
 def read_json(path: str, err: type[MapschedError]) -> Any:
@@ -238,17 +239,5 @@ def read_json(path: str, err: type[MapschedError]) -> Any:
 
 
 def write_json(path: str, data: dict) -> None:
-    """Write JSON through a temporary file and a rename, so that nothing is half-written."""
-    text = dumps(data)
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".mapsched-", suffix=".json", dir=folder)
-    except OSError as exc:
-        raise MapschedError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    """Write JSON safely (:func:`mapsched.files.write_file`): nothing half-written, links and devices kept."""
+    write_file(path, dumps(data) + "\n")

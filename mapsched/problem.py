@@ -20,7 +20,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from .errors import ProblemError
+from .errors import ProblemError, shown
 
 __all__ = ["Device", "Edge", "Link", "Objective", "Problem", "System", "Task"]
 
@@ -92,27 +92,42 @@ class System:
     links: tuple[Link, ...] = field(default_factory=tuple)
 
 
-def _number(value: Any, where: str, *, allow_inf: bool = False, positive: bool = False) -> float:
-    """Check that ``value`` is a non-negative (or positive) real number; name ``where`` if not."""
+MAX_MS = 1e12
+"""Largest time a file may give, in ms (about 31 years): every method then computes in range."""
+MAX_BYTES = 1e18
+"""Largest size (memory, weights, activations, edge bytes), in bytes: an exabyte."""
+BANDWIDTH = (1.0, 1e18)
+"""Least and largest link bandwidth, in bytes per second."""
+MAX_BATCH = 100_000
+"""Largest number of inputs (``objective.batch``) and batch size: throughput methods index by them."""
+
+
+def _number(value: Any, where: str, *, allow_inf: bool = False, positive: bool = False,
+            bounds: tuple[float, float] = (0.0, MAX_BYTES), unit: str = "") -> float:
+    """Check that ``value`` is a real number in ``bounds`` (above the lower one if ``positive``;
+    ``inf`` too with ``allow_inf``); otherwise a :class:`ProblemError` that names ``where`` and the range."""
+    lo, hi = bounds
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ProblemError(f"{where}: expected a number, got {value!r}")
+        raise ProblemError(f"{where}: expected a number, got {shown(value)}")
     v = float(value)
     if math.isnan(v) or (math.isinf(v) and not allow_inf):
-        raise ProblemError(f"{where}: expected a finite number, got {value!r}")
-    if v < 0 or (positive and v == 0):
-        kind = "positive" if positive else "non-negative"
-        raise ProblemError(f"{where}: expected a {kind} number, got {value!r}")
+        raise ProblemError(f"{where}: expected a finite number, got {shown(value)}")
+    if v < lo or (positive and v == lo) or (v > hi and not (allow_inf and math.isinf(v))):
+        span = f"above {lo:g} and up to {hi:g}" if positive else f"from {lo:g} to {hi:g}"
+        raise ProblemError(f"{where}: expected a number {span}{unit}, got {shown(value)}")
     return v
 
 
-def _positive_int(value: Any, where: str) -> int:
-    if isinstance(value, str):
+def _positive_int(value: Any, where: str, *, text: bool = False) -> int:
+    """Check that ``value`` is an integer in 1 .. MAX_BATCH; ``text`` also takes its decimal
+    string (the batch-size keys of latency tables, which JSON writes as strings)."""
+    if text and isinstance(value, str):
         try:
             value = int(value)
         except ValueError:
-            raise ProblemError(f"{where}: expected a positive integer, got {value!r}") from None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ProblemError(f"{where}: expected a positive integer, got {value!r}")
+            raise ProblemError(f"{where}: expected a positive integer, got {shown(value)}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= MAX_BATCH:
+        raise ProblemError(f"{where}: expected an integer from 1 to {MAX_BATCH}, got {shown(value)}")
     return int(value)
 
 
@@ -120,9 +135,9 @@ def _unique(names: Iterable[str], where: str) -> dict[str, int]:
     index: dict[str, int] = {}
     for k, name in enumerate(names):
         if not isinstance(name, str) or not name:
-            raise ProblemError(f"{where}[{k}].name: expected a non-empty string, got {name!r}")
+            raise ProblemError(f"{where}[{k}].name: expected a non-empty string, got {shown(name)}")
         if name in index:
-            raise ProblemError(f"{where}[{k}].name: duplicate name {name!r}; names must be unique")
+            raise ProblemError(f"{where}[{k}].name: duplicate name {shown(name)}; names must be unique")
         index[name] = k
     return index
 
@@ -189,7 +204,7 @@ class Problem:
         name: str = "problem",
     ) -> None:
         if not isinstance(name, str):
-            raise ProblemError(f"name: expected a string, got {name!r}")
+            raise ProblemError(f"name: expected a string, got {shown(name)}")
         self.name = name
         self.objective = self._check_objective(objective or Objective())
         self.system = self._check_system(system)
@@ -204,7 +219,7 @@ class Problem:
     def _check_objective(obj: Objective) -> Objective:
         if obj.kind not in ("latency", "throughput"):
             raise ProblemError(
-                f"objective.kind: expected 'latency' or 'throughput', got {obj.kind!r}"
+                f"objective.kind: expected 'latency' or 'throughput', got {shown(obj.kind)}"
             )
         if obj.kind == "latency":
             return Objective("latency", 1)
@@ -217,34 +232,34 @@ class Problem:
         self.device_index = _unique((d.name for d in devices), "devices")
         checked = []
         for k, d in enumerate(devices):
-            mem = _number(d.memory, f"devices[{k}].memory", allow_inf=True, positive=True)
+            mem = _number(d.memory, f"devices[{k}].memory", allow_inf=True, positive=True, unit=" bytes")
             sizes = d.batch_sizes
             if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable):
                 raise ProblemError(
-                    f"devices[{k}].batch_sizes: expected a list of positive integers, got {sizes!r}"
+                    f"devices[{k}].batch_sizes: expected a list of positive integers, got {shown(sizes)}"
                 )
             bs = tuple(sorted({_positive_int(b, f"devices[{k}].batch_sizes") for b in sizes}))
             if not bs:
                 raise ProblemError(f"devices[{k}].batch_sizes: expected at least one batch size")
             if d.node is not None and not isinstance(d.node, str):
-                raise ProblemError(f"devices[{k}].node: expected a string, got {d.node!r}")
+                raise ProblemError(f"devices[{k}].node: expected a string, got {shown(d.node)}")
             checked.append(Device(d.name, mem, bs, d.node))
         links, seen = [], set()
         for k, ln in enumerate(system.links):
             for end in ("a", "b"):
                 if getattr(ln, end) not in self.device_index:
                     raise ProblemError(
-                        f"links[{k}].{end}: unknown device {getattr(ln, end)!r}; "
+                        f"links[{k}].{end}: unknown device {shown(getattr(ln, end))}; "
                         f"expected one of {sorted(self.device_index)}"
                     )
             if ln.a == ln.b:
-                raise ProblemError(f"links[{k}]: a link joins two distinct devices, got {ln.a!r} twice")
-            bw = _number(ln.bandwidth, f"links[{k}].bandwidth", positive=True)
-            lt = _number(ln.latency, f"links[{k}].latency")
+                raise ProblemError(f"links[{k}]: a link joins two distinct devices, got {shown(ln.a)} twice")
+            bw = _number(ln.bandwidth, f"links[{k}].bandwidth", bounds=BANDWIDTH, unit=" bytes/s")
+            lt = _number(ln.latency, f"links[{k}].latency", bounds=(0.0, MAX_MS), unit=" ms")
             pairs = [(ln.a, ln.b)] if ln.directed else [(ln.a, ln.b), (ln.b, ln.a)]
             for pair in pairs:
                 if pair in seen:
-                    raise ProblemError(f"links[{k}]: duplicate link from {pair[0]!r} to {pair[1]!r}")
+                    raise ProblemError(f"links[{k}]: duplicate link from {shown(pair[0])} to {shown(pair[1])}")
                 seen.add(pair)
             links.append(Link(ln.a, ln.b, bw, lt, bool(ln.directed)))
         return System(tuple(checked), tuple(links))
@@ -259,26 +274,26 @@ class Problem:
             where = f"tasks[{k}]"
             if not isinstance(t.latency, Mapping):
                 raise ProblemError(
-                    f"{where}.latency: expected an object from device name to time, got {t.latency!r}"
+                    f"{where}.latency: expected an object from device name to time, got {shown(t.latency)}"
                 )
             lat: dict[str, dict[int, float]] = {}
             for dev, val in t.latency.items():
                 if dev not in self.device_index:
                     raise ProblemError(
-                        f"{where}.latency: unknown device {dev!r}; "
+                        f"{where}.latency: unknown device {shown(dev)}; "
                         f"expected one of {sorted(self.device_index)}"
                     )
                 if isinstance(val, Mapping):
                     lat[dev] = {
-                        _positive_int(b, f"{where}.latency.{dev} (batch size {b!r})"): _number(
-                            v, f"{where}.latency.{dev}.{b}"
+                        _positive_int(b, f"{where}.latency.{dev} (batch size {shown(b)})", text=True): _number(
+                            v, f"{where}.latency.{dev}.{b}", bounds=(0.0, MAX_MS), unit=" ms"
                         )
                         for b, v in val.items()
                     }
                 else:
-                    lat[dev] = {1: _number(val, f"{where}.latency.{dev}")}
+                    lat[dev] = {1: _number(val, f"{where}.latency.{dev}", bounds=(0.0, MAX_MS), unit=" ms")}
             sizes = [
-                _number(getattr(t, f), f"{where}.{f}")
+                _number(getattr(t, f), f"{where}.{f}", unit=" bytes")
                 for f in ("weight_bytes", "input_bytes", "output_bytes")
             ]
             checked.append(Task(t.name, lat, *sizes))
@@ -289,14 +304,14 @@ class Problem:
         for k, e in enumerate(edges):
             for end in ("src", "dst"):
                 if getattr(e, end) not in self.task_index:
-                    raise ProblemError(f"edges[{k}].{end}: unknown task {getattr(e, end)!r}")
+                    raise ProblemError(f"edges[{k}].{end}: unknown task {shown(getattr(e, end))}")
             if (e.src, e.dst) in seen:
-                raise ProblemError(f"edges[{k}]: duplicate edge {e.src!r} -> {e.dst!r}")
+                raise ProblemError(f"edges[{k}]: duplicate edge {shown(e.src)} -> {shown(e.dst)}")
             seen.add((e.src, e.dst))
             if e.bytes is None:
                 b = self.tasks[self.task_index[e.src]].output_bytes
             else:
-                b = _number(e.bytes, f"edges[{k}].bytes")
+                b = _number(e.bytes, f"edges[{k}].bytes", unit=" bytes")
             checked.append(Edge(e.src, e.dst, b))
         return tuple(checked)
 
@@ -325,19 +340,19 @@ class Problem:
         for i, t in enumerate(self.tasks):
             if not np.isfinite(self.lat[i]).any():
                 raise ProblemError(
-                    f"tasks[{i}].latency: no device can run task {t.name!r}; give a latency "
+                    f"tasks[{i}].latency: no device can run task {shown(t.name)}; give a latency "
                     "for a device at one of its batch_sizes"
                 )
             if L == 1:
                 if not self.can_run[i].any():
                     raise ProblemError(
-                        f"tasks[{i}]: no device can run task {t.name!r} on one input; it needs a "
+                        f"tasks[{i}]: no device can run task {shown(t.name)} on one input; it needs a "
                         f"latency at batch size 1 on a device with at least "
                         f"{self.weight[i] + self.act[i]:.0f} bytes of memory"
                     )
             elif not self._splittable(i):
                 raise ProblemError(
-                    f"tasks[{i}]: task {t.name!r} cannot process objective.batch={L} inputs: no "
+                    f"tasks[{i}]: task {shown(t.name)} cannot process objective.batch={L} inputs: no "
                     "choice of one supported batch size per device adds up to it"
                 )
 
@@ -547,7 +562,7 @@ class Problem:
         tasks = []
         for node, attrs in graph.nodes(data=True):
             if "latency" not in attrs:
-                raise ProblemError(f"tasks[{len(tasks)}].latency: node {node!r} has no 'latency' attribute")
+                raise ProblemError(f"tasks[{len(tasks)}].latency: node {shown(node)} has no 'latency' attribute")
             tasks.append(
                 Task(
                     str(node),
@@ -609,10 +624,10 @@ class Problem:
         elist = []
         for k, e in enumerate(edges):
             if len(e) not in (2, 3):
-                raise ProblemError(f"edges[{k}]: expected (i, j) or (i, j, cost), got {e!r}")
+                raise ProblemError(f"edges[{k}]: expected (i, j) or (i, j, cost), got {shown(e)}")
             i, j = (int(x) for x in e[:2])
             if not (0 <= i < n and 0 <= j < n):
-                raise ProblemError(f"edges[{k}]: task index out of range 0..{n - 1} in {e!r}")
+                raise ProblemError(f"edges[{k}]: task index out of range 0..{n - 1} in {shown(e)}")
             elist.append(Edge(names[i], names[j], e[2] if len(e) == 3 else 0.0))
         return cls(tasks, elist, system, objective, name)
 

@@ -28,7 +28,7 @@ CASES = [
     ("duplicate task", lambda d: d["tasks"].append(copy.deepcopy(d["tasks"][0])),
      "tasks[10].name: duplicate name 't1'"),
     ("duplicate device", lambda d: d["devices"].append({"name": "p2"}), "devices[3].name: duplicate name 'p2'"),
-    ("negative latency", lambda d: d["tasks"][1]["latency"].update(p1=-1), "tasks[1].latency.p1: expected a non-negative number, got -1"),
+    ("negative latency", lambda d: d["tasks"][1]["latency"].update(p1=-1), "tasks[1].latency.p1: expected a number from 0 to 1e+12 ms, got -1"),
     ("string latency", lambda d: d["tasks"][1]["latency"].update(p1="fast"), "tasks[1].latency.p1: expected a number, got 'fast'"),
     ("bool latency", lambda d: d["tasks"][1]["latency"].update(p1=True), "tasks[1].latency.p1: expected a number"),
     ("missing latency", lambda d: d["tasks"][4].pop("latency"), "tasks[4]: missing field 'latency'"),
@@ -41,12 +41,22 @@ CASES = [
     ("unknown field", lambda d: d["devices"][0].update(memroy=5), "devices[0]: unknown field 'memroy'"),
     ("bad objective", lambda d: d.update(objective={"kind": "energy"}), "objective.kind: expected 'latency' or 'throughput'"),
     ("throughput without batch", lambda d: d.update(objective={"kind": "throughput"}), "objective.batch: missing"),
-    ("zero bandwidth", lambda d: d["links"][0].update(bandwidth=0), "links[0].bandwidth: expected a positive number"),
+    ("zero bandwidth", lambda d: d["links"][0].update(bandwidth=0), "links[0].bandwidth: expected a number from 1 to 1e+18 bytes/s, got 0"),
     ("unsplittable batch", lambda d: d.update(objective={"kind": "throughput", "batch": 4}),
      "tasks[0]: task 't1' cannot process objective.batch=4"),
-    ("bad batch sizes", lambda d: d["devices"][0].update(batch_sizes=[0]), "devices[0].batch_sizes: expected a positive integer, got 0"),
-    ("negative bytes", lambda d: d["edges"][0].update(bytes=-5), "edges[0].bytes: expected a non-negative number"),
+    ("bad batch sizes", lambda d: d["devices"][0].update(batch_sizes=[0]), "devices[0].batch_sizes: expected an integer from 1 to 100000, got 0"),
+    ("negative bytes", lambda d: d["edges"][0].update(bytes=-5), "edges[0].bytes: expected a number from 0 to 1e+18 bytes, got -5"),
     ("duplicate edge", lambda d: d["edges"].append({"src": "t1", "dst": "t2"}), "edges[15]: duplicate edge 't1' -> 't2'"),
+    # Values past the stated ranges used to load and then crash exact, split and bound.
+    ("huge memory", lambda d: d["devices"][0].update(memory=1e308), "devices[0].memory: expected a number above 0 and up to 1e+18 bytes, got 1e+308"),
+    ("huge link latency", lambda d: d["links"][0].update(latency=1e308), "links[0].latency: expected a number from 0 to 1e+12 ms, got 1e+308"),
+    ("huge edge bytes", lambda d: d["edges"][0].update(bytes=1e308), "edges[0].bytes: expected a number from 0 to 1e+18 bytes, got 1e+308"),
+    ("tiny bandwidth", lambda d: d["links"][0].update(bandwidth=1e-300), "links[0].bandwidth: expected a number from 1 to 1e+18 bytes/s"),
+    ("huge batch", lambda d: d.update(objective={"kind": "throughput", "batch": 10**9}), "objective.batch: expected an integer from 1 to 100000, got 1000000000"),
+    # The format says numbers: a string is refused, except as a latency table's batch-size key.
+    ("string batch size", lambda d: d["devices"][0].update(batch_sizes=["5", 2]), "devices[0].batch_sizes: expected an integer from 1 to 100000, got '5'"),
+    ("string batch", lambda d: d.update(objective={"kind": "throughput", "batch": "5"}), "objective.batch: expected an integer from 1 to 100000, got '5'"),
+    ("huge name", lambda d: d["edges"].append({"src": "t1", "dst": "x" * 10**6}), "edges[15].dst: unknown task 'xxxxxxxxxxxx"),
 ]
 
 
