@@ -10,8 +10,10 @@ Examples
 []
 """
 
-from . import bounds, formulations, generators, heuristics, instances, split
-from .bounds import lower_bound
+from importlib import import_module
+from typing import Any
+
+from . import instances
 from .decoder import decode
 from .errors import HarnessError, InfeasibleError, MapschedError, OptionError, ProblemError, ScheduleError
 from .problem import Device, Edge, Link, Objective, Problem, System, Task
@@ -19,6 +21,21 @@ from .registry import methods
 from .schedule import Job, Result, Schedule
 from .solve import solve
 from .validate import Violation, validate
+
+# The solvers (OR-Tools, Pyomo, HiGHS, SciPy) take over a second to import: they load on first
+# use, so that reading, validating and ``mapsched --help`` start at once.
+_LAZY = {"bounds": "bounds", "formulations": "formulations", "generators": "generators",
+         "heuristics": "heuristics", "split": "split", "lower_bound": "bounds"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'mapsched' has no attribute {name!r}")
+    module = import_module(f".{_LAZY[name]}", __name__)
+    value = module if _LAZY[name] == name else getattr(module, name)
+    globals()[name] = value
+    return value
+
 
 __version__ = "0.1.0"
 

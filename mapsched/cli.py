@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import threading
@@ -15,21 +16,61 @@ import time
 from collections.abc import Sequence
 from typing import IO, Any, NoReturn
 
-from . import instances, registry
-from .bounds import lower_bound
-from .errors import MapschedError, OptionError
+from . import instances, interrupt, registry
+from .errors import InfeasibleError, MapschedError, OptionError
+from .files import check_output
 from .problem import Problem
 from .schedule import Schedule
 from .solve import DEFAULT_METHOD, solve
-from .split import full_bound
 from .validate import validate
 
 BUILTIN = "builtin:"
 
 
+def _process_age() -> float:
+    """Seconds since this process started (Linux; 0 elsewhere), so that a command's time
+    limit counts the interpreter's start-up and the imports too."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            started = int(fh.read().rsplit(")", 1)[1].split()[19])  # field 22, clock ticks after boot
+        with open("/proc/uptime", encoding="ascii") as fh:
+            uptime = float(fh.read().split()[0])
+        return max(0.0, uptime - started / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+STARTED = time.perf_counter() - _process_age()
+"""When this process started, on the ``time.perf_counter`` clock."""
+
+
+def _count(low: int) -> Any:
+    """An argparse type: an integer of at least ``low``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer of at least {low}, got {text!r}")
+        return value
+    return parse
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, not argparse's usage block
-        raise OptionError(message)
+        raise OptionError(message.removeprefix("argument "))
 
 
 def load_problem(ref: str) -> Problem:
@@ -143,11 +184,36 @@ class ProgressBar:
 
 
 # ---------------------------------------------------------------- commands
+def _left(time_limit: float | None, problem: Problem) -> float | None:
+    """What is left of the command's time limit for the solve: less the start-up so far and
+    the time that writing the schedule will take (measured: about 10 µs a job)."""
+    if time_limit is None:
+        return None
+    writing = 0.05 + 2e-5 * problem.n * problem.L
+    return max(0.01, time_limit - (time.perf_counter() - STARTED) - writing)
+
+
 def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    if args.output:
+        check_output(args.output, [args.problem])
     problem = load_problem(args.problem)
-    with ProgressBar(args.method or "solve", args.time_limit) as bar:
-        result = solve(problem, args.method, args.time_limit, args.seed, threads=args.threads,
-                       log=args.log, callback=bar, **_method_options(extra))
+    options = _method_options(extra)
+    with ProgressBar(args.method or "solve", args.time_limit) as bar, interrupt.graceful():
+        try:
+            result = solve(problem, args.method, _left(args.time_limit, problem), args.seed, threads=args.threads,
+                           log=args.log, callback=bar, **options)
+        except InfeasibleError:
+            if not interrupt.requested():
+                raise
+            print("mapsched: interrupted before a schedule was found; nothing written", file=sys.stderr)
+            return 130
+        stopped = interrupt.requested()
+    if stopped:
+        result.status, result.interrupted = "feasible", True
+        if validate(problem, result):  # never write a broken schedule, however a method was stopped
+            print("mapsched: interrupted, and the schedule in hand is not valid; nothing written",
+                  file=sys.stderr)
+            return 130
     if args.output:
         result.write(args.output)
         print(_summary(result))
@@ -156,6 +222,10 @@ def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
         print(_summary(result), file=sys.stderr)
     if args.log and result.log:
         print(result.log, file=sys.stderr)
+    if stopped:
+        where = args.output or "standard output"
+        print(f"mapsched: interrupted; wrote the best schedule found so far to {where}", file=sys.stderr)
+        return 130
     return 0
 
 
@@ -172,11 +242,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_bound(args: argparse.Namespace) -> int:
-    for flag, value in (("--time-limit", args.time_limit), ("--window-time", args.window_time)):
-        if not value > 0:
-            raise OptionError(f"{flag}: expected a positive number of seconds, got {value!r}")
+    from .bounds import lower_bound
+    from .split import full_bound
+
     p = load_problem(args.problem)
-    b = lower_bound(p) if args.fast else full_bound(p, args.time_limit, args.window_time)
+    if args.fast:
+        b = lower_bound(p)
+    else:
+        # The limit is the command's: start-up and reading count, and printing takes no time.
+        b = full_bound(p, max(0.01, args.time_limit - (time.perf_counter() - STARTED)), args.window_time)
     if args.json:
         print(json.dumps({"lower_bound": b.value, "rule": b.rule}))
     else:
@@ -198,14 +272,17 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from .plot import gantt
+    from .plot import check_format, gantt
 
+    check_output(args.output, [args.schedule, args.problem])
+    check_format(args.output)
     gantt(load_problem(args.problem), Schedule.read(args.schedule), args.output)
     print(f"wrote {args.output}")
     return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    check_output(args.output)
     problem = instances.load(args.instance)
     print(f"{problem!r}")
     results = [solve(problem, m.name, args.time_limit, args.seed)
@@ -236,14 +313,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from . import bench
 
-    if not os.path.exists(args.suites):
-        raise OptionError(f"--suites: no file {args.suites!r}; run from a checkout or give the path")
-    spec = importlib.util.spec_from_file_location("mapsched_suites", args.suites)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if args.suite not in module.SUITES:
-        raise OptionError(f"suite: unknown suite {args.suite!r}; expected one of {sorted(module.SUITES)}")
-    suite = module.SUITES[args.suite]
+    if args.suites is None:
+        from .suites import SUITES
+    else:  # a user's file of suites is Python code, run as such: only when named
+        if not os.path.isfile(args.suites):
+            raise OptionError(f"--suites: no file {args.suites!r}; give the path of a Python file defining SUITES")
+        spec = importlib.util.spec_from_file_location("mapsched_suites", args.suites)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        SUITES = getattr(module, "SUITES", None)
+        if not isinstance(SUITES, dict):
+            raise OptionError(f"--suites: {args.suites!r} defines no SUITES dictionary")
+    if args.suite not in SUITES:
+        raise OptionError(f"suite: unknown suite {args.suite!r}; expected one of {sorted(SUITES)}")
+    suite = SUITES[args.suite]
     known = registry.methods()
     objective = suite.cases[0].build().objective.kind
     methods = tuple(m for m in suite.methods
@@ -271,6 +354,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from . import generators
     from .problem import Objective
 
+    check_output(args.output)
     objective = Objective("throughput", args.batch) if args.batch > 1 else Objective()
     if args.kind == "random-dag":
         p = generators.random_dag(args.tasks, args.devices, args.seed, objective=objective)
@@ -330,6 +414,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
     from .problem import Objective
 
+    check_output(args.output)
     model, shape = _model(args.model, args.input_shape)
     devices = args.devices.split(",") if args.devices else harness.available()
     objective = Objective("throughput", args.batch) if args.batch > 1 else Objective()
@@ -346,6 +431,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     harness = _harness()
     import torch
 
+    if args.output:
+        check_output(args.output, [args.problem, args.schedule])
     if args.threads:
         torch.set_num_threads(args.threads)
     problem = load_problem(args.problem)
@@ -380,9 +467,9 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="Method options follow as --name value; see 'mapsched methods'.")
     s.add_argument("problem", help=prob_help)
     s.add_argument("--method", "-m", default=DEFAULT_METHOD, help="default: heft (bheft for throughput)")
-    s.add_argument("--time-limit", type=float, default=None, help="seconds")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--threads", type=int, default=None)
+    s.add_argument("--time-limit", type=_seconds, default=None, help="seconds, start-up included")
+    s.add_argument("--seed", type=_count(0), default=0)
+    s.add_argument("--threads", type=_count(0), default=None, help="solver threads (0: every core)")
     s.add_argument("--log", action="store_true", help="print the solver's log to stderr")
     s.add_argument("-o", "--output", help="schedule file to write (default: print it)")
 
@@ -394,9 +481,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("problem", help=prob_help)
     b.add_argument("--json", action="store_true")
     b.add_argument("--fast", action="store_true", help="only the quick bounds: critical path, total work, load LP")
-    b.add_argument("--time-limit", type=float, default=60.0,
+    b.add_argument("--time-limit", type=_seconds, default=60.0,
                    help="seconds for the relaxation, module-chain and window bounds")
-    b.add_argument("--window-time", type=float, default=1.0,
+    b.add_argument("--window-time", type=_seconds, default=1.0,
                    help="seconds per window solve (5 raises the bound a little on large stacks, given time)")
 
     sub.add_parser("methods", help="list the methods and their options")
@@ -409,25 +496,25 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="write a seeded synthetic problem (mapsched.problem/1)")
     g.add_argument("kind", choices=("stack", "random-dag", "vgg", "resnet", "inception", "transformer", "gpt3"))
     g.add_argument("-o", "--output", required=True)
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--batch", type=int, default=1, help="inputs L; above 1 the objective is throughput")
-    g.add_argument("--modules", type=int, default=1, help="stack: modules")
-    g.add_argument("--nodes", type=int, default=10, help="stack: nodes per module (N)")
-    g.add_argument("--channels", type=int, default=1, help="stack: edges between consecutive modules")
+    g.add_argument("--seed", type=_count(0), default=0)
+    g.add_argument("--batch", type=_count(1), default=1, help="inputs L; above 1 the objective is throughput")
+    g.add_argument("--modules", type=_count(1), default=1, help="stack: modules")
+    g.add_argument("--nodes", type=_count(1), default=10, help="stack: nodes per module (N)")
+    g.add_argument("--channels", type=_count(1), default=1, help="stack: edges between consecutive modules")
     g.add_argument("--variant", choices=("sdep", "wdep"), default="sdep", help="stack: channel wiring")
     g.add_argument("--graph", choices=("er", "ws", "ba"), default="er", help="stack: random graph model")
     g.add_argument("--system", default="cpu-t4-a100", help="system preset (gpt3: multi-node unless given)")
-    g.add_argument("--layers", type=int, default=12, help="gpt3: decoder layers")
-    g.add_argument("--tasks", type=int, default=1000, help="random-dag: tasks")
-    g.add_argument("--devices", type=int, default=4, help="random-dag: devices")
+    g.add_argument("--layers", type=_count(1), default=12, help="gpt3: decoder layers")
+    g.add_argument("--tasks", type=_count(1), default=1000, help="random-dag: tasks")
+    g.add_argument("--devices", type=_count(1), default=4, help="random-dag: devices")
 
     bn = sub.add_parser("bench", help="run a benchmark suite (resumable) and print its tables")
     bn.add_argument("suite")
-    bn.add_argument("--suites", default=os.path.join("benchmarks", "suites.py"), help="file defining SUITES")
+    bn.add_argument("--suites", help="a Python file defining SUITES, run as code (default: the built-in suites)")
     bn.add_argument("-o", "--output", help="JSON Lines results (default SUITE.jsonl); rows there are kept")
-    bn.add_argument("--workers", type=int, default=1, help="runs at once (0: one per core)")
-    bn.add_argument("--threads", type=int, default=0, help="solver threads per run (0: the cores shared out)")
-    bn.add_argument("--time-limit", type=float, default=None, help="override the suite's per-method limit")
+    bn.add_argument("--workers", type=_count(0), default=1, help="runs at once (0: one per core)")
+    bn.add_argument("--threads", type=_count(0), default=0, help="solver threads per run (0: the cores shared out)")
+    bn.add_argument("--time-limit", type=_seconds, default=None, help="override the suite's per-method limit")
 
     model_help = "MODULE:FACTORY building an nn.Module, e.g. mapsched.harness.models:resnet"
     shape_help = "input shape with a batch of 1 first, e.g. 1,3,224,224 (default: the model's input_shape)"
@@ -436,10 +523,10 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--input-shape", help=shape_help)
     pr.add_argument("--devices", help="comma-separated: cpu, cuda:I, or emulated cpu:K (default: all present)")
     pr.add_argument("--batch-sizes", default="1", help="comma-separated batch sizes to time (default 1)")
-    pr.add_argument("--batch", type=int, default=1, help="inputs L; above 1 the objective is throughput")
+    pr.add_argument("--batch", type=_count(1), default=1, help="inputs L; above 1 the objective is throughput")
     pr.add_argument("--no-cluster", action="store_true", help="one task per op (no conv-BN-ReLU fusion)")
-    pr.add_argument("--warmup", type=int, default=2)
-    pr.add_argument("--repeats", type=int, default=5, help="timed runs per measurement (median kept)")
+    pr.add_argument("--warmup", type=_count(0), default=2)
+    pr.add_argument("--repeats", type=_count(1), default=5, help="timed runs per measurement (median kept)")
     pr.add_argument("-o", "--output", required=True)
 
     rn = sub.add_parser("run", help="execute a schedule of a profiled model for real (needs torch)")
@@ -448,16 +535,16 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("schedule")
     rn.add_argument("--input-shape", help=shape_help)
     rn.add_argument("--no-cluster", action="store_true", help="as given to 'mapsched profile'")
-    rn.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    rn.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
-    rn.add_argument("--warmup", type=int, default=1)
-    rn.add_argument("--repeats", type=int, default=3, help="timed runs (the median is reported)")
+    rn.add_argument("--seed", type=_count(0), default=0, help="seed of the random inputs")
+    rn.add_argument("--threads", type=_count(1), default=None, help="torch intra-op threads")
+    rn.add_argument("--warmup", type=_count(0), default=1)
+    rn.add_argument("--repeats", type=_count(1), default=3, help="timed runs (the median is reported)")
     rn.add_argument("-o", "--output", help="write the measured jobs as a schedule file")
 
     d = sub.add_parser("demo", help="run every method on a built-in instance")
     d.add_argument("--instance", default=instances.DEFAULT, choices=instances.names())
-    d.add_argument("--time-limit", type=float, default=5.0, help="seconds per method")
-    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--time-limit", type=_seconds, default=5.0, help="seconds per method")
+    d.add_argument("--seed", type=_count(0), default=0)
     d.add_argument("-o", "--output", default="mapsched-demo-gantt.png")
     return ap
 

@@ -93,6 +93,7 @@ def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_lim
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit
     solver.parameters.num_workers = 1  # assumptions cores need a single worker
+    solver.parameters.catch_sigint_signal = False  # mapsched.interrupt decides what an interrupt does
     status = solver.solve(model)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         counts = np.zeros((p.n, p.m), dtype=np.int64)

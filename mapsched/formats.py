@@ -29,7 +29,7 @@ _TASK_KEYS = {"name", "latency", "weight_bytes", "input_bytes", "output_bytes"}
 _EDGE_KEYS = {"src", "dst", "bytes"}
 _SCHEDULE_KEYS = {
     "format", "problem", "method", "status", "makespan", "throughput",
-    "lower_bound", "solve_seconds", "jobs",
+    "lower_bound", "solve_seconds", "interrupted", "jobs",
 }
 _JOB_KEYS = {"task", "device", "start", "end", "inputs"}
 
@@ -180,6 +180,9 @@ def schedule_from_dict(data: Any) -> Schedule:
             Job(j["task"], j["device"], _num(j["start"], f"jobs[{k}].start"),
                 _num(j["end"], f"jobs[{k}].end"), tuple(inputs))
         )
+    interrupted = data.get("interrupted", False)
+    if not isinstance(interrupted, bool):
+        raise err(f"interrupted: expected true or false, got {shown(interrupted)}")
     for key in ("problem", "method"):
         if not isinstance(data.get(key, ""), str):
             raise err(f"{key}: expected a string, got {shown(data[key])}")
@@ -192,11 +195,13 @@ def schedule_from_dict(data: Any) -> Schedule:
         status=status,
         method=data.get("method", ""),
         solve_seconds=_num(data.get("solve_seconds", 0.0), "solve_seconds"),
+        interrupted=interrupted,
     )
 
 
 def schedule_to_dict(s: Schedule) -> dict[str, Any]:
-    return {
+    """Serialise a schedule; ``interrupted`` is written only when true, as version 1 readers expect."""
+    out = {
         "format": SCHEDULE_FORMAT,
         "problem": s.problem,
         "method": s.method,
@@ -210,6 +215,9 @@ def schedule_to_dict(s: Schedule) -> dict[str, Any]:
             for j in s.jobs
         ],
     }
+    if s.interrupted:
+        out["interrupted"] = True
+    return out
 
 
 # --------------------------------------------------------------------- files

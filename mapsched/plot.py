@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import io
+import os
 from typing import Any
 
-from .errors import MapschedError
+import numpy as np
+
+from .errors import MapschedError, OptionError
+from .files import write_file
 from .problem import Problem
 from .schedule import Schedule
 
-__all__ = ["gantt"]
+__all__ = ["check_format", "gantt"]
 
 _MAX_ARROWS = 400  # beyond this, communication arrows hide the jobs
+MAX_JOBS = 2000
+"""Beyond this many jobs a chart shows each device's busy time, not each job: a bar per job
+costs about a millisecond to draw, and at that density no label or arrow can be read."""
+_PIXELS = 2000  # busy periods closer than makespan / _PIXELS are drawn as one
 
 
-def gantt(problem: Problem, schedule: Schedule, path: str | None = None, title: str | None = None) -> Any:
-    """Draw one row per device, each job labelled with its task (and inputs when
-    batched), arrows for data moved between devices, and the makespan and lower
-    bound as vertical lines. Saves to ``path`` if given; returns the figure.
-    """
+def _pyplot() -> Any:
     try:
         import matplotlib
 
@@ -25,12 +30,71 @@ def gantt(problem: Problem, schedule: Schedule, path: str | None = None, title: 
         import matplotlib.pyplot as plt
     except ImportError:
         raise MapschedError("plot: matplotlib is not installed; pip install 'mapsched[plot]'") from None
+    return plt
 
+
+def check_format(path: str, flag: str = "-o") -> str:
+    """The image format that ``path``'s extension names; an :class:`OptionError` if matplotlib
+    cannot write it.
+
+    Examples
+    --------
+    >>> check_format("gantt.svg")
+    'svg'
+    """
+    plt = _pyplot()
+    ext = os.path.splitext(path)[1][1:].lower()
+    formats = plt.figure().canvas.get_supported_filetypes()
+    plt.close("all")
+    if ext not in formats:
+        raise OptionError(f"{flag}: unknown image format {ext or '(no extension)'!r} in {path!r}; "
+                          f"expected one of {', '.join(sorted(formats))}")
+    return ext
+
+
+def _busy(starts: np.ndarray, ends: np.ndarray, resolution: float) -> list[tuple[float, float]]:
+    """Merge intervals (sorted by start) whose gaps are under ``resolution``; (start, width) pairs."""
+    if not len(starts):
+        return []
+    reach = np.maximum.accumulate(ends)
+    breaks = np.flatnonzero(starts[1:] > reach[:-1] + resolution) + 1
+    first = np.concatenate(([0], breaks))
+    last = np.concatenate((breaks - 1, [len(starts) - 1]))
+    return [(float(starts[a]), float(reach[b] - starts[a])) for a, b in zip(first, last)]
+
+
+def _summary(ax: Any, problem: Problem, schedule: Schedule, rows: dict[str, int], cmap: Any) -> None:
+    """One bar per busy period of each device, and its busy share of the makespan."""
+    span = max(schedule.makespan, 1e-12)
+    for dev, y in rows.items():
+        jobs = [j for j in schedule.jobs if j.device == dev]
+        if not jobs:
+            continue
+        t = np.array(sorted((j.start, j.end) for j in jobs))
+        ax.broken_barh(_busy(t[:, 0], t[:, 1], span / _PIXELS), (y - 0.3, 0.6), color=cmap(y % 20), lw=0)
+        busy = sum(j.end - j.start for j in jobs)
+        ax.text(span, y, f" {len(jobs)} jobs, busy {100 * busy / span:.0f}%", va="center", fontsize=7)
+
+
+def gantt(problem: Problem, schedule: Schedule, path: str | None = None, title: str | None = None) -> Any:
+    """Draw one row per device, each job labelled with its task (and inputs when
+    batched), arrows for data moved between devices, and the makespan and lower
+    bound as vertical lines. Past :data:`MAX_JOBS` jobs, each device's busy periods
+    are drawn instead, with its job count and busy share. Saves to ``path`` if given
+    (as :mod:`mapsched.files` writes; the extension names the format); returns the figure.
+
+    O(J log J) for J jobs, plus drawing: a second or two for :data:`MAX_JOBS` jobs.
+    """
+    plt = _pyplot()
+    fmt = check_format(path) if path is not None else None
     rows = {d: k for k, d in enumerate(problem.device_names)}
     fig, ax = plt.subplots(figsize=(10, 1.2 + 0.6 * problem.m))
     cmap = plt.get_cmap("tab20")
     holder = {}
-    for j in schedule.jobs:
+    summarised = len(schedule.jobs) > MAX_JOBS
+    if summarised:
+        _summary(ax, problem, schedule, rows, cmap)
+    for j in [] if summarised else schedule.jobs:
         y = rows.get(j.device)
         if y is None:
             continue
@@ -42,7 +106,7 @@ def gantt(problem: Problem, schedule: Schedule, path: str | None = None, title: 
         for lo in j.inputs:
             holder[(j.task, lo)] = j
     arrows = 0
-    for e in problem.edges:
+    for e in [] if summarised else problem.edges:
         for lo in range(problem.L):
             a, b = holder.get((e.src, lo)), holder.get((e.dst, lo))
             if a is None or b is None or a.device == b.device or arrows >= _MAX_ARROWS:
@@ -57,10 +121,13 @@ def gantt(problem: Problem, schedule: Schedule, path: str | None = None, title: 
     ax.set_yticks(range(problem.m), problem.device_names)
     ax.invert_yaxis()
     ax.set_xlabel("time (ms)")
-    ax.set_title(title or f"{schedule.problem}: {schedule.method or 'schedule'} ({schedule.status})")
+    what = f", busy periods of {len(schedule.jobs)} jobs" if summarised else ""
+    ax.set_title(title or f"{schedule.problem}: {schedule.method or 'schedule'} ({schedule.status}){what}")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     if path is not None:
-        fig.savefig(path, dpi=120)
+        image = io.BytesIO()
+        fig.savefig(image, format=fmt, dpi=120)
         plt.close(fig)
+        write_file(path, image.getvalue())
     return fig

@@ -103,8 +103,14 @@ def register(
     return wrap
 
 
+def _load() -> None:
+    """Import the method modules, which register themselves: on first use, not at start-up."""
+    from . import formulations, heuristics, split  # noqa: F401
+
+
 def get(name: str) -> Method:
     """The method registered under ``name``; an :class:`OptionError` names the known ones."""
+    _load()
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -113,8 +119,10 @@ def get(name: str) -> Method:
 
 def methods() -> dict[str, str]:
     """Registered method names with a one-line description each."""
+    _load()
     return {name: m.description for name, m in sorted(_REGISTRY.items())}
 
 
 def all_methods() -> list[Method]:
+    _load()
     return [m for _, m in sorted(_REGISTRY.items())]

@@ -43,6 +43,9 @@ class Schedule:
         ``optimal`` only when optimality was proved.
     method, solve_seconds, log
         Which method produced it, its wall time, and the solver's log if kept.
+    interrupted : bool
+        The solve was stopped by a signal (see :mod:`mapsched.interrupt`) before its end;
+        the schedule is the best found until then.
     history : list of (seconds, makespan)
         The incumbent over time, as reported by search methods.
     """
@@ -55,6 +58,7 @@ class Schedule:
     status: str = "feasible"
     method: str = ""
     solve_seconds: float = 0.0
+    interrupted: bool = False
     log: str = field(default="", repr=False)
     history: list[tuple[float, float]] = field(default_factory=list, repr=False)
 

@@ -11,8 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from . import registry
-from .bounds import lower_bound
+from . import interrupt, registry
 from .errors import OptionError
 from .problem import Problem
 from .schedule import Schedule
@@ -59,12 +58,14 @@ class SolveContext:
         return time.perf_counter() - self.started
 
     def remaining(self) -> float:
-        """Seconds left before the time limit (``inf`` without one)."""
+        """Seconds left before the time limit (``inf`` without one; 0 once interrupted)."""
+        if interrupt.requested():
+            return 0.0
         return math.inf if self.time_limit is None else max(0.0, self.time_limit - self.elapsed())
 
     def remaining_or_none(self) -> float | None:
-        """Seconds left, or None without a time limit (for solvers' own limits)."""
-        return None if self.time_limit is None else self.remaining()
+        """Seconds left, or None without a time limit (for solvers' own limits); 0 once interrupted."""
+        return None if self.time_limit is None and not interrupt.requested() else self.remaining()
 
     def expired(self) -> bool:
         return self.remaining() <= 0.0
@@ -138,6 +139,11 @@ def solve(
     if threads is not None and threads < 0:
         raise OptionError(f"--threads: expected a positive number of threads (0 for every core), got {threads!r}")
     opts = m.parse_options(options)
+    from .bounds import lower_bound  # SciPy's LP: loaded on first solve, not at start-up
+
+    if not (seed is None or isinstance(seed, np.random.Generator)
+            or (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0)):
+        raise OptionError(f"--seed: expected a non-negative integer, got {seed!r}")
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     bound = lower_bound(problem).value
     ctx = SolveContext(time_limit, rng, threads or os.cpu_count() or 1, callback, log, bound)

@@ -37,7 +37,7 @@ def test_solve_prints_json_without_output(capsys):
     (["solve", "builtin:topcuoglu2002", "-m", "split", "--module-time-limit", "-1"],
      "--module-time-limit: method 'split' expects a positive number"),
     (["solve", "builtin:topcuoglu2002", "--samples"], "expected a value"),
-    (["solve", "builtin:topcuoglu2002", "-m", "exact", "--threads", "-3"], "--threads: expected a positive number"),
+    (["solve", "builtin:topcuoglu2002", "-m", "exact", "--threads", "-3"], "--threads: expected an integer of at least 0"),
     (["solve", "builtin:nope"], "unknown built-in instance"),
     (["frobnicate"], "invalid choice"),
     (["bound"], "required"),

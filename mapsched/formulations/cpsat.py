@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from ortools.sat.python import cp_model
 
+from .. import interrupt
 from ..problem import Problem
 from ..schedule import Schedule
 from .common import Plugin, apply_plugins, device_load_cuts, device_windows, edge_comm, time_windows
@@ -260,7 +261,9 @@ def run_cpsat(model: Any, time_limit: float | None, threads: int, seed: int, log
         prm.log_search_progress = True
         prm.log_to_stdout = False
         solver.log_callback = lines.append
-    status = solver.solve(model.model, _Callback(model, on_solution) if on_solution is not None else None)
+    prm.catch_sigint_signal = False  # mapsched.interrupt stops the search, and the caller goes on from there
+    with interrupt.on_stop(solver.stop_search):
+        status = solver.solve(model.model, _Callback(model, on_solution) if on_solution is not None else None)
     return solver, status, "\n".join(lines)
 
 

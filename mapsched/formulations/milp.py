@@ -36,6 +36,7 @@ Big-M values
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import tempfile
@@ -45,6 +46,7 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
+from .. import interrupt
 from ..closure import Closure
 from ..problem import Problem
 from ..schedule import Schedule
@@ -216,6 +218,16 @@ def set_start(model: pyo.ConcreteModel, problem: Problem, schedule: Schedule) ->
     model.C.set_value(schedule.makespan)
 
 
+class _QuietInterrupt(logging.Filter):
+    """appsi warns of HiGHS's 'interrupt' status as unknown; mapsched.interrupt asked for it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "kInterrupt" not in record.getMessage()
+
+
+logging.getLogger("pyomo.contrib.appsi.solvers.highs").addFilter(_QuietInterrupt())
+
+
 def run_highs(model: pyo.ConcreteModel, time_limit: float | None, threads: int, warmstart: bool,
               log: bool, detect_symmetry: bool = True) -> tuple[Any, str, bool]:
     """Solve a Pyomo model with HiGHS through appsi, without loading the solution.
@@ -247,7 +259,9 @@ def run_highs(model: pyo.ConcreteModel, time_limit: float | None, threads: int, 
         os.close(fd)
         opt.config.logfile = logfile
     try:
-        res = opt.solve(model)
+        opt.set_instance(model)  # makes its HiGHS object now, so that an interrupt can cancel the solve
+        with interrupt.on_stop(lambda: opt._solver_model.cancelSolve()):
+            res = opt.solve(model)
     finally:
         text = ""
         if logfile:

@@ -1,4 +1,4 @@
-"""Benchmark suites for ``mapsched bench SUITE`` (this file is read by default).
+"""The built-in benchmark suites of ``mapsched bench SUITE`` (``--suites FILE`` reads others).
 
 Each suite lists its instances as generator recipes, the methods to compare and the
 time limit each method gets per instance (``BOUND`` computes the full lower bound, the
@@ -6,9 +6,9 @@ seed paper's LBound column, in that time). Methods that are not registered (or d
 handle the suite's objective) are left out, so suites grow as methods land.
 """
 
-from mapsched import Objective
-from mapsched.bench import BOUND, Case, Suite
-from mapsched.generators import random_wired, stack
+from .bench import BOUND, Case, Suite
+from .generators import random_wired, stack
+from .problem import Objective
 
 LATENCY_METHODS = ("single-best", "met", "greedy", "heft", "ea", "sa", "exact", "split", BOUND)
 THROUGHPUT_METHODS = ("single-best", "bmet", "bgreedy", "bheft", "ea", "sa", "exact", "split", BOUND)

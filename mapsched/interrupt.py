@@ -1,0 +1,101 @@
+"""Stopping a solve early, on SIGINT or SIGTERM, with its best schedule so far.
+
+An interrupt is a time limit that falls now: :class:`~mapsched.solve.SolveContext`
+reports no time left once one is requested, so every method ends as it does at its
+time limit and returns its best schedule. Native solvers that run without looking
+at Python (CP-SAT, HiGHS) register a stop function with :func:`on_stop` while they
+run, and :func:`request` calls it.
+
+Within :func:`graceful`, the first SIGINT or SIGTERM requests the stop; a second
+one ends the process at once with status 130. The signals arrive through
+:func:`signal.set_wakeup_fd` on a watcher thread, because Python runs signal
+handlers only between bytecodes, and a native solve holds the main thread for as
+long as it runs.
+
+Examples
+--------
+>>> import mapsched
+>>> from mapsched import interrupt
+>>> p = mapsched.instances.load("topcuoglu2002")
+>>> with interrupt.graceful():
+...     interrupt.request()  # as a Ctrl-C would
+...     r = mapsched.solve(p, "sa", time_limit=60)
+>>> interrupt.requested(), r.solve_seconds < 60, mapsched.validate(p, r)
+(True, True, [])
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+__all__ = ["graceful", "on_stop", "request", "requested"]
+
+_requested = threading.Event()
+_hooks: list[Callable[[], object]] = []
+_lock = threading.Lock()
+
+
+def requested() -> bool:
+    """Whether a stop was requested since the last :func:`graceful` began."""
+    return _requested.is_set()
+
+
+def request() -> None:
+    """Ask the running solve to stop and return its best schedule."""
+    _requested.set()
+    with _lock:
+        hooks = list(_hooks)
+    for stop in hooks:
+        stop()
+
+
+@contextmanager
+def on_stop(stop: Callable[[], object]) -> Iterator[None]:
+    """Call ``stop()`` (thread-safe, e.g. ``CpSolver.stop_search``) if a stop is requested
+    while the block runs, or at once if one already was."""
+    with _lock:
+        _hooks.append(stop)
+    try:
+        if _requested.is_set():
+            stop()
+        yield
+    finally:
+        with _lock:
+            _hooks.remove(stop)
+
+
+@contextmanager
+def graceful(prog: str = "mapsched") -> Iterator[None]:
+    """Within the block, the first SIGINT or SIGTERM calls :func:`request`; a second one
+    prints one line and exits with status 130. Only from the main thread."""
+    _requested.clear()
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, lambda *_: None) for s in signals}  # the watcher does the work
+    previous_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+
+    def watch() -> None:
+        while os.read(read, 1):  # one byte per signal; b"" once the pipe is closed
+            if _requested.is_set():
+                sys.stderr.write(f"{prog}: interrupted twice; stopped at once, nothing written\n")
+                sys.stderr.flush()
+                os._exit(130)
+            request()
+
+    watcher = threading.Thread(target=watch, daemon=True, name="mapsched-interrupt")
+    watcher.start()
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(previous_fd)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        os.close(write)
+        watcher.join()
+        os.close(read)
