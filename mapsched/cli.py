@@ -41,7 +41,8 @@ def _process_age() -> float:
 
 
 STARTED = time.perf_counter() - _process_age()
-"""When this process started, on the ``time.perf_counter`` clock."""
+"""When this process started, on the ``time.perf_counter`` clock: a command run from the shell
+owns the process, and its time limit counts from there."""
 
 
 def _count(low: int) -> Any:
@@ -184,13 +185,13 @@ class ProgressBar:
 
 
 # ---------------------------------------------------------------- commands
-def _left(time_limit: float | None, problem: Problem) -> float | None:
-    """What is left of the command's time limit for the solve: less the start-up so far and
-    the time that writing the schedule will take (measured: about 10 µs a job)."""
-    if time_limit is None:
+def _left(args: argparse.Namespace, problem: Problem) -> float | None:
+    """What is left of the command's time limit for the solve: less the time since it started
+    and the time that writing the schedule will take (measured: about 10 µs a job)."""
+    if args.time_limit is None:
         return None
     writing = 0.05 + 2e-5 * problem.n * problem.L
-    return max(0.01, time_limit - (time.perf_counter() - STARTED) - writing)
+    return max(0.01, args.time_limit - (time.perf_counter() - args.started) - writing)
 
 
 def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
@@ -200,7 +201,7 @@ def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
     options = _method_options(extra)
     with ProgressBar(args.method or "solve", args.time_limit) as bar, interrupt.graceful():
         try:
-            result = solve(problem, args.method, _left(args.time_limit, problem), args.seed, threads=args.threads,
+            result = solve(problem, args.method, _left(args, problem), args.seed, threads=args.threads,
                            log=args.log, callback=bar, **options)
         except InfeasibleError:
             if not interrupt.requested():
@@ -250,7 +251,7 @@ def cmd_bound(args: argparse.Namespace) -> int:
         b = lower_bound(p)
     else:
         # The limit is the command's: start-up and reading count, and printing takes no time.
-        b = full_bound(p, max(0.01, args.time_limit - (time.perf_counter() - STARTED)), args.window_time)
+        b = full_bound(p, max(0.01, args.time_limit - (time.perf_counter() - args.started)), args.window_time)
     if args.json:
         print(json.dumps({"lower_bound": b.value, "rule": b.rule}))
     else:
@@ -550,9 +551,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run a command: from the shell (``argv`` None) its time limit counts from the process's
+    start; called from Python with ``argv``, from this call."""
+    started = STARTED if argv is None else time.perf_counter()
     parser = build_parser()
     try:
         args, extra = parser.parse_known_args(argv)
+        args.started = started
         if args.command == "solve":
             return cmd_solve(args, extra)
         if extra:
