@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import import_module
 from typing import Any
 
 from .errors import OptionError
@@ -103,14 +104,18 @@ def register(
     return wrap
 
 
-def _load() -> None:
-    """Import the method modules, which register themselves: on first use, not at start-up."""
-    from . import formulations, heuristics, split  # noqa: F401
+def _load(name: str | None = None) -> None:
+    """Import the method packages, which register their methods, on first use rather than at
+    start-up; the heuristics first, so that ``heft`` loads no MILP or CP-SAT solver."""
+    for package in ("heuristics", "split", "formulations"):
+        if name in _REGISTRY:
+            return
+        import_module(f"mapsched.{package}")
 
 
 def get(name: str) -> Method:
     """The method registered under ``name``; an :class:`OptionError` names the known ones."""
-    _load()
+    _load(name)
     try:
         return _REGISTRY[name]
     except KeyError:

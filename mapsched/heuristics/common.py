@@ -17,7 +17,6 @@ from itertools import product
 import numpy as np
 
 from ..decoder import Builder, Decoder, owner_counts, split_masks
-from ..feasibility import feasible_counts
 from ..problem import Problem
 from ..schedule import Schedule
 from ..splits import batch_options, owner_from_counts
@@ -147,6 +146,8 @@ def _repair(problem: Problem, order: Sequence[int], b: Builder, insertion: bool,
     for i in np.flatnonzero(~np.array(placed)):
         prefer[i] = 0
         prefer[i, int(np.argmin(problem.lat[i].min(axis=1)))] = problem.L
+    from ..feasibility import feasible_counts  # CP-SAT: loaded only when a construction dead-ends
+
     counts = feasible_counts(problem, prefer)
     s = Decoder(problem, order, insertion).schedule(owner_from_counts(counts), **kwargs)
     s.log += "construction dead-ended on memory or links; finished by a feasibility repair\n"
