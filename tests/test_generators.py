@@ -108,3 +108,11 @@ def test_network_shapes():
     assert v.dur[:, 0].sum() > 5 * v.dur[:, 2].sum()
     for p in (v, r, inc, t):
         assert validate(p, solve(p, "heft")) == []
+
+
+@pytest.mark.parametrize("B", [2, 10, 33])
+def test_random_dag_with_a_batch_can_be_solved(B):
+    # Devices used to run batches of 1 only, so four devices could not split 10 inputs.
+    p = random_dag(30, 4, seed=3, objective=Objective("throughput", B))
+    r = solve(p, "bheft")
+    assert p.L == B and validate(p, r) == []

@@ -32,7 +32,9 @@ def random_dag(
     Task times are around 1 ms on the fastest device; each edge carries 1 to 8 MB,
     so a transfer costs about as much as a task at 16 GB/s. Each task's time on
     each device is scaled by a factor drawn from ``1 +- jitter``; with ``jitter=0``
-    devices of equal speed are identical (interchangeable).
+    devices of equal speed are identical (interchangeable). With a throughput
+    objective of B inputs, every device runs batches of B/4, B/2, 3B/4 and B, as
+    ``stack``'s do, a batch of b taking ``b ** 0.8`` times a batch of 1.
 
     Examples
     --------
@@ -45,12 +47,18 @@ def random_dag(
     rng = np.random.default_rng(seed)
     speeds = np.asarray(speeds if speeds is not None else np.linspace(1.0, 2.5, m), dtype=float)
     names = [f"d{u}" for u in range(m)]
-    devices = tuple(Device(d) for d in names)
+    B = objective.inputs if objective is not None else 1
+    sizes = sorted({max(1, B * q // 4) for q in (1, 2, 3, 4)}) if B > 1 else [1]
+    devices = tuple(Device(d, batch_sizes=tuple(sizes)) for d in names)
     links = tuple(Link(names[u], names[v], bandwidth) for u in range(m) for v in range(u + 1, m))
     base = rng.lognormal(0.0, 0.5, size=n)
     factor = rng.uniform(1.0 - jitter, 1.0 + jitter, size=(n, m))
     times = base[:, None] * speeds[None, :] * factor
-    tasks = [Task(f"t{i}", {names[u]: float(times[i, u]) for u in range(m)}) for i in range(n)]
+    if B > 1:
+        tasks = [Task(f"t{i}", {names[u]: {b: float(times[i, u] * b**0.8) for b in sizes} for u in range(m)})
+                 for i in range(n)]
+    else:
+        tasks = [Task(f"t{i}", {names[u]: float(times[i, u]) for u in range(m)}) for i in range(n)]
     edges = []
     for j in range(1, n):
         lo = max(0, j - window)
