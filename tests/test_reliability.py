@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -170,6 +171,34 @@ def test_interrupt_writes_the_best_schedule_and_exits_130(tmp_path, capsys, sig,
     assert s.interrupted and s.status == "feasible" and s.solve_seconds < 30
     assert validate(p, s) == []
     assert interrupt.requested() and signal.getsignal(sig) is handler  # asked for, and the handler put back
+
+
+def _handles(pid, sig):
+    """Whether process ``pid`` catches ``sig`` yet (Linux: the SigCgt mask of /proc/PID/status)."""
+    with open(f"/proc/{pid}/status") as fh:
+        mask = next(int(line.split()[1], 16) for line in fh if line.startswith("SigCgt:"))
+    return bool(mask >> (sig - 1) & 1)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux's /proc to see the handler")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_through_the_command_line(tmp_path, sig):
+    p = generators.stack(10, 10, 4)
+    problem, out = tmp_path / "p.json", tmp_path / "s.json"
+    p.write(str(problem))
+    proc = subprocess.Popen([sys.executable, "-m", "mapsched", "solve", str(problem), "-m", "split",
+                             "--time-limit", "120", "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 60
+    while not _handles(proc.pid, signal.SIGTERM) and time.monotonic() < deadline:  # the solve has begun
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert err.count("\n") == 1 and "interrupted" in err and "Traceback" not in err
+    s = Schedule.read(str(out))
+    assert s.interrupted and s.status == "feasible" and validate(p, s) == []
 
 
 # ------------------------------------------------------------------- 9. bad options, one line each
