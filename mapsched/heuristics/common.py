@@ -141,10 +141,20 @@ def construct(problem: Problem, order: Sequence[int], rule: Rule, insertion: boo
 def _repair(problem: Problem, order: Sequence[int], b: Builder, insertion: bool, **kwargs) -> Schedule:
     """Finish a dead-ended construction: keep what was placed where memory and links allow."""
     prefer = owner_counts(problem, b.owner())
-    placed = [bool(jobs) for jobs in b.placed]
-    # Unplaced tasks prefer their fastest device.
-    for i in np.flatnonzero(~np.array(placed)):
-        prefer[i] = 0
+    prefer[[not jobs for jobs in b.placed]] = 0
+    return repair(problem, order, prefer, insertion, **kwargs)
+
+
+def repair(problem: Problem, order: Sequence[int], prefer: np.ndarray, insertion: bool, **kwargs) -> Schedule:
+    """The schedule, decoded in ``order``, of a mapping that fits memory and links and keeps as
+    much of ``prefer`` as it can.
+
+    ``prefer[i, u]`` is the number of inputs of task i that a dead-ended construction put on
+    device u, shape (n, m); a row of zeros marks a task it did not place, which then prefers
+    its fastest device. Raises :class:`~mapsched.errors.InfeasibleError` when no mapping fits.
+    """
+    prefer = np.array(prefer, dtype=np.int64)
+    for i in np.flatnonzero(prefer.sum(axis=1) == 0):
         prefer[i, int(np.argmin(problem.lat[i].min(axis=1)))] = problem.L
     from ..feasibility import feasible_counts  # CP-SAT: loaded only when a construction dead-ends
 
