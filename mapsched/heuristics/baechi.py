@@ -124,7 +124,10 @@ def memory_shortfall(problem: Problem) -> str | None:
     devs = [u for u in range(p.m) if sets[k] >> u & 1]
     names = [repr(p.device_names[u]) for u in devs]
     have = p.mem[devs].sum()
-    who = f"device {names[0]} has" if len(devs) == 1 else f"devices {', '.join(names)} have"
+    if len(devs) == 1:
+        who = f"device {names[0]} has"
+    else:
+        who = f"all {p.m} devices have" if len(devs) == p.m > 2 else f"devices {', '.join(names)} have"
     return (f"{who} {have:.0f} bytes of memory, the tasks only {'it' if len(devs) == 1 else 'they'} "
             f"can run need {load[k]:.0f}: {math.ceil(load[k] - have):.0f} bytes short")
 
