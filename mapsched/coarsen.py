@@ -7,8 +7,8 @@ task on its group's device and re-times the whole graph by insertion-based list
 scheduling. Two partitions are built in:
 
 - :func:`coplace`, Baechi's co-placement rule (Jeon et al. 2020): a task with a
-  single consumer joins that consumer's group. It keeps parallel branches apart,
-  so little latency is lost.
+  single consumer joins that consumer's group. Groups are in-trees: only branches
+  that end in one consumer are serialised, so most parallelism survives.
 - :func:`fuse_intervals` over :func:`cpd_topo`, Celeritas's optimal operation
   fusion (Xu et al., "Celeritas: Fast Optimizer for Large Dataflow Graphs",
   section 5.1.3): a topological order cut into intervals of at most ``R`` tasks
