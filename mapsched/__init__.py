@@ -24,7 +24,7 @@ from .validate import Violation, validate
 
 # The solvers (OR-Tools, Pyomo, HiGHS, SciPy) take over a second to import: they load on first
 # use, so that reading, validating and ``mapsched --help`` start at once.
-_LAZY = {"bounds": "bounds", "formulations": "formulations", "generators": "generators",
+_LAZY = {"bounds": "bounds", "coarsen": "coarsen", "formulations": "formulations", "generators": "generators",
          "heuristics": "heuristics", "split": "split", "lower_bound": "bounds"}
 
 
@@ -42,6 +42,6 @@ __version__ = "0.1.0"
 __all__ = [
     "Device", "Edge", "HarnessError", "InfeasibleError", "Job", "Link", "MapschedError", "Objective",
     "OptionError", "Problem", "ProblemError", "Result", "Schedule", "ScheduleError",
-    "System", "Task", "Violation", "bounds", "decode", "formulations", "generators", "heuristics",
+    "System", "Task", "Violation", "bounds", "coarsen", "decode", "formulations", "generators", "heuristics",
     "instances", "lower_bound", "methods", "solve", "split", "validate",
 ]
