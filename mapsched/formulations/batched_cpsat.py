@@ -16,7 +16,8 @@ Symmetry between inputs
     in device order: ``owner(t0, l) <= owner(t0, l + 1)``. That is the only input
     symmetry broken; within other tasks inputs are linked through the edges.
 
-Times are integer ticks rounded down, as in :mod:`.cpsat`, so the bound is sound.
+Times are integer ticks rounded down, and jobs and transfers past the horizon are
+shortened to just beyond it, as in :mod:`.cpsat`, so the bound is sound.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ortools.sat.python import cp_model
 from ..problem import Problem
 from ..schedule import Schedule
 from ..splits import batch_options
-from .common import Plugin, apply_plugins
+from .common import Plugin, apply_plugins, capped
 from .cpsat import default_resolution, run_cpsat
 
 __all__ = ["CpSatBatched"]
@@ -40,11 +41,13 @@ class CpSatBatched:
 
     def __init__(self, problem: Problem, upper_bound: float, resolution: float | None = None,
                  plugins: tuple[Plugin, ...] = ()) -> None:
-        p = self.problem = problem
-        L = p.L
+        self.problem = problem
         self.res = res = resolution or default_resolution(upper_bound)
         self.model = m = cp_model.CpModel()
         horizon = math.ceil(upper_bound * res)
+        # Jobs and transfers past the horizon shortened to just beyond it, as in CpSatModel.
+        p = capped(problem, (horizon + 2) / res)
+        L = p.L
         self.C = m.new_int_var(0, horizon, "C")
         self.b: dict[tuple[int, int, int], Any] = {}
         self.x: dict[tuple[int, int], Any] = {}

@@ -14,11 +14,13 @@ Time resolution
     data given in whole (or 10^-k) milliseconds is represented exactly.
 
 Soundness of the bound
-    Durations and communication times are rounded **down** to ticks. Flooring every
-    start of any real schedule, and its makespan, gives a schedule of the rounded
-    model (``floor(a + b) >= floor(a) + floor(b)``), so the rounded optimum is at most
-    the real one: the solver's bound, divided by the resolution, is a lower bound of
-    the real, unrounded problem. Memory is counted in whole bytes (exact for integer
+    Jobs and transfers longer than the horizon are first shortened to one tick past
+    it (:func:`~.common.capped`), which keeps the optimum. Durations and communication
+    times are rounded **down** to ticks. Flooring every start of any real schedule,
+    and its makespan, gives a schedule of the rounded model
+    (``floor(a + b) >= floor(a) + floor(b)``), so the rounded optimum is at most the
+    real one: the solver's bound, divided by the resolution, is a lower bound of the
+    real, unrounded problem. Memory is counted in whole bytes (exact for integer
     sizes; a fractional size is rounded up and a capacity down). The solver's
     schedule is re-timed exactly by the decoder, in the solver's order.
 """
@@ -34,7 +36,7 @@ from ortools.sat.python import cp_model
 
 from ..problem import Problem
 from ..schedule import Schedule
-from .common import Plugin, apply_plugins, device_load_cuts, device_windows, edge_comm, time_windows
+from .common import Plugin, apply_plugins, capped, device_load_cuts, device_windows, edge_comm, time_windows
 
 __all__ = ["CpSatModel", "default_resolution", "portfolio", "run_cpsat"]
 
@@ -65,11 +67,14 @@ class CpSatModel:
 
     def __init__(self, problem: Problem, upper_bound: float, resolution: float | None = None,
                  plugins: tuple[Plugin, ...] = (), load_cut_terms: int = 0) -> None:
-        p = self.problem = problem
+        self.problem = problem
         self.res = res = resolution or default_resolution(upper_bound)
         self.model = m = cp_model.CpModel()
-        dmin, head, tail = time_windows(p)
         horizon = math.ceil(upper_bound * res)
+        # No job or transfer past the horizon fits in a schedule of the model: shortened to
+        # just beyond it, they keep the optimum and every tick count in 64 bits (see capped).
+        p = capped(problem, (horizon + 2) / res)
+        dmin, head, tail = time_windows(p)
         self.d = d = np.where(p.can_run, np.floor(np.where(p.can_run, p.dur, 0) * res), 0).astype(np.int64)
 
         self.x: dict[tuple[int, int], cp_model.IntVar] = {}
