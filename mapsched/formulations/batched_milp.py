@@ -18,7 +18,9 @@ Variables follow the paper: ``x[i, u, l]`` (input l of task i on device u),
 Big-M values
     A heuristic makespan ``UB`` caps C (an optimum never exceeds it), so every
     ``s`` and ``s + D`` lies in [0, UB]: ``M7 = UB`` and ``M3 = UB + com`` make a
-    relaxed constraint always satisfiable, and an active one exact.
+    relaxed constraint always satisfiable, and an active one exact. Jobs and transfers
+    longer than ``2 UB`` are stated as ``2 UB`` (:func:`~.common.capped`), which keeps
+    the optimum.
 
 Pairs ordered by a path still need condition 7 here: two jobs of such tasks on
 one device may hold different inputs and then no precedence orders them. The
@@ -36,7 +38,7 @@ from ..problem import Problem
 from ..schedule import Schedule
 from ..splits import batch_options
 from ..validate import floating_bound
-from .common import Plugin, apply_plugins
+from .common import Plugin, apply_plugins, capped
 from .milp import run_highs
 
 __all__ = ["MilpBatched"]
@@ -47,8 +49,11 @@ class MilpBatched:
 
     def __init__(self, problem: Problem, upper_bound: float, resolution: float | None = None,
                  plugins: tuple[Plugin, ...] = ()) -> None:
-        p = self.problem = problem
-        L, UB = p.L, float(upper_bound) * (1 + 1e-9) + 1e-9
+        self.problem = problem
+        UB = float(upper_bound) * (1 + 1e-9) + 1e-9
+        # C <= UB: jobs and transfers beyond 2 UB, shortened to it, keep the optimum (see capped).
+        p = capped(problem, 2 * UB)
+        L = p.L
         sizes = {(i, u): batch_options(p, i, u) for i in range(p.n) for u in range(p.m)}
         X = [(i, u) for (i, u), ks in sizes.items() if ks]
         self.m = m = pyo.ConcreteModel(name=p.name)

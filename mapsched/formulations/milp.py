@@ -28,7 +28,9 @@ Constraints
 
 Big-M values
     A heuristic makespan ``UB`` caps ``C`` (an optimum never exceeds it, so none is
-    cut off). Then every start lies in ``[head[i], UB - tail[i] - dmin[i]]`` (see
+    cut off), so jobs, transfers and windows longer than ``2 UB`` are stated as ``2 UB``
+    (:func:`~.common.capped`): the optimum stays, and no coefficient dwarfs the rest.
+    Then every start lies in ``[head[i], UB - tail[i] - dmin[i]]`` (see
     :func:`~.common.time_windows`), so ``s[i] + t[i, u] - s[j]`` never exceeds
     ``M1 = UB - tail[i] - dmin[i] + t[i, u] - head[j]``: with ``M1`` (and ``M2``
     symmetrically) a relaxed disjunct is always satisfiable, and an active one is exact.
@@ -49,7 +51,16 @@ from ..closure import Closure
 from ..problem import Problem
 from ..schedule import Schedule
 from ..validate import floating_bound
-from .common import Plugin, apply_plugins, device_load_cuts, device_windows, edge_comm, time_windows
+from .common import (
+    Plugin,
+    apply_plugins,
+    capped,
+    clamp_times,
+    device_load_cuts,
+    device_windows,
+    edge_comm,
+    time_windows,
+)
 
 __all__ = ["build_model", "solve_model"]
 
@@ -110,13 +121,15 @@ def build_model(
     (30, 21)
     """
     t0 = time.perf_counter()
-    p = problem
     if upper_bound is None:
         from .common import warm_start
 
-        upper_bound = warm_start(p).makespan
+        upper_bound = warm_start(problem).makespan
     # A hair of slack keeps the warm start inside its bounds despite float rounding.
     UB = float(upper_bound) * (1 + 1e-9) + 1e-9
+    # C <= UB: jobs and transfers beyond 2 UB, shortened to it, keep the optimum and no
+    # longer swamp the other coefficients (see capped); so do windows past it.
+    p = capped(problem, 2 * UB)
     dmin, head, tail = time_windows(p)
     dur = p.dur
     runnable = [(i, u) for i in range(p.n) for u in range(p.m) if p.can_run[i, u]]
@@ -138,7 +151,7 @@ def build_model(
     m.finish = pyo.Constraint(exits, rule=lambda m, i: m.s[i] + D[i] <= m.C)
     m.device_load = pyo.Constraint(range(p.m), rule=lambda m, u: sum(
         float(dur[i, u]) * m.x[i, u] for i in range(p.n) if p.can_run[i, u]) <= m.C)
-    dhead, dtail = device_windows(p)
+    dhead, dtail = (clamp_times(w, 2 * UB) for w in device_windows(p))
     for i, u in runnable:
         if not np.isfinite(dhead[i, u]):  # its data cannot reach u, or leave it
             m.x[i, u].fix(0)
