@@ -13,7 +13,7 @@ Constraints
     for each linked pair u != v dearer than ``cmin[e]``,
     ``s[j] >= s[i] + D[i] + com(e, u, v) (x[i, u] + x[j, v] - 1)``, which binds only
     when both are chosen and needs no big-M; without a link, ``x[i, u] + x[j, v] <= 1``;
-    memory: ``sum_i (w[i] + a[i]) x[i, u] <= mem[u]``;
+    memory: ``sum_i (w[i] + a[i]) x[i, u] <= mem[u]``, in units of :func:`~.common.byte_unit`;
     no overlap, for each pair (i, j) no path orders and each device u both can use::
 
         s[j] >= s[i] + t[i, u] - M1 (1 - y[i, j]) - M1 (2 - x[i, u] - x[j, u])
@@ -52,8 +52,10 @@ from ..problem import Problem
 from ..schedule import Schedule
 from ..validate import floating_bound
 from .common import (
+    HIGHS_BYTES,
     Plugin,
     apply_plugins,
+    byte_unit,
     capped,
     clamp_times,
     device_load_cuts,
@@ -196,9 +198,12 @@ def build_model(
 
     m.memory = pyo.ConstraintList()
     for u in range(p.m):
-        terms = [float(p.weight[i] + p.act[i]) * m.x[i, u] for i in range(p.n) if p.can_run[i, u]]
-        if math.isfinite(p.mem[u]) and terms:
-            m.memory.add(sum(terms) <= float(p.mem[u]))
+        if not math.isfinite(p.mem[u]):
+            continue
+        unit = byte_unit(p.mem[u], HIGHS_BYTES)  # no task that u can run needs more than mem[u]
+        terms = [float((p.weight[i] + p.act[i]) / unit) * m.x[i, u] for i in range(p.n) if p.can_run[i, u]]
+        if terms:
+            m.memory.add(sum(terms) <= float(p.mem[u] / unit))
 
     m.disjunct = pyo.ConstraintList()
     for i, j in pairs:

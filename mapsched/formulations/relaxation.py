@@ -39,7 +39,7 @@ import numpy as np
 
 from ..problem import Problem
 from ..validate import floating_bound
-from .common import LoadCut, Margins, warm_start
+from .common import HIGHS_BYTES, LoadCut, Margins, byte_unit, warm_start
 
 __all__ = ["MARGIN_TASKS", "RELAXATION_TASKS", "relaxation_bound"]
 
@@ -90,7 +90,9 @@ class _Relaxation:
         for u in range(m):
             self.rows.append((0.0, inf, {self.C: 1.0, **{self.x(i, u): -self.t[i, u] for i in range(n)}}))
             if math.isfinite(p.mem[u]):
-                self.rows.append((-inf, float(room[u]), {self.x(i, u): float(need[i]) for i in range(n)}))
+                unit = byte_unit(room[u], HIGHS_BYTES)  # no task u can hold needs more than room[u]
+                self.rows.append((-inf, float(room[u] / unit),
+                                  {self.x(i, u): float(need[i] / unit) for i in range(n) if self.ok[i, u]}))
         for e in range(p.E):
             i, j = int(p.src[e]), int(p.dst[e])
             for u in range(m):
