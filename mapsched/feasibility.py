@@ -16,6 +16,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from .errors import InfeasibleError
+from .formulations.common import byte_unit
 from .problem import Problem
 from .splits import batch_options
 
@@ -42,10 +43,10 @@ def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_lim
 
     Notes
     -----
-    Memory is counted in whole bytes (a fractional size is rounded up and a
-    capacity down). For throughput, a pair of devices without a link may
-    not hold a parent and a child of an edge at all, which is stricter than needed
-    but keeps the model small.
+    Memory is counted in whole bytes, or in larger units where sizes are huge (a
+    fractional size is rounded up and a capacity down). For throughput, a pair of
+    devices without a link may not hold a parent and a child of an edge at all, which
+    is stricter than needed but keeps the model small.
     """
     p = problem
     model = cp_model.CpModel()
@@ -67,10 +68,15 @@ def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_lim
     for u in range(p.m):
         if not math.isfinite(p.mem[u]):
             continue
-        terms = [math.ceil(p.weight[i] + p.act[i] * b - 1e-9) * var for (i, uu, b), var in y.items() if uu == u]
+        need = {(i, b): p.weight[i] + p.act[i] * b for (i, uu, b) in y if uu == u}
+        # Sizes reach 1e18 bytes: where the row's terms would sum past 64 bits (CP-SAT refuses
+        # the model), count in larger units, still rounding sizes up and the capacity down, so
+        # that every mapping found fits.
+        unit = byte_unit(sum(need.values()), 2.0**61)
+        terms = [math.ceil(need[i, b] / unit - 1e-9) * var for (i, uu, b), var in y.items() if uu == u]
         if terms:
             lit = assume_mem[u] = model.new_bool_var(f"mem{u}")
-            model.add(sum(terms) <= math.floor(p.mem[u] + 1e-9)).only_enforce_if(lit)
+            model.add(sum(terms) <= math.floor(p.mem[u] / unit + 1e-9)).only_enforce_if(lit)
 
     assume_link = {}
     unlinked = [(u, v) for u in range(p.m) for v in range(p.m) if u != v and not np.isfinite(p.link_latency[u, v])]

@@ -16,7 +16,8 @@ Symmetry between inputs
     in device order: ``owner(t0, l) <= owner(t0, l + 1)``. That is the only input
     symmetry broken; within other tasks inputs are linked through the edges.
 
-Times are integer ticks rounded down, as in :mod:`.cpsat`, so the bound is sound.
+Times are integer ticks rounded down, and jobs and transfers past the horizon are
+shortened to just beyond it, as in :mod:`.cpsat`, so the bound is sound.
 """
 
 from __future__ import annotations
@@ -24,13 +25,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 from ortools.sat.python import cp_model
 
 from ..problem import Problem
 from ..schedule import Schedule
 from ..splits import batch_options
-from .common import Plugin, apply_plugins
-from .cpsat import default_resolution, run_cpsat
+from .common import Plugin, apply_plugins, capped
+from .cpsat import default_resolution, memory_row, run_cpsat
 
 __all__ = ["CpSatBatched"]
 
@@ -40,11 +42,13 @@ class CpSatBatched:
 
     def __init__(self, problem: Problem, upper_bound: float, resolution: float | None = None,
                  plugins: tuple[Plugin, ...] = ()) -> None:
-        p = self.problem = problem
-        L = p.L
+        self.problem = problem
         self.res = res = resolution or default_resolution(upper_bound)
         self.model = m = cp_model.CpModel()
         horizon = math.ceil(upper_bound * res)
+        # Jobs and transfers past the horizon shortened to just beyond it, as in CpSatModel.
+        p = capped(problem, (horizon + 2) / res)
+        L = p.L
         self.C = m.new_int_var(0, horizon, "C")
         self.b: dict[tuple[int, int, int], Any] = {}
         self.x: dict[tuple[int, int], Any] = {}
@@ -54,11 +58,13 @@ class CpSatBatched:
         self.end: dict[tuple[int, int], Any] = {}
         self.y: dict[tuple[int, int, int], Any] = {}
         intervals: list[list[Any]] = [[] for _ in range(p.m)]
+        options: dict[tuple[int, int], list[int]] = {}
         for i in range(p.n):
             for u in range(p.m):
                 sizes = batch_options(p, i, u)
                 if not sizes:
                     continue
+                options[i, u] = sizes
                 bs = {k: m.new_bool_var(f"b{i}_{u}_{k}") for k in sizes}
                 self.b.update({(i, u, k): v for k, v in bs.items()})
                 m.add_at_most_one(bs.values())
@@ -85,8 +91,12 @@ class CpSatBatched:
             m.add_no_overlap(intervals[u])
             m.add(sum(self.dur[i, u] for i in range(p.n) if (i, u) in self.x) <= self.C)
             if math.isfinite(p.mem[u]):
-                m.add(sum(math.ceil(p.act[i] - 1e-9) * self.n[i, u] + math.ceil(p.weight[i] - 1e-9) * self.x[i, u]
-                          for i in range(p.n) if (i, u) in self.x) <= math.floor(p.mem[u] + 1e-9))
+                on = [i for i in range(p.n) if (i, u) in self.x]
+                # CP-SAT sums the row over every batch-size literal
+                most = sum(p.act[i] * k + p.weight[i] for i in on for k in options[i, u])
+                sizes, room = memory_row(np.concatenate([p.act[on], p.weight[on]]), p.mem[u], most)
+                m.add(cp_model.LinearExpr.weighted_sum([self.n[i, u] for i in on] + [self.x[i, u] for i in on],
+                                                       sizes) <= room)
 
         for e in range(p.E):
             i, j = int(p.src[e]), int(p.dst[e])

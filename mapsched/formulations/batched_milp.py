@@ -10,7 +10,8 @@ Variables follow the paper: ``x[i, u, l]`` (input l of task i on device u),
    without a link, ``x[i, u, l] + x[j, v, l] <= 1``;
 4./5. ``sum_l x[i, u, l] == sum_k k b[i, u, k]`` and ``sum_k b[i, u, k] <= 1``: the paper's
    "b = 1 iff the batch has k inputs", which this pair states exactly, with no big-M;
-6. ``sum_i (im + om)[i] sum_l x[i, u, l] + wm[i] sum_k b[i, u, k] <= mem[u]``;
+6. ``sum_i (im + om)[i] sum_l x[i, u, l] + wm[i] sum_k b[i, u, k] <= mem[u]``, in units of
+   :func:`~.common.byte_unit`;
 7. per device and pair of tasks that can both use it, with ``z`` the order and
    ``w = 2 - use[i, u] - use[j, u]``:
    ``s[j, u] >= s[i, u] + D[i, u] - M7 (1 - z) - M7 w`` and its mirror.
@@ -18,7 +19,9 @@ Variables follow the paper: ``x[i, u, l]`` (input l of task i on device u),
 Big-M values
     A heuristic makespan ``UB`` caps C (an optimum never exceeds it), so every
     ``s`` and ``s + D`` lies in [0, UB]: ``M7 = UB`` and ``M3 = UB + com`` make a
-    relaxed constraint always satisfiable, and an active one exact.
+    relaxed constraint always satisfiable, and an active one exact. Jobs and transfers
+    longer than ``2 UB`` are stated as ``2 UB`` (:func:`~.common.capped`), which keeps
+    the optimum.
 
 Pairs ordered by a path still need condition 7 here: two jobs of such tasks on
 one device may hold different inputs and then no precedence orders them. The
@@ -36,7 +39,7 @@ from ..problem import Problem
 from ..schedule import Schedule
 from ..splits import batch_options
 from ..validate import floating_bound
-from .common import Plugin, apply_plugins
+from .common import HIGHS_BYTES, Plugin, apply_plugins, byte_unit, capped
 from .milp import run_highs
 
 __all__ = ["MilpBatched"]
@@ -47,8 +50,11 @@ class MilpBatched:
 
     def __init__(self, problem: Problem, upper_bound: float, resolution: float | None = None,
                  plugins: tuple[Plugin, ...] = ()) -> None:
-        p = self.problem = problem
-        L, UB = p.L, float(upper_bound) * (1 + 1e-9) + 1e-9
+        self.problem = problem
+        UB = float(upper_bound) * (1 + 1e-9) + 1e-9
+        # C <= UB: jobs and transfers beyond 2 UB, shortened to it, keep the optimum (see capped).
+        p = capped(problem, 2 * UB)
+        L = p.L
         sizes = {(i, u): batch_options(p, i, u) for i in range(p.n) for u in range(p.m)}
         X = [(i, u) for (i, u), ks in sizes.items() if ks]
         self.m = m = pyo.ConcreteModel(name=p.name)
@@ -88,10 +94,13 @@ class MilpBatched:
                                        - big * (2 - m.x[i, u, lo] - m.x[j, v, lo]))
         m.memory = pyo.ConstraintList()
         for u in range(p.m):
-            terms = [float(p.act[i]) * sum(m.x[i, u, lo] for lo in range(L)) + float(p.weight[i]) * use[i, u]
-                     for i in range(p.n) if (i, u) in use]
-            if math.isfinite(p.mem[u]) and terms:
-                m.memory.add(sum(terms) <= float(p.mem[u]))
+            if not math.isfinite(p.mem[u]):
+                continue
+            unit = byte_unit(p.mem[u], HIGHS_BYTES)  # no input or weights that u holds take more than mem[u]
+            terms = [float(p.act[i] / unit) * sum(m.x[i, u, lo] for lo in range(L))
+                     + float(p.weight[i] / unit) * use[i, u] for i in range(p.n) if (i, u) in use]
+            if terms:
+                m.memory.add(sum(terms) <= float(p.mem[u] / unit))
         pairs = [(i, j, u) for u in range(p.m) for i in range(p.n) for j in range(i + 1, p.n)
                  if (i, u) in use and (j, u) in use]
         m.Z = pyo.Set(initialize=pairs, dimen=3)

@@ -4,6 +4,8 @@ hook, and turning a solver's answer back into a valid schedule.
 
 from __future__ import annotations
 
+import copy
+import math
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple, Protocol
 
@@ -15,8 +17,9 @@ from ..problem import Problem
 from ..schedule import Schedule
 
 __all__ = [
-    "LOAD_CUT_TERMS", "LoadCut", "Margins", "ModelView", "Plugin", "apply_plugins", "device_load_cuts",
-    "device_windows", "edge_comm", "load_cuts", "retime", "retime_jobs", "time_windows", "warm_start",
+    "HIGHS_BYTES", "LOAD_CUT_TERMS", "LoadCut", "Margins", "ModelView", "Plugin", "apply_plugins", "byte_unit",
+    "capped", "clamp_times", "device_load_cuts", "device_windows", "edge_comm", "load_cuts", "retime",
+    "retime_jobs", "time_windows", "warm_start",
 ]
 
 
@@ -51,6 +54,52 @@ Plugin = Callable[[ModelView], None]
 def apply_plugins(view: ModelView, plugins: Iterable[Plugin]) -> None:
     for plugin in plugins:
         plugin(view)
+
+
+def clamp_times(times: np.ndarray, cap: float) -> np.ndarray:
+    """``times`` with every finite value above ``cap`` lowered to ``cap``; ``inf`` (impossible) stays."""
+    return np.where(np.isfinite(times), np.minimum(times, cap), times)
+
+
+def capped(problem: Problem, cap: float) -> Problem:
+    """The problem with every job and transfer time above ``cap`` lowered to ``cap``, for
+    building models: a shallow copy whose ``lat``, ``dur`` and ``comm`` are clamped
+    (:func:`clamp_times`), everything else shared. Its tasks and links keep the true
+    times, so time and validate schedules against ``problem`` itself.
+
+    Problem files allow jobs of 1e12 ms and transfers of 1e21 ms next to jobs of a
+    microsecond: as coefficients they overflow CP-SAT's 64-bit ticks and make HiGHS's
+    answers wrong. Shortening jobs and transfers keeps every schedule valid with the
+    same starts and a makespan no larger, so the capped optimum is a lower bound of the
+    real one, and a model's bound stays sound. Where a model's makespan cannot reach
+    ``cap`` (it is capped by an upper bound below it), no schedule of it uses a capped
+    job or transfer, so both have the same optimum and the same optimal schedules.
+    Infinite times (a task a device cannot run, devices with no link) stay infinite.
+    """
+    q = copy.copy(problem)
+    q.lat = clamp_times(problem.lat, cap)
+    q.dur = clamp_times(problem.dur, cap)
+    q.comm = clamp_times(problem.comm, cap)
+    for a in (q.lat, q.dur, q.comm):
+        a.setflags(write=False)
+    return q
+
+
+HIGHS_BYTES = 2.0**40
+"""Largest size the HiGHS models state in a memory row (see :func:`byte_unit`)."""
+
+
+def byte_unit(largest: float, most: float) -> float:
+    """The least power of two, 1 or more, that brings ``largest`` bytes down to ``most`` units.
+
+    Sizes reach 1e18 bytes: a memory row in bytes overflows CP-SAT's 64-bit sums, and
+    HiGHS refuses coefficients beyond 1e15. Models state such rows in this unit instead;
+    a power of two divides every size exactly.
+    """
+    if not largest > most:
+        return 1.0
+    mantissa, k = math.frexp(largest / most)  # ratio = mantissa 2^k, mantissa in [0.5, 1)
+    return 2.0 ** (k - 1 if mantissa == 0.5 else k)
 
 
 def time_windows(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

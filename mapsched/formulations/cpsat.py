@@ -14,13 +14,16 @@ Time resolution
     data given in whole (or 10^-k) milliseconds is represented exactly.
 
 Soundness of the bound
-    Durations and communication times are rounded **down** to ticks. Flooring every
-    start of any real schedule, and its makespan, gives a schedule of the rounded
-    model (``floor(a + b) >= floor(a) + floor(b)``), so the rounded optimum is at most
-    the real one: the solver's bound, divided by the resolution, is a lower bound of
-    the real, unrounded problem. Memory is counted in whole bytes (exact for integer
-    sizes; a fractional size is rounded up and a capacity down). The solver's
-    schedule is re-timed exactly by the decoder, in the solver's order.
+    Jobs and transfers longer than the horizon are first shortened to one tick past
+    it (:func:`~.common.capped`), which keeps the optimum. Durations and communication
+    times are rounded **down** to ticks. Flooring every start of any real schedule,
+    and its makespan, gives a schedule of the rounded model
+    (``floor(a + b) >= floor(a) + floor(b)``), so the rounded optimum is at most the
+    real one: the solver's bound, divided by the resolution, is a lower bound of the
+    real, unrounded problem. Memory is counted in whole bytes (exact for integer
+    sizes; a fractional size is rounded up and a capacity down), or in larger units
+    where sizes are huge (:func:`memory_row`). The solver's schedule is re-timed
+    exactly by the decoder, in the solver's order.
 """
 
 from __future__ import annotations
@@ -35,11 +38,29 @@ from ortools.sat.python import cp_model
 from .. import interrupt
 from ..problem import Problem
 from ..schedule import Schedule
-from .common import Plugin, apply_plugins, device_load_cuts, device_windows, edge_comm, time_windows
+from .common import Plugin, apply_plugins, byte_unit, capped, device_load_cuts, device_windows, edge_comm, time_windows
 
-__all__ = ["CpSatModel", "default_resolution", "portfolio", "run_cpsat"]
+__all__ = ["CpSatModel", "default_resolution", "memory_row", "portfolio", "run_cpsat"]
 
 _TICKS = 1e9
+
+
+def memory_row(sizes: np.ndarray, capacity: float, most: float) -> tuple[list[int], int]:
+    """Sizes and capacity of a memory row as CP-SAT integers, where the row's terms, each
+    at its largest, sum to ``most`` bytes.
+
+    In whole bytes, a fractional size rounded up and the capacity down (exact for sizes
+    in whole bytes), unless ``most`` passes 2**61: then (sizes reach 1e18 bytes, and
+    their sum would overflow 64 bits) in units of :func:`~.common.byte_unit`, all rounded
+    down. That keeps every schedule in the model, so the bound sound; a schedule of the
+    model then overfills the device by less than a unit per task and input, which stays
+    within the validator's 1e-9 of the capacity unless there are tens of thousands of
+    them.
+    """
+    unit = byte_unit(most, 2.0**61)
+    if unit == 1.0:
+        return [math.ceil(b - 1e-9) for b in sizes.tolist()], math.floor(capacity + 1e-9)
+    return [math.floor(b / unit) for b in sizes.tolist()], math.floor(capacity / unit)
 
 
 def default_resolution(upper_bound: float) -> float:
@@ -66,11 +87,14 @@ class CpSatModel:
 
     def __init__(self, problem: Problem, upper_bound: float, resolution: float | None = None,
                  plugins: tuple[Plugin, ...] = (), load_cut_terms: int = 0) -> None:
-        p = self.problem = problem
+        self.problem = problem
         self.res = res = resolution or default_resolution(upper_bound)
         self.model = m = cp_model.CpModel()
-        dmin, head, tail = time_windows(p)
         horizon = math.ceil(upper_bound * res)
+        # No job or transfer past the horizon fits in a schedule of the model: shortened to
+        # just beyond it, they keep the optimum and every tick count in 64 bits (see capped).
+        p = capped(problem, (horizon + 2) / res)
+        dmin, head, tail = time_windows(p)
         self.d = d = np.where(p.can_run, np.floor(np.where(p.can_run, p.dur, 0) * res), 0).astype(np.int64)
 
         self.x: dict[tuple[int, int], cp_model.IntVar] = {}
@@ -142,8 +166,10 @@ class CpSatModel:
 
         for u in range(p.m):
             if math.isfinite(p.mem[u]):
-                m.add(sum(math.ceil(p.weight[i] + p.act[i] - 1e-9) * self.x[i, u]
-                          for i in range(p.n) if (i, u) in self.x) <= math.floor(p.mem[u] + 1e-9))
+                on = [i for i in range(p.n) if (i, u) in self.x]
+                need = p.weight[on] + p.act[on]
+                sizes, room = memory_row(need, p.mem[u], float(need.sum()))
+                m.add(cp_model.LinearExpr.weighted_sum([self.x[i, u] for i in on], sizes) <= room)
         apply_plugins(self, plugins)
         m.minimize(self.C)
 

@@ -13,7 +13,7 @@ Constraints
     for each linked pair u != v dearer than ``cmin[e]``,
     ``s[j] >= s[i] + D[i] + com(e, u, v) (x[i, u] + x[j, v] - 1)``, which binds only
     when both are chosen and needs no big-M; without a link, ``x[i, u] + x[j, v] <= 1``;
-    memory: ``sum_i (w[i] + a[i]) x[i, u] <= mem[u]``;
+    memory: ``sum_i (w[i] + a[i]) x[i, u] <= mem[u]``, in units of :func:`~.common.byte_unit`;
     no overlap, for each pair (i, j) no path orders and each device u both can use::
 
         s[j] >= s[i] + t[i, u] - M1 (1 - y[i, j]) - M1 (2 - x[i, u] - x[j, u])
@@ -28,7 +28,9 @@ Constraints
 
 Big-M values
     A heuristic makespan ``UB`` caps ``C`` (an optimum never exceeds it, so none is
-    cut off). Then every start lies in ``[head[i], UB - tail[i] - dmin[i]]`` (see
+    cut off), so jobs, transfers and windows longer than ``2 UB`` are stated as ``2 UB``
+    (:func:`~.common.capped`): the optimum stays, and no coefficient dwarfs the rest.
+    Then every start lies in ``[head[i], UB - tail[i] - dmin[i]]`` (see
     :func:`~.common.time_windows`), so ``s[i] + t[i, u] - s[j]`` never exceeds
     ``M1 = UB - tail[i] - dmin[i] + t[i, u] - head[j]``: with ``M1`` (and ``M2``
     symmetrically) a relaxed disjunct is always satisfiable, and an active one is exact.
@@ -51,7 +53,18 @@ from ..closure import Closure
 from ..problem import Problem
 from ..schedule import Schedule
 from ..validate import floating_bound
-from .common import Plugin, apply_plugins, device_load_cuts, device_windows, edge_comm, time_windows
+from .common import (
+    HIGHS_BYTES,
+    Plugin,
+    apply_plugins,
+    byte_unit,
+    capped,
+    clamp_times,
+    device_load_cuts,
+    device_windows,
+    edge_comm,
+    time_windows,
+)
 
 __all__ = ["build_model", "solve_model"]
 
@@ -112,13 +125,15 @@ def build_model(
     (30, 21)
     """
     t0 = time.perf_counter()
-    p = problem
     if upper_bound is None:
         from .common import warm_start
 
-        upper_bound = warm_start(p).makespan
+        upper_bound = warm_start(problem).makespan
     # A hair of slack keeps the warm start inside its bounds despite float rounding.
     UB = float(upper_bound) * (1 + 1e-9) + 1e-9
+    # C <= UB: jobs and transfers beyond 2 UB, shortened to it, keep the optimum and no
+    # longer swamp the other coefficients (see capped); so do windows past it.
+    p = capped(problem, 2 * UB)
     dmin, head, tail = time_windows(p)
     dur = p.dur
     runnable = [(i, u) for i in range(p.n) for u in range(p.m) if p.can_run[i, u]]
@@ -140,7 +155,7 @@ def build_model(
     m.finish = pyo.Constraint(exits, rule=lambda m, i: m.s[i] + D[i] <= m.C)
     m.device_load = pyo.Constraint(range(p.m), rule=lambda m, u: sum(
         float(dur[i, u]) * m.x[i, u] for i in range(p.n) if p.can_run[i, u]) <= m.C)
-    dhead, dtail = device_windows(p)
+    dhead, dtail = (clamp_times(w, 2 * UB) for w in device_windows(p))
     for i, u in runnable:
         if not np.isfinite(dhead[i, u]):  # its data cannot reach u, or leave it
             m.x[i, u].fix(0)
@@ -185,9 +200,12 @@ def build_model(
 
     m.memory = pyo.ConstraintList()
     for u in range(p.m):
-        terms = [float(p.weight[i] + p.act[i]) * m.x[i, u] for i in range(p.n) if p.can_run[i, u]]
-        if math.isfinite(p.mem[u]) and terms:
-            m.memory.add(sum(terms) <= float(p.mem[u]))
+        if not math.isfinite(p.mem[u]):
+            continue
+        unit = byte_unit(p.mem[u], HIGHS_BYTES)  # no task that u can run needs more than mem[u]
+        terms = [float((p.weight[i] + p.act[i]) / unit) * m.x[i, u] for i in range(p.n) if p.can_run[i, u]]
+        if terms:
+            m.memory.add(sum(terms) <= float(p.mem[u] / unit))
 
     m.disjunct = pyo.ConstraintList()
     for i, j in pairs:

@@ -5,7 +5,8 @@ Variables: ``x[i, u]`` in [0, 1], the share of task i on device u; ``s[i] >= 0``
 start; ``z[e, u, v] >= 0``, the share of edge e's data sent from u to v; and the
 makespan ``C``. Rows (``t`` the latency of one input, ``e[i] = s[i] + sum_u t[i, u] x[i, u]``):
 
-* ``sum_u x[i, u] = 1``, and ``x[i, u] = 0`` where u cannot run i or hold it alone;
+* ``sum_u x[i, u] = 1``, and ``x[i, u] = 0`` where u cannot run i, hold it alone or run
+  it within ``heft``'s makespan; ``z[e, u, v] = 0`` where the transfer takes longer;
 * ``z`` is a transport between the ends' shares, ``sum_v z[e, u, v] = x[src, u]`` and
   ``sum_u z[e, u, v] = x[dst, v]``, so with whole tasks exactly ``z[e, dev(src), dev(dst)]``
   is 1;
@@ -18,13 +19,15 @@ makespan ``C``. Rows (``t`` the latency of one input, ``e[i] = s[i] + sum_u t[i,
   device), so only those the current solution breaks are added, the most broken first,
   and the LP is solved again until none is broken.
 
-Every schedule gives a feasible point (its devices as ``x``, its starts, its makespan),
-so the optimum bounds the makespan from below; so does the LP of any round, and so does
-the proved bound of the mixed-integer programme with ``x`` binary (``integral``), which
-rules out spreading a task thinly over slow devices. The rows leave out that tasks on one
-device must not overlap except through the device loads and the cuts, which is what keeps
-the programme small. On the 4-channel sdep stacks of BENCHMARKS.md this bound is the best
-mapsched proves; the quick bounds see the loads or the paths, never both.
+Every schedule that ends by ``heft``'s makespan, an optimal one among them, gives a
+feasible point (its devices as ``x``, its starts, its makespan: none of its jobs or
+transfers takes longer), so the optimum bounds the makespan from below; so does the LP
+of any round, and so does the proved bound of the mixed-integer programme with ``x``
+binary (``integral``), which rules out spreading a task thinly over slow devices. The
+rows leave out that tasks on one device must not overlap except through the device loads
+and the cuts, which is what keeps the programme small. On the 4-channel sdep stacks of
+BENCHMARKS.md this bound is the best mapsched proves; the quick bounds see the loads or
+the paths, never both.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import numpy as np
 
 from ..problem import Problem
 from ..validate import floating_bound
-from .common import LoadCut, Margins
+from .common import HIGHS_BYTES, LoadCut, Margins, byte_unit, warm_start
 
 __all__ = ["MARGIN_TASKS", "RELAXATION_TASKS", "relaxation_bound"]
 
@@ -53,19 +56,21 @@ valid."""
 class _Relaxation:
     """The programme in HiGHS, with the column layout ``x | s | C | z``."""
 
-    def __init__(self, problem: Problem, deadline: float) -> None:
+    def __init__(self, problem: Problem, deadline: float, limit: float = math.inf) -> None:
         import highspy
 
         self.hs = highspy
         p = self.p = problem
         self.deadline = deadline
         n, m = p.n, p.m
-        self.t = np.where(p.can_run, p.dur, 0.0)
         need = p.weight + p.act
         room = p.mem * (1 + 1e-9)  # what the validator lets a device hold
-        self.ok = p.can_run & (need[:, None] <= room[None, :])
+        # Jobs and transfers longer than ``limit`` are left out (see relaxation_bound)
+        self.ok = p.can_run & (need[:, None] <= room[None, :]) & (p.dur <= limit)
+        self.t = np.where(self.ok, p.dur, 0.0)
         self.S, self.C, self.Z = n * m, n * m + n, n * m + n + 1
         comm = np.where(np.eye(m, dtype=bool)[None], 0.0, p.comm)  # [e, u, v]
+        comm = np.where(comm <= limit, comm, np.inf)
         self.h = h = highspy.Highs()
         h.setOptionValue("output_flag", False)
         # one pool per process, sized by the first solve (see milp.run_highs)
@@ -85,7 +90,9 @@ class _Relaxation:
         for u in range(m):
             self.rows.append((0.0, inf, {self.C: 1.0, **{self.x(i, u): -self.t[i, u] for i in range(n)}}))
             if math.isfinite(p.mem[u]):
-                self.rows.append((-inf, float(room[u]), {self.x(i, u): float(need[i]) for i in range(n)}))
+                unit = byte_unit(room[u], HIGHS_BYTES)  # no task u can hold needs more than room[u]
+                self.rows.append((-inf, float(room[u] / unit),
+                                  {self.x(i, u): float(need[i] / unit) for i in range(n) if self.ok[i, u]}))
         for e in range(p.E):
             i, j = int(p.src[e]), int(p.dst[e])
             for u in range(m):
@@ -159,10 +166,10 @@ class _Relaxation:
         # Kept, the LP's point becomes a MIP start that HiGHS spends seconds completing,
         # past the time limit (2.7 s over on a 182-task stack).
         h.clearSolver()
-        if not self.run():
-            bound = h.getInfo().mip_dual_bound
-            return float(bound) if math.isfinite(bound) else 0.0
-        return self.value()
+        self.run()
+        # Not the objective: "optimal" leaves a gap of up to mip_rel_gap (1e-4) above the dual bound.
+        bound = h.getInfo().mip_dual_bound
+        return float(bound) if math.isfinite(bound) else 0.0
 
 
 def _broken_cuts(p: Problem, relax: _Relaxation, margins: Margins, most: int, until: float) -> list[LoadCut]:
@@ -254,7 +261,10 @@ def relaxation_bound(problem: Problem, time_limit: float = 10.0, integral: bool 
                          f"integer, got {time_limit!r} and {cuts_per_round!r}")
     start = time.perf_counter()
     separate_until = start + (time_limit / 2 if integral else time_limit)
-    relax = _Relaxation(p, start + time_limit)
+    # No optimal schedule runs a job or sends data for longer than heft's makespan: left out,
+    # they keep the optimum feasible and no longer bring in coefficients up to 1e21 ms, which
+    # (a billion times the others) made HiGHS prove bounds above the optimum.
+    relax = _Relaxation(p, start + time_limit, warm_start(p).makespan * (1 + 1e-9))
     margins = Margins(p, zero=p.n > MARGIN_TASKS)
     best = 0.0
     while relax.run():

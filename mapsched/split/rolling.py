@@ -27,7 +27,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from ..errors import ProblemError
-from ..formulations.common import retime_jobs
+from ..formulations.common import capped, retime_jobs
 from ..formulations.cpsat import CpSatModel, default_resolution, run_cpsat
 from ..formulations.exact import serial_bound
 from ..problem import Problem, System
@@ -45,7 +45,10 @@ def rolling(problem: Problem, chain: ModuleChain, window: int, upper: float, ste
     Parameters
     ----------
     upper : float
-        The makespan of some schedule of the whole problem; it sets the resolution.
+        The makespan of some schedule of the whole problem; it sets the resolution, and
+        jobs and transfers are shortened to ``2 upper`` at most
+        (:func:`~mapsched.formulations.common.capped`): a walk that takes a longer one
+        ends past ``upper``, and ``split`` keeps the schedule of ``upper`` instead.
     step_time_limit : float
         Seconds per step at most; with a time limit on the solve, what is left is
         shared among the remaining steps.
@@ -60,8 +63,9 @@ def rolling(problem: Problem, chain: ModuleChain, window: int, upper: float, ste
     One exact solve of at most ``window`` modules per module of the chain, one after
     another (each needs the ones before it).
     """
-    p = problem
-    res = default_resolution(2.0 * upper)
+    cap = 2.0 * upper
+    p = capped(problem, cap)
+    res = default_resolution(cap)
     T = len(chain.modules)
     owner = np.full(p.n, -1, dtype=np.int64)
     start = np.zeros(p.n, dtype=np.int64)  # ticks
@@ -71,7 +75,7 @@ def rolling(problem: Problem, chain: ModuleChain, window: int, upper: float, ste
         if ctx.expired():
             return None
         tasks = sorted(i for mod in chain.modules[t:t + window] for i in mod)
-        placed = _step(p, tasks, owner, start, length, used, res,
+        placed = _step(p, tasks, owner, start, length, used, res, cap,
                        min(step_time_limit, ctx.remaining() / (T - t)), ctx)
         if placed is None:
             return None
@@ -79,12 +83,14 @@ def rolling(problem: Problem, chain: ModuleChain, window: int, upper: float, ste
             if i in chain.modules[t]:
                 owner[i], start[i], length[i] = u, s, d
                 used[u] += p.weight[i] + p.act[i]
-    return retime_jobs(p, [(i, int(owner[i]), 1, int(start[i])) for i in range(p.n)])
+    return retime_jobs(problem, [(i, int(owner[i]), 1, int(start[i])) for i in range(p.n)])
 
 
 def _step(p: Problem, tasks: list[int], owner: np.ndarray, start: np.ndarray, length: np.ndarray,
-          used: np.ndarray, res: float, limit: float, ctx: SolveContext) -> dict[int, tuple[int, int, int]] | None:
-    """Solve ``tasks`` in the context of the placed ones: task -> (device, start, length) in ticks."""
+          used: np.ndarray, res: float, cap: float, limit: float,
+          ctx: SolveContext) -> dict[int, tuple[int, int, int]] | None:
+    """Solve ``tasks`` in the context of the placed ones: task -> (device, start, length) in ticks.
+    ``p`` is capped at ``cap`` (ms), and so is the step's subproblem."""
     system = System(tuple(replace(d, memory=d.memory - used[u]) for u, d in enumerate(p.system.devices)),
                     p.system.links)
     inside = set(tasks)
@@ -93,6 +99,7 @@ def _step(p: Problem, tasks: list[int], owner: np.ndarray, start: np.ndarray, le
                                                    and p.task_index[e.dst] in inside], system, p.objective)
     except ProblemError:  # what is left of some device's memory no longer fits a task
         return None
+    sub = capped(sub, cap)  # built from the tasks, it has their true times
     done = np.flatnonzero(owner >= 0)
     ends = start + length
     # Edges from placed tasks: release times of their receivers, per receiving device.
