@@ -362,6 +362,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
     elif args.kind in ("vgg", "resnet", "inception", "transformer"):
         p = getattr(generators, args.kind)(platform=generators.platform(args.system), objective=objective,
                                            seed=args.seed)
+    elif args.kind == "transformer-train":
+        if args.batch > 1:
+            raise OptionError("--batch: transformer-train is one training step (latency); its batch of 8 sequences "
+                              "is inside the op shapes")
+        p = generators.transformer_train(args.layers, platform=generators.platform(args.system), seed=args.seed)
     elif args.kind == "gpt3":
         system = generators.platform(args.system) if args.system != "cpu-t4-a100" else None
         p = generators.gpt3(args.layers, platform=system, objective=objective, seed=args.seed)
@@ -495,7 +500,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="gantt.png")
 
     g = sub.add_parser("generate", help="write a seeded synthetic problem (mapsched.problem/1)")
-    g.add_argument("kind", choices=("stack", "random-dag", "vgg", "resnet", "inception", "transformer", "gpt3"))
+    g.add_argument("kind", choices=("stack", "random-dag", "vgg", "resnet", "inception", "transformer", "gpt3",
+                                    "transformer-train"))
     g.add_argument("-o", "--output", required=True)
     g.add_argument("--seed", type=_count(0), default=0)
     g.add_argument("--batch", type=_count(1), default=1, help="inputs L; above 1 the objective is throughput")
@@ -505,7 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--variant", choices=("sdep", "wdep"), default="sdep", help="stack: channel wiring")
     g.add_argument("--graph", choices=("er", "ws", "ba"), default="er", help="stack: random graph model")
     g.add_argument("--system", default="cpu-t4-a100", help="system preset (gpt3: multi-node unless given)")
-    g.add_argument("--layers", type=_count(1), default=12, help="gpt3: decoder layers")
+    g.add_argument("--layers", type=_count(1), default=12, help="gpt3, transformer-train: decoder layers")
     g.add_argument("--tasks", type=_count(1), default=1000, help="random-dag: tasks")
     g.add_argument("--devices", type=_count(1), default=4, help="random-dag: devices")
 
