@@ -433,6 +433,24 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_trace(args: argparse.Namespace) -> int:
+    harness = _harness()
+    from .generators import platform
+
+    check_output(args.output)
+    system = platform(args.system)  # an unknown preset fails before the model is built
+    model, shape = _model(args.model, args.input_shape)
+    if args.batch_size:
+        shape = (args.batch_size, *shape[1:])
+    t0 = time.perf_counter()
+    problem = harness.trace_step(model, shape, train=args.train, platform=system, name=args.model.partition(":")[2])
+    seconds = time.perf_counter() - t0
+    problem.write(args.output)
+    step = "training step" if args.train else "forward pass"
+    print(f"wrote {problem!r} to {args.output} ({step} of a batch of shape {list(shape)}, {seconds:.1f} s)")
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     harness = _harness()
     import torch
@@ -536,6 +554,18 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--repeats", type=_count(1), default=5, help="timed runs per measurement (median kept)")
     pr.add_argument("-o", "--output", required=True)
 
+    tr = sub.add_parser("trace", help="trace a PyTorch model's training step op by op in fake mode (needs torch)",
+                        description="Trace one training step (forward, cross-entropy loss, backward, SGD update) "
+                                    "with make_fx on fake tensors, so no weights, data or memory are needed, and cost "
+                                    "every aten op with the roofline of each device of the system preset.")
+    tr.add_argument("model", help="MODULE:FACTORY building an nn.Module, e.g. mapsched.harness.models:gpt_train12")
+    tr.add_argument("--train", action=argparse.BooleanOptionalAction, default=True,
+                    help="the whole training step (default); --no-train: the forward pass alone")
+    tr.add_argument("--input-shape", help="the whole batch's input shape, e.g. 8,128 (default: the model's)")
+    tr.add_argument("--batch-size", type=_count(1), default=None, help="replace the input shape's first dimension")
+    tr.add_argument("--system", default="cpu-t4-a100", help="system preset")
+    tr.add_argument("-o", "--output", required=True)
+
     rn = sub.add_parser("run", help="execute a schedule of a profiled model for real (needs torch)")
     rn.add_argument("model", help=model_help)
     rn.add_argument("problem", help="the problem that 'mapsched profile' wrote")
@@ -571,7 +601,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return {
             "validate": cmd_validate, "bound": cmd_bound, "methods": cmd_methods,
             "plot": cmd_plot, "demo": cmd_demo, "bench": cmd_bench, "generate": cmd_generate,
-            "profile": cmd_profile, "run": cmd_run,
+            "profile": cmd_profile, "trace": cmd_trace, "run": cmd_run,
         }[args.command](args)
     except MapschedError as exc:
         print(f"mapsched: error: {exc}", file=sys.stderr)
