@@ -48,8 +48,9 @@ def _bytes(t: torch.Tensor) -> int:
 
 
 def _fresh(target: Any, value: Any) -> int:
-    """Bytes of the outputs the op allocates: those its schema does not alias to an input."""
-    returns = target._schema.returns
+    """Bytes of the outputs the op allocates: those its schema does not alias to an input
+    (all of them for a target without a schema, such as a higher-order operator)."""
+    returns = target._schema.returns if hasattr(target, "_schema") else ()
     if isinstance(value, torch.Tensor):
         value = (value,)
     if isinstance(value, (tuple, list)) and len(returns) == len(value):
@@ -60,7 +61,7 @@ def _fresh(target: Any, value: Any) -> int:
 def _is_view(target: Any) -> bool:
     if target in _VIEWS:
         return True
-    rets = target._schema.returns
+    rets = target._schema.returns if hasattr(target, "_schema") else ()
     return bool(rets) and all(r.alias_info is not None and not r.alias_info.is_write for r in rets)
 
 
@@ -213,7 +214,8 @@ def step_ops(gm: torch.fx.GraphModule) -> list[Op]:
                         default=0)
         view = _is_view(node.target)
         where[node] = len(ops)
-        ops.append(Op(node.name, node.target.overloadpacket.__name__, float(flops), float(moved),
+        kind = node.target.overloadpacket.__name__ if hasattr(node.target, "overloadpacket") else node.name
+        ops.append(Op(node.name, kind, float(flops), float(moved),
                       0.0 if view else float(_fresh(node.target, val)), view, float(weight), inputs))
     return ops
 
