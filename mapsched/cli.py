@@ -362,6 +362,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
     elif args.kind in ("vgg", "resnet", "inception", "transformer"):
         p = getattr(generators, args.kind)(platform=generators.platform(args.system), objective=objective,
                                            seed=args.seed)
+    elif args.kind == "transformer-train":
+        if args.batch > 1:
+            raise OptionError("--batch: transformer-train is one training step (latency); its batch of 8 sequences "
+                              "is inside the op shapes")
+        p = generators.transformer_train(args.layers, platform=generators.platform(args.system), seed=args.seed)
     elif args.kind == "gpt3":
         system = generators.platform(args.system) if args.system != "cpu-t4-a100" else None
         p = generators.gpt3(args.layers, platform=system, objective=objective, seed=args.seed)
@@ -425,6 +430,24 @@ def cmd_profile(args: argparse.Namespace) -> int:
                               objective=objective, name=args.model.partition(":")[2])
     problem.write(args.output)
     print(f"wrote {problem!r} to {args.output}")
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    harness = _harness()
+    from .generators import platform
+
+    check_output(args.output)
+    system = platform(args.system)  # an unknown preset fails before the model is built
+    model, shape = _model(args.model, args.input_shape)
+    if args.batch_size:
+        shape = (args.batch_size, *shape[1:])
+    t0 = time.perf_counter()
+    problem = harness.trace_step(model, shape, train=args.train, platform=system, name=args.model.partition(":")[2])
+    seconds = time.perf_counter() - t0
+    problem.write(args.output)
+    step = "training step" if args.train else "forward pass"
+    print(f"wrote {problem!r} to {args.output} ({step} of a batch of shape {list(shape)}, {seconds:.1f} s)")
     return 0
 
 
@@ -495,7 +518,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="gantt.png")
 
     g = sub.add_parser("generate", help="write a seeded synthetic problem (mapsched.problem/1)")
-    g.add_argument("kind", choices=("stack", "random-dag", "vgg", "resnet", "inception", "transformer", "gpt3"))
+    g.add_argument("kind", choices=("stack", "random-dag", "vgg", "resnet", "inception", "transformer", "gpt3",
+                                    "transformer-train"))
     g.add_argument("-o", "--output", required=True)
     g.add_argument("--seed", type=_count(0), default=0)
     g.add_argument("--batch", type=_count(1), default=1, help="inputs L; above 1 the objective is throughput")
@@ -505,7 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--variant", choices=("sdep", "wdep"), default="sdep", help="stack: channel wiring")
     g.add_argument("--graph", choices=("er", "ws", "ba"), default="er", help="stack: random graph model")
     g.add_argument("--system", default="cpu-t4-a100", help="system preset (gpt3: multi-node unless given)")
-    g.add_argument("--layers", type=_count(1), default=12, help="gpt3: decoder layers")
+    g.add_argument("--layers", type=_count(1), default=12, help="gpt3, transformer-train: decoder layers")
     g.add_argument("--tasks", type=_count(1), default=1000, help="random-dag: tasks")
     g.add_argument("--devices", type=_count(1), default=4, help="random-dag: devices")
 
@@ -529,6 +553,18 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--warmup", type=_count(0), default=2)
     pr.add_argument("--repeats", type=_count(1), default=5, help="timed runs per measurement (median kept)")
     pr.add_argument("-o", "--output", required=True)
+
+    tr = sub.add_parser("trace", help="trace a PyTorch model's training step op by op in fake mode (needs torch)",
+                        description="Trace one training step (forward, cross-entropy loss, backward, SGD update) "
+                                    "with make_fx on fake tensors, so no weights, data or memory are needed, and cost "
+                                    "every aten op with the roofline of each device of the system preset.")
+    tr.add_argument("model", help="MODULE:FACTORY building an nn.Module, e.g. mapsched.harness.models:gpt_train12")
+    tr.add_argument("--train", action=argparse.BooleanOptionalAction, default=True,
+                    help="the whole training step (default); --no-train: the forward pass alone")
+    tr.add_argument("--input-shape", help="the whole batch's input shape, e.g. 8,128 (default: the model's)")
+    tr.add_argument("--batch-size", type=_count(1), default=None, help="replace the input shape's first dimension")
+    tr.add_argument("--system", default="cpu-t4-a100", help="system preset")
+    tr.add_argument("-o", "--output", required=True)
 
     rn = sub.add_parser("run", help="execute a schedule of a profiled model for real (needs torch)")
     rn.add_argument("model", help=model_help)
@@ -565,7 +601,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return {
             "validate": cmd_validate, "bound": cmd_bound, "methods": cmd_methods,
             "plot": cmd_plot, "demo": cmd_demo, "bench": cmd_bench, "generate": cmd_generate,
-            "profile": cmd_profile, "run": cmd_run,
+            "profile": cmd_profile, "trace": cmd_trace, "run": cmd_run,
         }[args.command](args)
     except MapschedError as exc:
         print(f"mapsched: error: {exc}", file=sys.stderr)

@@ -5,8 +5,10 @@ from .costs import DeviceProfile, Platform, cpu_t4_a100, gpu_server, multi_node,
 from .networks import gpt3, inception, resnet, transformer, vgg
 from .random_dag import random_dag
 from .random_wired import module_graph, random_wired, stack
+from .training import transformer_train
 
 __all__ = [
     "SYSTEMS", "DeviceProfile", "Platform", "cpu_t4_a100", "gpt3", "gpu_server", "inception", "module_graph",
-    "multi_node", "platform", "random_dag", "random_wired", "resnet", "stack", "transformer", "vgg",
+    "multi_node", "platform", "random_dag", "random_wired", "resnet", "stack", "transformer",
+    "transformer_train", "vgg",
 ]

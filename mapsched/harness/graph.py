@@ -17,6 +17,8 @@ import torch
 from torch import fx, nn
 from torch.fx.passes.shape_prop import ShapeProp
 
+from ..errors import HarnessError
+
 __all__ = ["CoarseGraph", "Segment", "trace"]
 
 # Module types and function names cheap enough to ride along with their producer.
@@ -272,6 +274,9 @@ def trace(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], clus
     ['_0', '_1', '_2']
     """
     example = (example,) if isinstance(example, torch.Tensor) else tuple(example)
+    if any(t.is_meta for t in (*model.parameters(), *model.buffers())):
+        raise HarnessError("model: it is on the meta device (shapes, no weights) and cannot run; "
+                           "cost its training step with 'mapsched trace' instead")
     gm = fx.symbolic_trace(model)
     groups: list[list[fx.Node]] = []
     where: dict[str, int] = {}  # node name to group index; placeholders are not grouped

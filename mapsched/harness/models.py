@@ -1,14 +1,20 @@
-"""Small example models in PyTorch, traceable by ``torch.fx``.
+"""Example models in PyTorch: small ones to profile, and large ones to trace a training step of.
 
-There is no torchvision here, so mapsched ships its own: they serve as examples of
-``mapsched profile MODULE:FACTORY`` and in the harness tests. Every factory takes
-keyword arguments only, returns a model in ``eval()`` mode with fixed (seeded)
-weights, and sets ``model.input_shape`` (batch of 1), which the CLI uses when
-``--input-shape`` is not given.
+There is no torchvision here, so mapsched ships its own. The small models
+(:data:`FACTORIES`) serve as examples of ``mapsched profile MODULE:FACTORY`` and in
+the harness tests: every factory takes keyword arguments only, returns a model in
+``eval()`` mode with fixed (seeded) weights, and sets ``model.input_shape`` (batch
+of 1), which the CLI uses when ``--input-shape`` is not given. They keep the batch
+dimension first and never compute a Python number from it (``flatten(1)`` rather
+than ``view(x.size(0), -1)``), so that a schedule may run their ops on batches of
+any size.
 
-The models keep the batch dimension first and never compute a Python number from
-it (``flatten(1)`` rather than ``view(x.size(0), -1)``), so that a schedule may run
-their ops on batches of any size.
+The training-step models (:func:`gpt`, :func:`gpt_train12`, :func:`gpt_train22`,
+:func:`resnet50`) are for ``mapsched trace``: they are built on the meta device
+(shapes only: no weights, no memory, built in well under a second), their
+``input_shape`` is a whole training batch, and ``input_dtype`` says what the input
+holds (token ids for the GPTs). Their outputs are class logits on the last
+dimension, as the traced cross-entropy loss expects.
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from torch import nn
 
 from ..generators.random_wired import module_graph
 
-__all__ = ["FACTORIES", "inception", "random_wired", "resnet", "transformer"]
+__all__ = ["FACTORIES", "gpt", "gpt_train12", "gpt_train22", "inception", "random_wired", "resnet", "resnet50",
+           "transformer"]
 
 
 def _conv_bn(cin: int, cout: int, k: int = 3, stride: int = 1) -> list[nn.Module]:
@@ -200,3 +207,116 @@ def transformer(d_model: int = 64, heads: int = 4, tokens: int = 20, layers: int
 
 FACTORIES = {"resnet": resnet, "inception": inception, "random-wired": random_wired, "transformer": transformer}
 """The example models by short name."""
+
+
+# ------------------------------------------------------------ training-step models (meta device)
+class _AttentionHead(nn.Module):
+    """One causal attention head with its own Q, K and V projections (separate ops, as in the
+    graphs of Celeritas's Transformer)."""
+
+    def __init__(self, d: int, dh: int):
+        super().__init__()
+        self.q, self.k, self.v = nn.Linear(d, dh), nn.Linear(d, dh), nn.Linear(d, dh)
+        self.scale = 1.0 / math.sqrt(dh)
+
+    def forward(self, h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.q(h), self.k(h), self.v(h)
+        return torch.softmax(q @ k.transpose(-2, -1) * self.scale + mask, -1) @ v
+
+
+class _GPTBlock(nn.Module):
+    def __init__(self, d: int, heads: int, ff: int, tokens: int):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d)
+        self.heads = nn.ModuleList(_AttentionHead(d, d // heads) for _ in range(heads))
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc1, self.fc2 = nn.Linear(d, ff), nn.Linear(ff, d)
+        self.register_buffer("mask", torch.triu(torch.full((tokens, tokens), float("-inf")), 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.ln1(x)
+        x = x + self.proj(torch.cat([head(h, self.mask) for head in self.heads], -1))
+        return x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x))))
+
+
+class _GPT(nn.Module):
+    def __init__(self, layers: int, d: int, heads: int, ff: int, vocab: int, tokens: int):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.zeros(tokens, d))
+        self.blocks = nn.Sequential(*(_GPTBlock(d, heads, ff, tokens) for _ in range(layers)))
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.ln(self.blocks(self.tok(ids) + self.pos)))
+
+
+def gpt(layers: int = 1, d_model: int = 32, heads: int = 2, ff: int | None = None, vocab: int = 100,
+        tokens: int = 16, batch: int = 2) -> nn.Module:
+    """A GPT-style decoder on the meta device, for ``mapsched trace``.
+
+    Token and position embeddings, ``layers`` pre-norm blocks (causal attention whose
+    ``heads`` heads each have their own Q, K and V ``Linear``; an output projection; a
+    GELU MLP of width ``ff``, default ``4 * d_model``), a final layer norm and a
+    bias-free projection to ``vocab`` logits. ``input_shape`` is ``(batch, tokens)``
+    of token ids. :func:`mapsched.generators.transformer_train` builds the same
+    training step without torch.
+
+    >>> m = gpt()
+    >>> m.input_shape, m.input_dtype, next(m.parameters()).device.type
+    ((2, 16), torch.int64, 'meta')
+    """
+    if d_model % heads:
+        raise ValueError(f"heads: expected a divisor of d_model={d_model}, got {heads}")
+    with torch.device("meta"):
+        model = _GPT(layers, d_model, heads, ff or 4 * d_model, vocab, tokens)
+    model.input_shape, model.input_dtype = (batch, tokens), torch.long
+    return model
+
+
+def gpt_train12() -> nn.Module:
+    """:func:`gpt` in the configuration measured in the Celeritas/Baechi note: 12 layers,
+    d_model 1024, 16 heads, MLP 4096, vocabulary 32,000, batch 8 x 128 tokens (217M
+    parameters). Its training step traces to 18,951 ops."""
+    return gpt(12, 1024, 16, 4096, 32000, 128, 8)
+
+
+def gpt_train22() -> nn.Module:
+    """:func:`gpt_train12` with 22 layers (343M parameters): 34,711 ops per training step."""
+    return gpt(22, 1024, 16, 4096, 32000, 128, 8)
+
+
+class _Bottleneck(nn.Module):
+    def __init__(self, cin: int, width: int, stride: int):
+        super().__init__()
+        cout = 4 * width
+        self.body = nn.Sequential(*_conv_bn(cin, width, 1), *_conv_bn(width, width, 3, stride),
+                                  nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout))
+        self.short = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+                      if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.body(x) + self.short(x))
+
+
+def resnet50(batch: int = 32, image: int = 224, classes: int = 1000) -> nn.Module:
+    """ResNet-50 (bottleneck blocks 3, 4, 6, 3; 25.6M parameters) on the meta device, for
+    ``mapsched trace``; ``input_shape`` is ``(batch, 3, image, image)``.
+
+    >>> m = resnet50()
+    >>> m.input_shape, sum(p.numel() for p in m.parameters())
+    ((32, 3, 224, 224), 25557032)
+    """
+    with torch.device("meta"):
+        layers: list[nn.Module] = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                                   nn.MaxPool2d(3, 2, 1)]
+        cin = 64
+        for stage, count in enumerate((3, 4, 6, 3)):
+            for b in range(count):
+                layers.append(_Bottleneck(cin, 64 * 2**stage, 2 if b == 0 and stage > 0 else 1))
+                cin = 256 * 2**stage
+        model = nn.Sequential(*layers, _Head(cin, classes))
+    model.input_shape, model.input_dtype = (batch, 3, image, image), torch.float32
+    return model
