@@ -143,7 +143,8 @@ class _Heads:
                 return self.memo[x]
         last = max(self.block[i] for i in x)
         w = frozenset(i for i in x if self.block[i] > last - self.span)
-        found = lower_bound(self.p if len(x) == self.p.n else self.p.restrict(sorted(x))).value
+        sub = self.p if len(x) == self.p.n else self.p.restrict(sorted(x))
+        found = lower_bound(sub, time_limit=max(self.deadline - time.perf_counter(), 1e-3)).value
         if self.solvable(w):
             found = max(found, self.window(w, self.releases(x, w), {}))
         with self.lock:
@@ -227,6 +228,11 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
             raise ValueError(f"window_bound: {name} must be a positive number of seconds, got {value!r}")
     deadline = time.perf_counter() + time_limit
     blocks = blocks_of(chain or pick_chain(p, 0, deadline=deadline), block)
+    sizes = [len(b) for b in blocks]
+    if min(sum(sizes[lo:lo + span]) for lo in range(max(1, len(blocks) - span + 1))) > BOUND_SOLVE_TASKS:
+        # No window gets a solve (a graph with no module structure has one large module),
+        # so only the quick bounds are left: no mirror and no closures to build.
+        return lower_bound(p, time_limit=max(deadline - time.perf_counter(), 1e-3)).value
     everything = frozenset(range(p.n))
     # The mirror keeps task indices and reverses every edge: its descendants are p's ancestors.
     q = mirror(p)
