@@ -10,13 +10,16 @@ import time
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 from strategies import problems
 
 from mapsched import registry, solve, validate
+from mapsched.bounds import critical_path_bound, work_bound
 from mapsched.closure import Closure
 from mapsched.formulations.common import _least_terms, load_cuts
 from mapsched.generators import random_dag, stack
 from mapsched.split import bound, full_bound, windows
+from mapsched.split.milp_split import pick_chain
 
 LATENCY = [m.name for m in registry.all_methods() if "latency" in m.objectives]
 
@@ -88,3 +91,12 @@ def test_the_quick_count_of_load_cut_terms_is_a_lower_bound(p):
     # load_cuts skips the closure when _least_terms alone overruns the budget: sound only
     # if it never counts more than the sets hold.
     assert _least_terms(p) <= sum(len(b) * p.m for _, _, b in load_cuts(p, 10**9))
+
+
+@given(problems(max_tasks=8, throughput=None), st.data())
+def test_the_chain_recursions_simple_bounds_are_those_of_the_restricted_problem(p, data):
+    # _Recursion.simple reads the whole problem's arrays instead of building restrict(x).
+    x = frozenset(data.draw(st.sets(st.integers(0, p.n - 1), min_size=1)))
+    rec = bound._Recursion(p, pick_chain(p, 1), time.perf_counter() + 10, 1.0)
+    sub = p.restrict(sorted(x))
+    assert rec.simple(x) == pytest.approx(max(critical_path_bound(sub), work_bound(sub)), rel=1e-12)

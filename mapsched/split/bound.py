@@ -48,7 +48,7 @@ from dataclasses import replace
 import networkx as nx
 import numpy as np
 
-from ..bounds import Bound, critical_path_bound, lower_bound, work_bound
+from ..bounds import Bound, critical_path_bound, lower_bound, min_work, work_bound
 from ..formulations.relaxation import RELAXATION_TASKS, relaxation_bound
 from ..problem import Objective, Problem, System, Task
 from ..solve import solve
@@ -91,6 +91,17 @@ class _Recursion:
         self.module_of = {i: t for t, mod in enumerate(chain.modules) for i in mod}
         self.exact_memo: dict[frozenset, float] = {}
         self.memo: dict[tuple[frozenset, int], float] = {}
+        self.shortest = problem.lat.min(axis=(1, 2)).tolist()
+        self.work = min_work(problem) / problem.m
+
+    def simple(self, x: frozenset) -> float:
+        """The critical path and the work bound of x, from the whole problem's arrays: the
+        same values as on ``restrict(x)``, which takes a third of a second at 10,000 tasks."""
+        finish = dict.fromkeys(x, 0.0)
+        for i in self.p.topo.tolist():
+            if i in finish:
+                finish[i] = self.shortest[i] + max((finish[q] for q in self.p.pred[i] if q in finish), default=0.0)
+        return max(max(finish.values()), float(self.work[sorted(x)].sum()))
 
     def exact(self, x: frozenset) -> float:
         """Proved bound of a task set: an exact solve, or for sets of more than
@@ -100,12 +111,11 @@ class _Recursion:
             return 0.0
         if x not in self.exact_memo:
             left = self.deadline - time.perf_counter()
-            sub = self.p.restrict(sorted(x))
-            value = max(critical_path_bound(sub), work_bound(sub))
-            if left > 0.05 and sub.n > BOUND_SOLVE_TASKS:
-                value = max(value, lower_bound(sub, time_limit=left).value)
+            value = self.simple(x)
+            if left > 0.05 and len(x) > BOUND_SOLVE_TASKS:
+                value = max(value, lower_bound(self.p.restrict(sorted(x)), time_limit=left).value)
             elif left > 0.05:
-                r = solve(sub, "exact", time_limit=min(self.limit, left), threads=1)
+                r = solve(self.p.restrict(sorted(x)), "exact", time_limit=min(self.limit, left), threads=1)
                 value = max(value, float(r.lower_bound))
             self.exact_memo[x] = value
         return self.exact_memo[x]
