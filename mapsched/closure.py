@@ -51,8 +51,13 @@ class Closure:
         """Whether a path orders i and j, either way."""
         return self.reaches(i, j) or self.reaches(j, i)
 
+    def descendants(self, i: int) -> np.ndarray:
+        """Indices of the tasks a path leads to from task i, ascending."""
+        raw = self.reach[i].to_bytes((self.n + 7) // 8, "little")
+        return np.flatnonzero(np.unpackbits(np.frombuffer(raw, dtype=np.uint8), bitorder="little"))
+
     def matrix(self) -> np.ndarray:
-        """Boolean reachability matrix, shape (n, n)."""
+        """Boolean reachability matrix, shape (n, n): eight times the bit sets' n^2 / 8 bytes."""
         nbytes = (self.n + 7) // 8
         raw = b"".join(r.to_bytes(nbytes, "little") for r in self.reach)
         bits = np.unpackbits(np.frombuffer(raw, dtype=np.uint8).reshape(self.n, nbytes),

@@ -25,8 +25,9 @@ from ..validate import floating_bound
 __all__ = ["load_bound"]
 
 
-def load_bound(problem: Problem) -> float:
-    """The optimum of the load LP (see the module docstring), slightly rounded down.
+def load_bound(problem: Problem, time_limit: float | None = None) -> float:
+    """The optimum of the load LP (see the module docstring), slightly rounded down; 0 if
+    HiGHS does not prove it within ``time_limit`` seconds (default: no limit).
 
     Notes
     -----
@@ -54,7 +55,7 @@ def load_bound(problem: Problem) -> float:
     c = np.zeros(cols + 1)
     c[-1] = 1.0
     res = linprog(c, A_ub=a[p.n:], b_ub=np.zeros(p.m), A_eq=a[:p.n], b_eq=np.full(p.n, float(p.L)),
-                  bounds=(0, None), method="highs")
-    if res.status != 0:  # the LP is always feasible and bounded; a solver failure proves nothing
+                  bounds=(0, None), method="highs", options={} if time_limit is None else {"time_limit": time_limit})
+    if res.status != 0:  # always feasible and bounded: a solver failure or the time limit proves nothing
         return 0.0
     return max(0.0, floating_bound(float(res.fun)))

@@ -19,11 +19,11 @@ class Bound:
     rule: str
 
 
-def lower_bound(problem: Problem) -> Bound:
+def lower_bound(problem: Problem, time_limit: float | None = None) -> Bound:
     """The largest of the quick bounds, with the rule that gave it: the critical path, the
-    total work and the load LP (:func:`~mapsched.bounds.load.load_bound`). Every ``solve``
-    adds it. O(n m nb L + E) and one LP. :func:`mapsched.split.full_bound` adds the
-    module-chain recursion.
+    total work and the load LP (:func:`~mapsched.bounds.load.load_bound`, given
+    ``time_limit`` seconds if set). Every ``solve`` adds it. O(n m nb L + E) and one LP.
+    :func:`mapsched.split.full_bound` adds the module-chain recursion.
 
     Examples
     --------
@@ -34,6 +34,6 @@ def lower_bound(problem: Problem) -> Bound:
     rules = [
         Bound(critical_path_bound(problem), "critical-path"),
         Bound(work_bound(problem), "work"),
-        Bound(load_bound(problem), "load"),
+        Bound(load_bound(problem, time_limit), "load"),
     ]
     return max(rules, key=lambda b: b.value)

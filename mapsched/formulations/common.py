@@ -187,7 +187,8 @@ def load_cuts(problem: Problem, max_terms: int = LOAD_CUT_TERMS) -> list[tuple[i
     Notes
     -----
     O(n^3 / w) bit operations on the shared transitive closure (w the word size), and
-    less once the budget is spent.
+    less once the budget is spent. Graphs whose longest paths alone overrun the budget
+    are answered in O(n + E), without the closure's n^2 bytes (100 MB at 10,000 tasks).
 
     Examples
     --------
@@ -199,7 +200,7 @@ def load_cuts(problem: Problem, max_terms: int = LOAD_CUT_TERMS) -> list[tuple[i
     []
     """
     p = problem
-    if max_terms <= 0:
+    if max_terms <= 0 or _least_terms(p) > max_terms:
         return []
     reach = Closure(p).matrix()  # reach[i, k]: a path leads from i to k
     out: list[tuple[int, int, np.ndarray]] = []
@@ -218,6 +219,19 @@ def load_cuts(problem: Problem, max_terms: int = LOAD_CUT_TERMS) -> list[tuple[i
                 return []
             out.append((i, k, b))
     return out
+
+
+def _least_terms(p: Problem) -> int:
+    """A lower bound on the terms of all of :func:`load_cuts`'s sets: a task has at least as
+    many ancestors (descendants) as its longest path in (out) has edges, and the sets
+    ``anc(k)`` and ``desc(i)`` of two or more tasks are among those counted."""
+    order = p.topo.tolist()
+    depth, height = [0] * p.n, [0] * p.n
+    for i in order:
+        depth[i] = max((depth[q] + 1 for q in p.pred[i]), default=0)
+    for i in reversed(order):
+        height[i] = max((height[j] + 1 for j in p.succ[i]), default=0)
+    return p.m * sum(d for d in depth + height if d >= 2)
 
 
 def device_load_cuts(problem: Problem, max_terms: int) -> Iterator[LoadCut]:

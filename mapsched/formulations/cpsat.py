@@ -29,6 +29,7 @@ Soundness of the bound
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -83,11 +84,16 @@ class CpSatModel:
     load_cut_terms : int
         Budget of the redundant load cuts (:func:`~.common.load_cuts`); 0, the default,
         leaves them out. ``exact`` states them (:data:`~.common.LOAD_CUT_TERMS`).
+    deadline : float
+        A ``time.perf_counter()`` time: building raises ``TimeoutError`` past it. Building
+        takes a good part of a second per thousand tasks, so a solve whose time limit
+        counts the build must be able to stop it.
     """
 
     def __init__(self, problem: Problem, upper_bound: float, resolution: float | None = None,
-                 plugins: tuple[Plugin, ...] = (), load_cut_terms: int = 0) -> None:
+                 plugins: tuple[Plugin, ...] = (), load_cut_terms: int = 0, deadline: float = math.inf) -> None:
         self.problem = problem
+        self.deadline = deadline
         self.res = res = resolution or default_resolution(upper_bound)
         self.model = m = cp_model.CpModel()
         horizon = math.ceil(upper_bound * res)
@@ -103,6 +109,7 @@ class CpSatModel:
         self.intervals: list[list[cp_model.IntervalVar]] = [[] for _ in range(p.m)]
         self.end = []
         for i in range(p.n):
+            self._check_time()
             on = np.flatnonzero(p.can_run[i]).tolist()
             for u in on:
                 self.x[i, u] = m.new_bool_var(f"x{i}_{u}")
@@ -126,6 +133,7 @@ class CpSatModel:
         # transfers counted (see device_windows): redundant, and it speeds up the proofs.
         dhead, dtail = device_windows(p)
         for i in range(p.n):
+            self._check_time()
             on = np.flatnonzero(np.isfinite(dhead[i])).tolist()
             for u in set(np.flatnonzero(p.can_run[i]).tolist()) - set(on):  # its data cannot reach u, or leave it
                 m.add(self.x[i, u] == 0)
@@ -134,6 +142,7 @@ class CpSatModel:
 
         cmin, extra = edge_comm(p)
         for e in range(p.E):
+            self._check_time()
             i, j = int(p.src[e]), int(p.dst[e])
             m.add(self.s[j] >= self.end[i])
             on_i, on_j = np.flatnonzero(p.can_run[i]).tolist(), np.flatnonzero(p.can_run[j]).tolist()
@@ -156,6 +165,7 @@ class CpSatModel:
 
         self.load_cuts = 0  # how many were stated: the worker set-up depends on it (see solve)
         for i, k, v, runs, first, last in device_load_cuts(p, load_cut_terms):
+            self._check_time()
             self.load_cuts += 1
             load = cp_model.LinearExpr.weighted_sum([self.x[j, v] for j in runs], [int(d[j, v]) for j in runs])
             load += math.floor(first * res) * (1 - self.use(i, v)) + math.floor(last * res) * (1 - self.use(k, v))
@@ -172,6 +182,10 @@ class CpSatModel:
                 m.add(cp_model.LinearExpr.weighted_sum([self.x[i, u] for i in on], sizes) <= room)
         apply_plugins(self, plugins)
         m.minimize(self.C)
+
+    def _check_time(self) -> None:
+        if time.perf_counter() > self.deadline:
+            raise TimeoutError(f"CpSatModel: past the deadline while building the model of {self.problem.n} tasks")
 
     # ModelView for plugins (times in ticks)
     def use(self, i: int, u: int) -> Any:

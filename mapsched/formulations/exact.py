@@ -9,6 +9,8 @@ the status is ``optimal`` only when the schedule meets that bound.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ..errors import InfeasibleError
@@ -78,7 +80,8 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
     CP-SAT's own solutions are not left-justified, and with fine ticks it may improve
     one by a single tick at a time; every solution is therefore re-timed as it comes,
     the best re-timed schedule is kept, and the search stops as soon as that schedule
-    meets the proved bound.
+    meets the proved bound. Building the CP-SAT model counts within the time limit: if it
+    runs out first, ``start`` comes back as it is, with no bound.
     """
     upper = serial_bound(problem) if hint_only else start.makespan
     best: list[Schedule] = [] if hint_only else [start]
@@ -108,7 +111,14 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
         log = f"model built in {model.build_seconds:.3f} s\n" + out["log"]
         final = retime(problem, out["owner"][:, None], out["starts"]) if out["owner"] is not None else None
     else:
-        model_c = CpSatModel(problem, upper, resolution or None, plugins, load_cut_terms)
+        try:
+            model_c = CpSatModel(problem, upper, resolution or None, plugins, load_cut_terms,
+                                 deadline=time.perf_counter() + ctx.remaining())
+        except TimeoutError:  # the time limit ran out before the model was built: keep the start
+            if not best:
+                raise InfeasibleError("exact: no schedule satisfies the plugins' constraints "
+                                      "(no time left to build the model)") from None
+            return _finish(best[0], None, "no time left to build the CP-SAT model: the start is kept\n")
         model_c.hint(start)
         out = model_c.solve(ctx.remaining_or_none(), ctx.threads, seed, ctx.log,
                             lambda sol, bound: keep(retime(problem, sol[0][:, None], sol[1]), bound),

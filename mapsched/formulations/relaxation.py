@@ -177,7 +177,8 @@ def _broken_cuts(p: Problem, relax: _Relaxation, margins: Margins, most: int, un
     device by one product of reachability matrices: the work on v between i and k is
     ``(R diag(w) R)[i, k]`` with ``w = t[:, v] x[:, v]`` (R: the shared closure, whose
     diagonal is empty). Past ``until`` the cuts go without margins, which are computed per task on
-    first use."""
+    first use, and no device's product is started that would, at the pace of those before,
+    end past it (each is O(n^3): 0.2 to 0.3 s at 2,000 tasks on two cores)."""
     reach = margins.reach
     x, s, makespan = relax.solution()
     end = s + (x * relax.t).sum(axis=1)
@@ -189,7 +190,10 @@ def _broken_cuts(p: Problem, relax: _Relaxation, margins: Margins, most: int, un
     span[n, :n] = s
     found: list[tuple[float, int, int, int]] = []
     paths = reach.astype(float)
+    started = time.perf_counter()
     for v in range(p.m):
+        if v and time.perf_counter() + (time.perf_counter() - started) / v > until:
+            break
         w = x[:, v] * relax.t[:, v]
         load = np.zeros((n + 1, n + 1))
         load[:n, :n] = paths @ (w[:, None] * paths)

@@ -48,12 +48,12 @@ from dataclasses import replace
 import networkx as nx
 import numpy as np
 
-from ..bounds import Bound, critical_path_bound, lower_bound, work_bound
+from ..bounds import Bound, critical_path_bound, lower_bound, min_work, work_bound
 from ..formulations.relaxation import RELAXATION_TASKS, relaxation_bound
 from ..problem import Objective, Problem, System, Task
 from ..solve import solve
 from .milp_split import pick_chain
-from .windows import window_bound
+from .windows import BOUND_SOLVE_TASKS, window_bound
 
 __all__ = ["chain_bound", "full_bound", "single_input_relaxation"]
 
@@ -91,19 +91,30 @@ class _Recursion:
         self.module_of = {i: t for t, mod in enumerate(chain.modules) for i in mod}
         self.exact_memo: dict[frozenset, float] = {}
         self.memo: dict[tuple[frozenset, int], float] = {}
+        self.shortest = problem.lat.min(axis=(1, 2)).tolist()
+        self.work = min_work(problem) / problem.m
 
     def simple(self, x: frozenset) -> float:
-        sub = self.p.restrict(sorted(x))
-        return max(critical_path_bound(sub), work_bound(sub))
+        """The critical path and the work bound of x, from the whole problem's arrays: the
+        same values as on ``restrict(x)``, which takes a third of a second at 10,000 tasks."""
+        finish = dict.fromkeys(x, 0.0)
+        for i in self.p.topo.tolist():
+            if i in finish:
+                finish[i] = self.shortest[i] + max((finish[q] for q in self.p.pred[i] if q in finish), default=0.0)
+        return max(max(finish.values()), float(self.work[sorted(x)].sum()))
 
     def exact(self, x: frozenset) -> float:
-        """Proved bound of a task set (an exact solve, or the simple bounds)."""
+        """Proved bound of a task set: an exact solve, or for sets of more than
+        :data:`~mapsched.split.windows.BOUND_SOLVE_TASKS` tasks the quick bounds (the simple
+        ones only once time is out)."""
         if not x:
             return 0.0
         if x not in self.exact_memo:
             left = self.deadline - time.perf_counter()
             value = self.simple(x)
-            if left > 0.05:
+            if left > 0.05 and len(x) > BOUND_SOLVE_TASKS:
+                value = max(value, lower_bound(self.p.restrict(sorted(x)), time_limit=left).value)
+            elif left > 0.05:
                 r = solve(self.p.restrict(sorted(x)), "exact", time_limit=min(self.limit, left), threads=1)
                 value = max(value, float(r.lower_bound))
             self.exact_memo[x] = value
@@ -197,6 +208,16 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
     latency the head-and-tail windows (:func:`~mapsched.split.windows.window_bound`, the
     time left, ``window_time_limit`` seconds per window), with the rule that won.
 
+    Notes
+    -----
+    What grows faster than the graph is left out of large ones: the relaxation above
+    :data:`~mapsched.formulations.relaxation.RELAXATION_TASKS` tasks (O(n^3) separation),
+    and exact solves of task sets above :data:`~mapsched.split.windows.BOUND_SOLVE_TASKS`
+    tasks in the chain and window rules (the quick bounds stand in). Memory then stays
+    within the problem's own arrays, CP-SAT models of at most that many tasks, and
+    reachability bit sets of n^2 / 8 bytes: 320 MB for ``mapsched bound`` on a 10,000-task
+    random DAG, against 280 MB for the quick bounds alone.
+
     Examples
     --------
     >>> from mapsched.generators import stack
@@ -208,7 +229,7 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
             raise ValueError(f"full_bound: {name} must be a positive number of seconds, got {value!r}")
     deadline = time.perf_counter() + time_limit
     latency = problem.L == 1
-    rules = [lower_bound(problem)]
+    rules = [lower_bound(problem, time_limit)]
     share = time_limit / 2
     if latency and problem.n <= RELAXATION_TASKS:
         share = time_limit / 3

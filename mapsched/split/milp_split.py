@@ -55,7 +55,7 @@ import math
 import multiprocessing
 import os
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 
@@ -89,8 +89,15 @@ class ModuleSolution:
 
 
 def solve_module(sub: Problem, backend: str, time_limit: float | None, symmetry: str = "none",
-                 threads: int = 1) -> ModuleSolution | None:
-    """Solve one module subproblem exactly (in a worker, or here); None if it has no schedule."""
+                 threads: int = 1, until: float | None = None) -> ModuleSolution | None:
+    """Solve one module subproblem exactly (in a worker, or here); None if it has no schedule,
+    or if ``until`` (a ``time.time()``, which unlike ``perf_counter`` other machines share)
+    has passed. A solve started late gets only the time left until then."""
+    if until is not None:
+        left = until - time.time()
+        if left <= 0:
+            return None
+        time_limit = left if time_limit is None else min(time_limit, left)
     try:
         r = solve(sub, "exact", time_limit=time_limit, threads=threads, backend=backend, symmetry=symmetry)
     except InfeasibleError:
@@ -193,7 +200,11 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     # Never worse than the heuristic it starts from: the heuristic recursion can be far
     # off (batched modules are added, not pipelined), time may run out before the table
     # fills, and holding channel ends on one device can rule out every combination.
+    began = time.perf_counter()
     start = warm_start(p)
+    # A pass over the whole graph: what a stitching's re-timing, or the set-up of a
+    # subproblem as large, takes again (a tenth of a second at 2,000 tasks).
+    one_pass = time.perf_counter() - began
     if not exact_chain and p.L == 1 and window > 0 and backend == "cpsat":
         s = rolling(p, chain, window, start.makespan, step_time_limit, ctx)
         if s is not None:
@@ -234,7 +245,8 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     limit = module_time_limit
     if ctx.time_limit is not None:  # share what is left among the subproblems, so the table fills in time
         limit = min(module_time_limit, max(0.2, 0.8 * ctx.remaining() * width / max(1, len(jobs))))
-    results = _run(jobs, backend, limit, symmetry, threads, width, executor, ctx)
+    # Kept back: the last subproblem's set-up, which may run past its limit, and two stitchings.
+    results = _run(jobs, backend, limit, symmetry, threads, width, executor, ctx, 3 * one_pass)
     solved = len(results)
     for t in range(T):
         for u in ins_dev[t]:
@@ -319,8 +331,12 @@ class _Subproblems:
     def __len__(self) -> int:
         return len(self.keys)
 
-    def items(self) -> Iterator[tuple[tuple, Problem | None]]:
+    def items(self, expired: Callable[[], bool]) -> Iterator[tuple[tuple, Problem | None]]:
+        """Each key and its subproblem, none once ``expired()``: building one of a thousand
+        tasks takes a tenth of a second."""
         for t, u, v in self.keys:
+            if expired():
+                return
             free = u == "free"
             yield (t, u, v), _subproblem(self.p, self.chain, t, None if free else u, None if free else v)
 
@@ -357,25 +373,28 @@ def pick_chain(p: Problem, channels: int, deadline: float = math.inf) -> ModuleC
 
 
 def _run(jobs: _Subproblems, backend: str, limit: float | None, symmetry: str, threads: int, width: int,
-         executor: Executor | None, ctx: SolveContext) -> dict[tuple, ModuleSolution]:
-    """Solve every subproblem: through the executor, a pool of ``width`` processes, or here."""
+         executor: Executor | None, ctx: SolveContext, reserve: float) -> dict[tuple, ModuleSolution]:
+    """Solve every subproblem: through the executor, a pool of ``width`` processes, or here.
+    With a time limit, ``reserve`` seconds of it are kept back for what follows, and each
+    subproblem gets at most what is left before them when it starts."""
+    until = None if ctx.time_limit is None else time.time() + ctx.remaining() - reserve
+
+    def expired() -> bool:
+        return until is not None and time.time() >= until
+
     if executor is None and width == 1:
         out = {}
-        for k, sub in jobs.items():
-            if ctx.expired():
-                break
-            if sub is not None and (r := solve_module(sub, backend, limit, symmetry, threads)) is not None:
+        for k, sub in jobs.items(expired):
+            if sub is not None and (r := solve_module(sub, backend, limit, symmetry, threads, until)) is not None:
                 out[k] = r
         return out
     own = executor is None
     pool = executor or ProcessPoolExecutor(max_workers=width, mp_context=_mp_context())
     try:
         futures = {}
-        for k, sub in jobs.items():
-            if ctx.expired():
-                break
+        for k, sub in jobs.items(expired):
             if sub is not None:
-                futures[pool.submit(solve_module, sub, backend, limit, symmetry, threads)] = k
+                futures[pool.submit(solve_module, sub, backend, limit, symmetry, threads, until)] = k
         done, pending = wait(futures, timeout=ctx.remaining_or_none())
         for f in pending:
             f.cancel()

@@ -21,6 +21,7 @@ a rounding; the result is re-timed exactly at the end, in the solver's job order
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -50,8 +51,8 @@ def rolling(problem: Problem, chain: ModuleChain, window: int, upper: float, ste
         (:func:`~mapsched.formulations.common.capped`): a walk that takes a longer one
         ends past ``upper``, and ``split`` keeps the schedule of ``upper`` instead.
     step_time_limit : float
-        Seconds per step at most; with a time limit on the solve, what is left is
-        shared among the remaining steps.
+        Seconds per step's solve at most; with a time limit on the solve, what is left
+        once the step's model is built is shared among the remaining steps.
 
     Returns
     -------
@@ -75,8 +76,7 @@ def rolling(problem: Problem, chain: ModuleChain, window: int, upper: float, ste
         if ctx.expired():
             return None
         tasks = sorted(i for mod in chain.modules[t:t + window] for i in mod)
-        placed = _step(p, tasks, owner, start, length, used, res, cap,
-                       min(step_time_limit, ctx.remaining() / (T - t)), ctx)
+        placed = _step(p, tasks, owner, start, length, used, res, cap, step_time_limit, T - t, ctx)
         if placed is None:
             return None
         for i, (u, s, d) in placed.items():
@@ -87,10 +87,13 @@ def rolling(problem: Problem, chain: ModuleChain, window: int, upper: float, ste
 
 
 def _step(p: Problem, tasks: list[int], owner: np.ndarray, start: np.ndarray, length: np.ndarray,
-          used: np.ndarray, res: float, cap: float, limit: float,
+          used: np.ndarray, res: float, cap: float, step_time_limit: float, steps: int,
           ctx: SolveContext) -> dict[int, tuple[int, int, int]] | None:
     """Solve ``tasks`` in the context of the placed ones: task -> (device, start, length) in ticks.
-    ``p`` is capped at ``cap`` (ms), and so is the step's subproblem."""
+    ``p`` is capped at ``cap`` (ms), and so is the step's subproblem. The solve gets
+    ``step_time_limit`` seconds at most, and its share of what is left of the time limit among
+    ``steps`` steps once the model is built: on thousands of tasks building takes as long as a
+    step's solve."""
     system = System(tuple(replace(d, memory=d.memory - used[u]) for u, d in enumerate(p.system.devices)),
                     p.system.links)
     inside = set(tasks)
@@ -114,7 +117,11 @@ def _step(p: Problem, tasks: list[int], owner: np.ndarray, start: np.ndarray, le
                 release.append((k, v, int(ends[a]) + math.floor(c * res) if math.isfinite(c) else -1))
     latest = max([int(ends[done].max()) if len(done) else 0] + [r for _, _, r in release])
     hint = _append_schedule(sub, release, owner, ends, res)
-    model = CpSatModel(sub, max(latest / res + serial_bound(sub), hint[2] / res if hint else 0) + 1.0 / res, res)
+    try:
+        model = CpSatModel(sub, max(latest / res + serial_bound(sub), hint[2] / res if hint else 0) + 1.0 / res, res,
+                           deadline=time.perf_counter() + ctx.remaining())
+    except TimeoutError:
+        return None
     if hint:  # without it, a one-worker search can spend its whole limit on the bound
         model.hint_ticks(*hint)
     m = model.model
@@ -129,6 +136,7 @@ def _step(p: Problem, tasks: list[int], owner: np.ndarray, start: np.ndarray, le
                  for i in done if owner[i] == u and length[i] > 0]
         if fixed:
             m.add_no_overlap(model.intervals[u] + fixed)
+    limit = min(step_time_limit, ctx.remaining() / steps)
     solver, status, _ = run_cpsat(model, max(limit, 0.05), ctx.threads, int(ctx.rng.integers(2**31 - 1)), False)
     if status not in (cp_model.FEASIBLE, cp_model.OPTIMAL):
         return None

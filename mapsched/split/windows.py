@@ -38,7 +38,7 @@ from ..formulations.exact import serial_bound
 from ..problem import Edge, Link, Problem, System
 from .milp_split import pick_chain
 
-__all__ = ["mirror", "window_bound"]
+__all__ = ["BOUND_SOLVE_TASKS", "mirror", "window_bound"]
 
 
 def mirror(problem: Problem) -> Problem:
@@ -60,6 +60,13 @@ def mirror(problem: Problem) -> Problem:
     return Problem(p.tasks, edges, System(p.system.devices, links), p.objective, f"{p.name}[mirrored]")
 
 
+BOUND_SOLVE_TASKS = 2_000
+"""Most tasks in a set that the bounds of :mod:`mapsched.split` solve exactly (a window here,
+a piece of a module in :func:`~mapsched.split.chain_bound`); larger sets get the quick bounds.
+The CP-SAT model of 10,000 tasks takes 1.7 s to build and 300 MB more to solve, and on
+random DAGs of 100 to 2,000 tasks two seconds of CP-SAT prove no more than the load LP."""
+
+
 def window_lower_bound(problem: Problem, tasks: frozenset, release: dict[int, float], tail: dict[int, float],
                        time_limit: float) -> float:
     """Proved lower bound of the makespan of ``tasks`` alone, task i starting no sooner
@@ -67,20 +74,25 @@ def window_lower_bound(problem: Problem, tasks: frozenset, release: dict[int, fl
 
     The CP-SAT latency model of the subproblem with ``s_i >= r_i`` and ``e_i + q_i <= C``,
     both rounded down to ticks, which keeps its bound a bound of the real problem
-    (:mod:`mapsched.formulations.cpsat`). One CP-SAT worker: windows run side by side."""
+    (:mod:`mapsched.formulations.cpsat`). One CP-SAT worker: windows run side by side.
+    Building the model counts within ``time_limit``; 0 if it runs out first."""
+    deadline = time.perf_counter() + time_limit
     idx = sorted(tasks)
     sub = problem.restrict(idx)
     r = np.array([release.get(i, 0.0) for i in idx])
     q = np.array([tail.get(i, 0.0) for i in idx])
     # A serial schedule started at the latest release meets every constraint by then.
-    model = CpSatModel(sub, float(r.max() + serial_bound(sub) + q.max()))
+    try:
+        model = CpSatModel(sub, float(r.max() + serial_bound(sub) + q.max()), deadline=deadline)
+    except TimeoutError:
+        return 0.0
     res = model.res
     for k in range(sub.n):
         if r[k] > 0:
             model.add(model.s[k] >= math.floor(r[k] * res))
         if q[k] > 0:
             model.add(model.end[k] + math.floor(q[k] * res) <= model.C)
-    bound = model.solve(time_limit, 1)["bound"]
+    bound = model.solve(max(0.0, deadline - time.perf_counter()), 1)["bound"]
     return max(0.0, bound) if math.isfinite(bound) else 0.0
 
 
@@ -89,13 +101,21 @@ class _Heads:
     (its last ``span`` blocks), with releases from this rule on the smaller sets; memoised."""
 
     def __init__(self, problem: Problem, blocks: list[frozenset], span: int, limit: float, deadline: float,
-                 reach: np.ndarray) -> None:
-        """``reach[j, i]``: a path leads from j to i in ``problem``."""
+                 ancestors: Closure) -> None:
+        """``ancestors``: the closure of the reversed graph, whose descendants of a task are
+        its ancestors in ``problem``."""
         self.p, self.span, self.limit, self.deadline = problem, span, limit, deadline
         self.block = {i: b for b, blk in enumerate(blocks) for i in blk}
-        self.before = {i: frozenset(np.flatnonzero(reach[:, i]).tolist()) for i in range(problem.n)}
+        self.ancestors = ancestors
+        # Only the windows' entries need their ancestors as sets: all of them would take
+        # some 80 bytes per ordered pair of tasks (3.5 GB at 10,000 random tasks).
+        self.before: dict[int, frozenset] = {}
         self.memo: dict[frozenset, float] = {}
         self.lock = threading.Lock()  # windows run in threads; two may find the same set, both soundly
+
+    def solvable(self, tasks: frozenset) -> bool:
+        """Whether a window of these tasks gets a solve: not too large, and time is left."""
+        return len(tasks) <= BOUND_SOLVE_TASKS and self.deadline - time.perf_counter() >= 0.05
 
     def window(self, tasks: frozenset, release: dict[int, float], tail: dict[int, float]) -> float:
         left = self.deadline - time.perf_counter()
@@ -106,8 +126,14 @@ class _Heads:
     def releases(self, within: frozenset, window: frozenset) -> dict[int, float]:
         """Releases of the window's entries (tasks with a parent outside it); the others
         follow from them by the precedences inside, and release 0 is always valid."""
-        return {i: self.value((self.before[i] & within) - window) for i in window
+        return {i: self.value((self.ancestors_of(i) & within) - window) for i in window
                 if any(q not in window for q in self.p.pred[i])}
+
+    def ancestors_of(self, i: int) -> frozenset:
+        with self.lock:
+            if i not in self.before:
+                self.before[i] = frozenset(self.ancestors.descendants(i).tolist())
+            return self.before[i]
 
     def value(self, x: frozenset) -> float:
         if not x:
@@ -117,7 +143,10 @@ class _Heads:
                 return self.memo[x]
         last = max(self.block[i] for i in x)
         w = frozenset(i for i in x if self.block[i] > last - self.span)
-        found = max(self.window(w, self.releases(x, w), {}), lower_bound(self.p.restrict(sorted(x))).value)
+        sub = self.p if len(x) == self.p.n else self.p.restrict(sorted(x))
+        found = lower_bound(sub, time_limit=max(self.deadline - time.perf_counter(), 1e-3)).value
+        if self.solvable(w):
+            found = max(found, self.window(w, self.releases(x, w), {}))
         with self.lock:
             # A subset's bound holds for every superset: restriction again.
             value = self.memo[x] = max([found] + [v for y, v in self.memo.items() if y <= x])
@@ -174,6 +203,9 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
     ``window_time_limit``. Windows of many tasks make each solve weaker rather than
     longer: in trials on a 10-module 4-channel sdep stack, blocks of 22 tasks, or windows
     that also took in the ancestors not all their entries share, lowered the bound.
+    Windows of more than :data:`BOUND_SOLVE_TASKS` tasks get no solve. Reachability is
+    kept as bit sets, n^2 / 8 bytes each way (12.5 MB at 10,000 tasks), and only the
+    windows' entries get their ancestors as sets.
 
     Examples
     --------
@@ -196,14 +228,21 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
             raise ValueError(f"window_bound: {name} must be a positive number of seconds, got {value!r}")
     deadline = time.perf_counter() + time_limit
     blocks = blocks_of(chain or pick_chain(p, 0, deadline=deadline), block)
+    sizes = [len(b) for b in blocks]
+    if min(sum(sizes[lo:lo + span]) for lo in range(max(1, len(blocks) - span + 1))) > BOUND_SOLVE_TASKS:
+        # No window gets a solve (a graph with no module structure has one large module),
+        # so only the quick bounds are left: no mirror and no closures to build.
+        return lower_bound(p, time_limit=max(deadline - time.perf_counter(), 1e-3)).value
     everything = frozenset(range(p.n))
-    reach = Closure(p).matrix()
-    ahead = _Heads(p, blocks, span, window_time_limit, deadline, reach)
-    # The mirror keeps task indices and reverses every edge: its paths are the transpose.
-    behind = _Heads(mirror(p), blocks[::-1], span, window_time_limit, deadline, reach.T)
+    # The mirror keeps task indices and reverses every edge: its descendants are p's ancestors.
+    q = mirror(p)
+    ahead = _Heads(p, blocks, span, window_time_limit, deadline, Closure(q))
+    behind = _Heads(q, blocks[::-1], span, window_time_limit, deadline, Closure(p))
 
     def between(lo: int) -> float:
         w = frozenset().union(*blocks[lo:lo + span])
+        if not ahead.solvable(w):
+            return 0.0
         return ahead.window(w, ahead.releases(everything, w), behind.releases(everything, w))
 
     # CP-SAT lets go of the GIL while it solves, so threads use the cores.

@@ -1,0 +1,89 @@
+"""How closely the command line keeps a time limit: every latency method through
+``mapsched solve`` and the full bound through ``mapsched bound``, each as its own
+process, on a 2,000-task random DAG and a 20-module 4-channel sdep stack (both made with
+``mapsched generate`` in a temporary folder), for each limit.
+
+The table gives the wall time of the whole command, the ``solve_seconds`` its schedule
+reports, the overshoot of the wall time over the limit, and the start-up time (the wall
+time of ``mapsched --help``, the median of three, measured once) that the wall time
+includes. Run it alone on the machine: the figures are wall times.
+
+    python benchmarks/bench_time_limits.py
+    python benchmarks/bench_time_limits.py --limits 2 --methods split,exact,bound
+
+The commands run ``python -m mapsched`` from the repository root, so they use this
+checkout whatever is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mapsched import Problem, Schedule, registry, validate
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBLEMS = {
+    "random-dag 2000x4": ["random-dag", "--tasks", "2000", "--devices", "4"],
+    "stack 20x4 sdep": ["stack", "--modules", "20", "--channels", "4", "--variant", "sdep"],
+}
+BOUND = "bound"
+"""The name --methods gives ``mapsched bound --time-limit``."""
+
+
+def mapsched(*args: str) -> tuple[float, subprocess.CompletedProcess]:
+    """Run ``python -m mapsched ARGS`` from the repository root; its wall time and result."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "mapsched", *args], cwd=ROOT, capture_output=True, text=True)
+    return time.perf_counter() - start, done
+
+
+def main() -> None:
+    latency = [m.name for m in registry.all_methods() if "latency" in m.objectives]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--limits", default="2,5,10", help="time limits in seconds, comma-separated")
+    ap.add_argument("--methods", default=",".join(latency + [BOUND]),
+                    help=f"methods, comma-separated ({BOUND!r}: mapsched bound)")
+    args = ap.parse_args()
+    limits = [float(t) for t in args.limits.split(",")]
+    methods = args.methods.split(",")
+    unknown = [m for m in methods if m not in latency and m != BOUND]
+    if unknown:
+        ap.error(f"--methods: unknown {unknown}; pick from {', '.join(latency + [BOUND])}")
+    startup = statistics.median(mapsched("--help")[0] for _ in range(3))
+    print("| problem | method | limit (s) | wall (s) | solve_seconds | overshoot | start-up (s) | valid |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, spec in PROBLEMS.items():
+            path = str(Path(tmp) / f"{spec[0]}.json")
+            _, done = mapsched("generate", *spec, "-o", path)
+            if done.returncode:
+                sys.exit(f"generate {label} failed:\n{done.stderr}")
+            problem = Problem.read(path)
+            for limit in limits:
+                for method in methods:
+                    out = str(Path(tmp) / "schedule.json")
+                    if method == BOUND:
+                        wall, done = mapsched("bound", path, "--time-limit", f"{limit:g}")
+                    else:
+                        wall, done = mapsched("solve", path, "-m", method, "--time-limit", f"{limit:g}", "-o", out)
+                    seconds, valid = "", ""
+                    if done.returncode:
+                        valid = f"failed ({done.returncode})"
+                        print(f"{label} {method} {limit:g}: {done.stderr.strip()[-500:]}", file=sys.stderr)
+                    elif method != BOUND:
+                        schedule = Schedule.read(out)
+                        seconds = f"{schedule.solve_seconds:.2f}"
+                        valid = "yes" if not validate(problem, schedule) else "NO"
+                    over = 100 * (wall / limit - 1)
+                    print(f"| {label} | {method} | {limit:g} | {wall:.2f} | {seconds} | {over:+.0f}% | {startup:.2f} "
+                          f"| {valid} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

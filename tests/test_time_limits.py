@@ -1,0 +1,102 @@
+"""Time limits hold in-process: every method and full_bound return within theirs, and
+full_bound leaves out on large graphs the rules whose cost grows faster than the graph.
+
+The tolerances are generous (CI shares two cores); the exact figures are in
+benchmarks/bench_time_limits.py.
+"""
+
+import sys
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import problems
+
+from mapsched import registry, solve, validate
+from mapsched.bounds import critical_path_bound, work_bound
+from mapsched.closure import Closure
+from mapsched.formulations.common import _least_terms, load_cuts
+from mapsched.generators import random_dag, stack
+from mapsched.split import bound, full_bound, windows
+from mapsched.split.milp_split import pick_chain
+
+LATENCY = [m.name for m in registry.all_methods() if "latency" in m.objectives]
+
+
+def slack(limit: float) -> float:
+    """The most seconds a run with ``limit`` may take here."""
+    return 1.5 * limit + 0.5
+
+
+@pytest.fixture(scope="module", params=["random-dag", "stack"])
+def problem(request):
+    if request.param == "random-dag":
+        return random_dag(400, 4, 0)
+    return stack(10, 10, 4, "sdep", seed=0)
+
+
+@pytest.mark.parametrize("name", LATENCY)
+def test_every_method_keeps_its_time_limit(problem, name):
+    start = time.perf_counter()
+    r = solve(problem, name, time_limit=1.0)
+    assert time.perf_counter() - start <= slack(1.0)
+    assert validate(problem, r) == []
+
+
+def test_full_bound_keeps_its_time_limit(problem):
+    start = time.perf_counter()
+    b = full_bound(problem, time_limit=2.0)
+    assert time.perf_counter() - start <= slack(2.0)
+    assert b.value > 0
+
+
+def test_full_bound_leaves_out_the_costly_rules_on_a_large_sparse_dag(monkeypatch):
+    # Above 2,000 tasks: no relaxation (n^3 separation), no dense n x n closure, and no
+    # exact solve of a set past BOUND_SOLVE_TASKS (the random DAG's chain is one module).
+    p = random_dag(2500, 4, 0)
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("full_bound ran a rule it cannot afford at this size")
+
+    def small(real):
+        def call(x, *args, **kwargs):
+            assert x.n <= windows.BOUND_SOLVE_TASKS, "full_bound ran a rule it cannot afford at this size"
+            return real(x, *args, **kwargs)
+        return call
+
+    monkeypatch.setattr(bound, "relaxation_bound", forbidden)
+    monkeypatch.setattr(Closure, "matrix", small(Closure.matrix))
+    monkeypatch.setattr(windows, "window_lower_bound", forbidden)
+    monkeypatch.setattr(bound, "solve", small(bound.solve))
+    start = time.perf_counter()
+    b = full_bound(p, time_limit=4.0)
+    assert time.perf_counter() - start <= slack(4.0)
+    assert b.rule == "load"  # with no module structure, the quick bounds are what is left
+
+
+def test_solve_counts_its_bound_within_the_time_limit(monkeypatch):
+    # The bound solve() adds runs on the clock, with a share of the limit.
+    solve_module = sys.modules["mapsched.solve"]  # the package's name is the function's
+    seen = []
+    real = solve_module.lower_bound
+    monkeypatch.setattr(solve_module, "lower_bound", lambda p, time_limit=None: (
+        seen.append(time_limit), time.sleep(0.3), real(p, time_limit))[-1])
+    r = solve(random_dag(50, 3, 0), "heft", time_limit=2.0)
+    assert seen == [2.0 * solve_module.BOUND_SHARE] and r.solve_seconds >= 0.3
+
+
+@given(problems(max_tasks=8))
+def test_the_quick_count_of_load_cut_terms_is_a_lower_bound(p):
+    # load_cuts skips the closure when _least_terms alone overruns the budget: sound only
+    # if it never counts more than the sets hold.
+    assert _least_terms(p) <= sum(len(b) * p.m for _, _, b in load_cuts(p, 10**9))
+
+
+@given(problems(max_tasks=8, throughput=None), st.data())
+def test_the_chain_recursions_simple_bounds_are_those_of_the_restricted_problem(p, data):
+    # _Recursion.simple reads the whole problem's arrays instead of building restrict(x).
+    x = frozenset(data.draw(st.sets(st.integers(0, p.n - 1), min_size=1)))
+    rec = bound._Recursion(p, pick_chain(p, 1), time.perf_counter() + 10, 1.0)
+    sub = p.restrict(sorted(x))
+    assert rec.simple(x) == pytest.approx(max(critical_path_bound(sub), work_bound(sub)), rel=1e-12)
