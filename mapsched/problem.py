@@ -247,7 +247,7 @@ class Problem:
         links, seen = [], set()
         for k, ln in enumerate(system.links):
             for end in ("a", "b"):
-                if getattr(ln, end) not in self.device_index:
+                if not isinstance(getattr(ln, end), str) or getattr(ln, end) not in self.device_index:
                     raise ProblemError(
                         f"links[{k}].{end}: unknown device {shown(getattr(ln, end))}; "
                         f"expected one of {sorted(self.device_index)}"
@@ -303,7 +303,7 @@ class Problem:
         checked, seen = [], set()
         for k, e in enumerate(edges):
             for end in ("src", "dst"):
-                if getattr(e, end) not in self.task_index:
+                if not isinstance(getattr(e, end), str) or getattr(e, end) not in self.task_index:
                     raise ProblemError(f"edges[{k}].{end}: unknown task {shown(getattr(e, end))}")
             if (e.src, e.dst) in seen:
                 raise ProblemError(f"edges[{k}]: duplicate edge {shown(e.src)} -> {shown(e.dst)}")

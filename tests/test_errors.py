@@ -56,6 +56,9 @@ CASES = [
     # The format says numbers: a string is refused, except as a latency table's batch-size key.
     ("string batch size", lambda d: d["devices"][0].update(batch_sizes=["5", 2]), "devices[0].batch_sizes: expected an integer from 1 to 100000, got '5'"),
     ("string batch", lambda d: d.update(objective={"kind": "throughput", "batch": "5"}), "objective.batch: expected an integer from 1 to 100000, got '5'"),
+    # Hypothesis found a list as an edge's end: a TypeError (unhashable) instead of this line.
+    ("list as a task name", lambda d: d["edges"][7].update(src=[]), "edges[7].src: unknown task []"),
+    ("list as a device name", lambda d: d["links"][0].update(a=[1]), "links[0].a: unknown device [1]"),
     ("huge name", lambda d: d["edges"].append({"src": "t1", "dst": "x" * 10**6}), "edges[15].dst: unknown task 'xxxxxxxxxxxx"),
 ]
 

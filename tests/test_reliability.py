@@ -293,7 +293,8 @@ def hostile_files(draw):
     return json.dumps(_mutate_json(json.loads(TEXT), draw)).encode()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", 150)), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(content=hostile_files())
 def test_mutated_files_give_a_result_or_one_line(tmp_path, capsys, content):
     path = tmp_path / "p.json"

@@ -221,8 +221,9 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
     Examples
     --------
     >>> from mapsched.generators import stack
-    >>> full_bound(stack(modules=2, n=5, seed=1), time_limit=10).rule
-    'module-chain'
+    >>> b = full_bound(stack(modules=2, n=5, seed=1), time_limit=10)
+    >>> b.rule in ("module-chain", "module-windows")  # within 1e-7 of each other here: the clock decides
+    True
     """
     for name, value in (("time_limit", time_limit), ("window_time_limit", window_time_limit)):
         if not value > 0:
