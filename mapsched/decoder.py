@@ -63,7 +63,7 @@ def ready_order(problem: Problem, priority: np.ndarray) -> list[int]:
 
 _NO_GAP = -math.inf  # the gap before a device's first interval: no job fits there by a gap
 _MARGIN = 2.0**-50  # eight units in the last place: see _Gaps.earliest
-_BLOCK = 64  # intervals a block holds, closed or open
+_BLOCK = 128  # intervals a block holds, closed or open
 
 
 class _Gaps:
@@ -142,11 +142,11 @@ class _Gaps:
     def earliest(self, ready: float, d: float) -> tuple[float, int]:
         """As :meth:`Timeline.earliest` with insertion."""
         starts, ends = self.tail_starts, self.tail_ends  # empty only while the device is
-        if not ends or ends[-1] <= ready:  # every interval is over by `ready`
-            return ready, self.closed + len(ends)
+        first = bisect_right(ends, ready)  # the first interval of the tail not over by `ready`
+        if first == len(ends):  # every interval is over by `ready`
+            return ready, self.closed + first
         last = self.last
-        if not last or last[-1] <= ready:  # the tail is all that is left: scan it
-            first = bisect_right(ends, ready)
+        if first or not last or last[-1] <= ready:  # the tail is all that is left: scan it
             if ready + d <= starts[first]:
                 return ready, self.closed + first
             for k in range(first + 1, len(starts)):
@@ -312,7 +312,7 @@ class Timeline:
     -----
     Appending costs O(1) per job. With insertion, each device keeps its k intervals in
     a :class:`_Gaps` index: finding the first idle gap that fits a job and reserving it
-    take O(B + log k) steps amortised (B = 64 intervals a block), plus O(k / B) C-level
+    take O(B + log k) steps amortised (B = 128 intervals a block), plus O(k / B) C-level
     steps when a block splits, at most once per B / 2 insertions into it, where a scan
     of the intervals after ``ready`` and a list insertion took O(k). The answers are the
     scan's, to the bit.

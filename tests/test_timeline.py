@@ -23,7 +23,7 @@ from mapsched.heuristics.cpop import cpop
 from mapsched.heuristics.heft import heft
 from mapsched.solve import SolveContext
 
-BLOCKS = [2, 5, 64]  # the smallest block the index allows, an odd one, and the default
+BLOCKS = [2, 5, decoder._BLOCK]  # the smallest block the index allows, an odd one, and the default
 
 
 class ScanTimeline:
@@ -153,7 +153,7 @@ def _same_as_scan(p, owners, methods, block):
     assert got == want
 
 
-@pytest.mark.parametrize("block", [2, 64])
+@pytest.mark.parametrize("block", [2, decoder._BLOCK])
 @given(problems(max_tasks=10, throughput=None), st.integers(0, 2**32 - 1))
 def test_methods_schedule_as_with_the_scan(block, p, seed):
     """heft and cpop (bheft when batched) and the insertion decoder place every job where
@@ -170,12 +170,12 @@ def test_large_schedules_as_with_the_scan(n, m, seed):
     """Long device timelines, where searches cross many blocks."""
     p = random_dag(n, m, seed)
     owner = np.random.default_rng(seed).integers(m, size=(n, 1))
-    for block in (4, 64):
+    for block in (4, decoder._BLOCK):
         _same_as_scan(p, [owner], [heft, cpop], block)
 
 
 def test_batched_schedules_as_with_the_scan():
     p = random_dag(300, 4, 3, objective=Objective("throughput", 4))
     owner = np.random.default_rng(3).integers(p.m, size=(p.n, p.L))
-    for block in (4, 64):
+    for block in (4, decoder._BLOCK):
         _same_as_scan(p, [owner], [heft], block)
