@@ -90,7 +90,7 @@ class _Gaps:
     """
 
     __slots__ = ("cap", "closed", "count", "ends", "hint", "keys", "last", "starts", "tail_ends",
-                 "tail_starts", "tail_top", "top")
+                 "tail_at", "tail_starts", "tail_top", "top")
 
     def __init__(self) -> None:
         self.starts: list[list[float]] = []  # per closed block, in time order
@@ -99,7 +99,10 @@ class _Gaps:
         self.last: list[float] = []  # each closed block's last end, for bisection
         self.tail_starts: list[float] = []
         self.tail_ends: list[float] = []
-        self.tail_top: float | None = None  # the tail's longest gap, None until needed again
+        # The tail's longest gap, as of when the device held `tail_at` intervals: the tail
+        # changes only with an insertion (a close follows one), so a new count means stale.
+        self.tail_top = _NO_GAP
+        self.tail_at = -1
         self.closed = 0  # intervals in closed blocks
         self.hint = (-1, 0, 0)  # (slot, block, index) of the last closed answer, until a reserve
         self._build([], [])
@@ -191,8 +194,9 @@ class _Gaps:
                 break
             starts, ends, prev, lo = self.starts[j], self.ends[j], last[j - 1], 0
         starts, ends = self.tail_starts, self.tail_ends
-        if self.tail_top is None:
+        if self.tail_at != self.closed + len(starts):
             self.tail_top = max(map(sub, starts, [last[-1], *ends[:-1]]))
+            self.tail_at = self.closed + len(starts)
         if self.tail_top >= fit:
             prev = last[-1]
             for k in range(len(starts)):
@@ -208,7 +212,6 @@ class _Gaps:
             starts = self.tail_starts
             starts.insert(k, s)
             self.tail_ends.insert(k, e)
-            self.tail_top = None
             if len(starts) > _BLOCK:
                 self._close()
             return
@@ -276,7 +279,6 @@ class _Gaps:
         del ts[:h], te[:h]
         last.append(self.ends[-1][-1])
         self.closed += h
-        self.tail_top = None
         nb = len(last)
         if nb > self.cap:  # the segment tree is full: double it
             self._build([*self.top[self.cap:], math.inf], [*map(len, self.starts)])

@@ -84,7 +84,7 @@ def _check_index(g: decoder._Gaps) -> None:
     assert all(top[i] == max(top[2 * i], top[2 * i + 1]) for i in range(1, cap))
     assert all(count[i] == count[2 * i] + count[2 * i + 1] for i in range(1, cap))
     assert g.closed == sum(map(len, g.starts)) and len(g.tail_starts) <= decoder._BLOCK
-    if g.tail_top is not None:
+    if g.tail_at == g.closed + len(g.tail_starts):
         assert g.tail_top == max(b - a for a, b in zip([prev, *g.tail_ends], g.tail_starts))
 
 
