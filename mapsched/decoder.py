@@ -105,7 +105,9 @@ class _Gaps:
         self.tail_at = -1
         self.closed = 0  # intervals in closed blocks
         self.hint = (-1, 0, 0)  # (slot, block, index) of the last closed answer, until a reserve
-        self._build([], [])
+        # The trees of no closed block, as _build([], []) makes them: spelt out, for a decoder
+        # makes a Timeline per decode.
+        self.cap, self.top, self.count = 1, [_NO_GAP, _NO_GAP], [0, 0]
 
     def _build(self, tops: list[float], counts: list[int]) -> None:
         """Both trees, for closed blocks with these longest gaps and interval counts. O(k / B)."""
