@@ -559,7 +559,8 @@ def expand(
     (it is the earliest start for these device sequences), and insertion no
     later than appending.
 
-    O(n log n + E), plus the insertion gap scan (linear in a device's jobs in the worst case).
+    O(n log n + E), plus about O(log n) amortised per job for the insertion gap search
+    (see :class:`~mapsched.decoder.Timeline`).
 
     Examples
     --------

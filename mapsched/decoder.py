@@ -24,8 +24,11 @@ Examples
 from __future__ import annotations
 
 import heapq
+import math
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
+from itertools import chain
+from operator import add, sub
 from typing import Any
 
 import numpy as np
@@ -58,36 +61,310 @@ def ready_order(problem: Problem, priority: np.ndarray) -> list[int]:
     return order
 
 
+_NO_GAP = -math.inf  # the gap before a device's first interval: no job fits there by a gap
+_MARGIN = 2.0**-50  # eight units in the last place: see _Gaps.earliest
+_BLOCK = 128  # intervals a block holds, closed or open
+
+
+class _Gaps:
+    """The busy intervals of one device, indexed for the first idle gap that fits a job.
+
+    The intervals, in time order, are cut into blocks. The last block, the tail, where
+    nearly all the work of list scheduling happens, is two plain lists searched as
+    without an index; once it holds more than ``_BLOCK`` intervals its first half closes
+    into a block of its own. A closed block keeps the length of the gap before each of
+    its intervals (its keys), measured the first time a search or an insertion reaches
+    it. A max segment tree over the closed blocks' longest gaps (infinite while not
+    measured) lets a search skip every run of blocks whose gaps are all too short, and
+    the same tree over their interval counts turns a block into a slot (an interval's
+    index in time order) and back.
+
+    Notes
+    -----
+    For k intervals and B = ``_BLOCK``, :meth:`earliest` and :meth:`reserve` take
+    O(B + log k) steps amortised (measuring a block costs O(B + log k), once per block),
+    plus O(B) for each block whose longest gap passes the filter of :meth:`earliest`
+    while the exact test then fails, which takes a gap within 2**-50 (2d + the largest
+    time) of the job's length d. A closed block that overflows splits in two, rebuilding the
+    trees in O(k / B) C-level steps, at most once per B / 2 insertions into it.
+    """
+
+    __slots__ = ("cap", "closed", "count", "ends", "hint", "keys", "last", "starts", "tail_ends",
+                 "tail_at", "tail_starts", "tail_top", "top")
+
+    def __init__(self) -> None:
+        self.starts: list[list[float]] = []  # per closed block, in time order
+        self.ends: list[list[float]] = []
+        self.keys: list[list[float] | None] = []  # None: not measured since the block closed
+        self.last: list[float] = []  # each closed block's last end, for bisection
+        self.tail_starts: list[float] = []
+        self.tail_ends: list[float] = []
+        # The tail's longest gap, as of when the device held `tail_at` intervals: the tail
+        # changes only with an insertion (a close follows one), so a new count means stale.
+        self.tail_top = _NO_GAP
+        self.tail_at = -1
+        self.closed = 0  # intervals in closed blocks
+        self.hint = (-1, 0, 0)  # (slot, block, index) of the last closed answer, until a reserve
+        # The trees of no closed block, as _build([], []) makes them: spelt out, for a decoder
+        # makes a Timeline per decode.
+        self.cap, self.top, self.count = 1, [_NO_GAP, _NO_GAP], [0, 0]
+
+    def _build(self, tops: list[float], counts: list[int]) -> None:
+        """Both trees, for closed blocks with these longest gaps and interval counts. O(k / B)."""
+        self.cap = cap = 1 << max(len(tops) - 1, 0).bit_length()
+        self.top = top = [_NO_GAP] * cap + tops + [_NO_GAP] * (cap - len(tops))
+        self.count = count = [0] * cap + counts + [0] * (cap - len(counts))
+        lo = cap >> 1
+        while lo:  # a level at a time; node i's children are 2i and 2i + 1
+            top[lo:2 * lo] = map(max, top[2 * lo:4 * lo:2], top[2 * lo + 1:4 * lo:2])
+            count[lo:2 * lo] = map(add, count[2 * lo:4 * lo:2], count[2 * lo + 1:4 * lo:2])
+            lo >>= 1
+
+    def _before(self, j: int) -> int:
+        """Intervals in the closed blocks before block j. O(log k)."""
+        count, i, c = self.count, j + self.cap, 0
+        while i > 1:
+            if i & 1:  # a right child: its left sibling's blocks come first
+                c += count[i - 1]
+            i >>= 1
+        return c
+
+    def _first_fit(self, j: int, fit: float) -> int:
+        """The first closed block from block j on with a gap of at least ``fit`` (none: their count). O(log k)."""
+        top, i = self.top, j + self.cap
+        while top[i] < fit:
+            while i & 1:  # climb while a right child, then step to the next subtree on the right
+                i >>= 1
+            if not i:
+                return len(self.last)
+            i += 1
+        while i < self.cap:
+            i <<= 1
+            if top[i] < fit:
+                i += 1
+        return i - self.cap
+
+    def earliest(self, ready: float, d: float) -> tuple[float, int]:
+        """As :meth:`Timeline.earliest` with insertion."""
+        starts, ends = self.tail_starts, self.tail_ends  # empty only while the device is
+        first = bisect_right(ends, ready)  # the first interval of the tail not over by `ready`
+        if first == len(ends):  # every interval is over by `ready`
+            return ready, self.closed + first
+        last = self.last
+        if first or not last or last[-1] <= ready:  # the tail is all that is left: scan it
+            if ready + d <= starts[first]:
+                return ready, self.closed + first
+            for k in range(first + 1, len(starts)):
+                if ends[k - 1] + d <= starts[k]:
+                    return ends[k - 1], self.closed + k
+            return ends[-1], self.closed + len(ends)
+        j = bisect_right(last, ready)
+        starts, ends = self.starts[j], self.ends[j]
+        k = bisect_right(ends, ready)  # the first interval not over by `ready`
+        if ready + d <= starts[k]:
+            slot = self._before(j) + k
+            self.hint = (slot, j, k)
+            return ready, slot
+        # Later gaps open where an interval ends, and the job fits after `prev` iff
+        # prev + d <= start, the scan's exact test. In floating point a gap start - prev
+        # that passes it is at least d - 2**-53 (|prev| + 2d); `fit` takes eight times that
+        # margin, with the device's largest |time| for |prev|. So blocks whose longest gap
+        # is under `fit` hold no fitting gap, and the exact test decides within the others.
+        fit = d - (d + d + max(self.tail_ends[-1], -self.starts[0][0])) * _MARGIN
+        if self.keys[j] is None:
+            self._measure(j)
+        prev, lo = ends[k], k + 1
+        if self.top[self.cap + j] < fit:
+            lo = len(starts)
+        while True:
+            for k in range(lo, len(starts)):
+                if prev + d <= starts[k]:
+                    slot = self._before(j) + k
+                    self.hint = (slot, j, k)
+                    return prev, slot
+                prev = ends[k]
+            j += 1
+            while j < len(last):
+                j = self._first_fit(j, fit)
+                if j == len(last) or self.keys[j] is not None:
+                    break
+                self._measure(j)  # a block not searched since it closed: measure it, then look again
+                if self.top[self.cap + j] >= fit:
+                    break
+                j += 1
+            if j == len(last):
+                break
+            starts, ends, prev, lo = self.starts[j], self.ends[j], last[j - 1], 0
+        starts, ends = self.tail_starts, self.tail_ends
+        if self.tail_at != self.closed + len(starts):
+            self.tail_top = max(map(sub, starts, [last[-1], *ends[:-1]]))
+            self.tail_at = self.closed + len(starts)
+        if self.tail_top >= fit:
+            prev = last[-1]
+            for k in range(len(starts)):
+                if prev + d <= starts[k]:
+                    return prev, self.closed + k
+                prev = ends[k]
+        return ends[-1], self.closed + len(ends)
+
+    def reserve(self, s: float, e: float, slot: int) -> None:
+        """As :meth:`Timeline.reserve` with insertion."""
+        k = slot - self.closed
+        if k >= 0:  # into the tail; the closed blocks and the hint stay as they are
+            starts = self.tail_starts
+            starts.insert(k, s)
+            self.tail_ends.insert(k, e)
+            if len(starts) > _BLOCK:
+                self._close()
+            return
+        if slot == self.hint[0]:
+            _, j, k = self.hint
+        else:  # the closed block holding the interval now at `slot`: descend by counts
+            count, i, k = self.count, 1, slot
+            while i < self.cap:
+                i <<= 1
+                if k >= count[i]:
+                    k -= count[i]
+                    i += 1
+            j = i - self.cap
+        self.hint = (-1, 0, 0)
+        self.closed += 1
+        if self.keys[j] is None:
+            self._measure(j)
+        starts, ends, keys = self.starts[j], self.ends[j], self.keys[j]
+        # The job splits the gap before interval k (of its block) in two, the one before it
+        # and the one after it.
+        key = s - (ends[k - 1] if k else self.last[j - 1]) if k or j else _NO_GAP
+        best = self.top[self.cap + j]
+        shrunk = keys[k] >= best  # the split gap may have been the block's longest
+        keys[k] = starts[k] - e
+        best = max(best, key, keys[k])
+        starts.insert(k, s)
+        ends.insert(k, e)
+        keys.insert(k, key)
+        if len(starts) > _BLOCK:
+            self._split(j)
+            return
+        count, i = self.count, self.cap + j
+        while i:
+            count[i] += 1
+            i >>= 1
+        self._set_top(j, max(keys) if shrunk else best)
+
+    def _set_top(self, j: int, best: float) -> None:
+        """Make ``best`` closed block j's longest gap in the tree. O(log k)."""
+        top, i = self.top, self.cap + j
+        while top[i] != best:  # up the tree while the longest gap below changes
+            top[i] = best
+            i >>= 1
+            if not i:
+                break
+            a, b = top[2 * i], top[2 * i + 1]
+            best = a if a >= b else b
+
+    def _measure(self, j: int) -> None:
+        """The gaps of closed block j, which closed unmeasured. O(B + log k)."""
+        starts, ends = self.starts[j], self.ends[j]
+        if j:
+            self.keys[j] = keys = [*map(sub, starts, [self.last[j - 1], *ends[:-1]])]
+        else:
+            self.keys[j] = keys = [_NO_GAP, *map(sub, starts[1:], ends[:-1])]
+        self._set_top(j, max(keys))
+
+    def _close(self) -> None:
+        """Close the tail's first half into a block, its gaps unmeasured until a search or an
+        insertion reaches it (most never do). O(B + log k) amortised."""
+        h, ts, te, last = _BLOCK // 2, self.tail_starts, self.tail_ends, self.last
+        self.starts.append(ts[:h])
+        self.ends.append(te[:h])
+        self.keys.append(None)
+        del ts[:h], te[:h]
+        last.append(self.ends[-1][-1])
+        self.closed += h
+        nb = len(last)
+        if nb > self.cap:  # the segment tree is full: double it
+            self._build([*self.top[self.cap:], math.inf], [*map(len, self.starts)])
+            return
+        count, i = self.count, self.cap + nb - 1
+        while i:
+            count[i] += h
+            i >>= 1
+        self._set_top(nb - 1, math.inf)  # unmeasured: any job may fit
+
+    def _split(self, j: int) -> None:
+        """Halve closed block j and rebuild the trees. O(k / B)."""
+        h = len(self.starts[j]) // 2
+        for blocks in (self.starts, self.ends, self.keys):
+            blocks.insert(j + 1, blocks[j][h:])
+            del blocks[j][h:]
+        self.last.insert(j, self.ends[j][-1])
+        nb, cap = len(self.last) - 1, self.cap
+        tops = self.top[cap:cap + nb]
+        tops[j:j + 1] = max(self.keys[j]), max(self.keys[j + 1])
+        self._build(tops, [*map(len, self.starts)])
+
+    def busy(self) -> tuple[list[float], list[float]]:
+        """Starts and ends of all the intervals, in time order. O(k)."""
+        return ([*chain.from_iterable(self.starts), *self.tail_starts],
+                [*chain.from_iterable(self.ends), *self.tail_ends])
+
+
 class Timeline:
-    """Busy intervals per device, for append-only or insertion list scheduling."""
+    """Busy intervals per device, for append-only or insertion list scheduling.
+
+    Notes
+    -----
+    Appending costs O(1) per job. With insertion, each device keeps its k intervals in
+    a :class:`_Gaps` index: finding the first idle gap that fits a job and reserving it
+    take O(B + log k) steps amortised (B = 128 intervals a block), plus O(k / B) C-level
+    steps when a block splits, at most once per B / 2 insertions into it, where a scan
+    of the intervals after ``ready`` and a list insertion took O(k). The answers are the
+    scan's, to the bit.
+    """
 
     def __init__(self, m: int, insertion: bool = False) -> None:
         self.insertion = insertion
-        self.starts: list[list[float]] = [[] for _ in range(m)]
-        self.ends: list[list[float]] = [[] for _ in range(m)]
+        self._starts: list[list[float]] = [[] for _ in range(m)]  # without insertion
+        self._ends: list[list[float]] = [[] for _ in range(m)]
+        self._gaps = [_Gaps() for _ in range(m)] if insertion else []
 
     def earliest(self, u: int, ready: float, d: float) -> tuple[float, int]:
-        """Earliest start >= ``ready`` of a job of length ``d`` on device u, and its slot."""
-        starts, ends = self.starts[u], self.ends[u]
-        if not self.insertion:
-            return (ends[-1] if ends and ends[-1] > ready else ready), len(ends)
-        # Intervals never overlap, so ends are sorted like starts; skip those done by `ready`.
-        s = ready
-        for k in range(bisect_right(ends, ready), len(starts)):
-            if s + d <= starts[k]:
-                return s, k
-            if ends[k] > s:
-                s = ends[k]
-        return s, len(starts)
+        """Earliest start >= ``ready`` of a job of length ``d >= 0`` on device u, and its slot.
+
+        The slot is the job's index among device u's intervals in time order. With
+        insertion the start is that of the first idle gap (in time order) that holds the
+        job, counted from ``ready`` where ``ready`` falls in a gap; without, it is after
+        the device's last interval.
+        """
+        if self.insertion:
+            return self._gaps[u].earliest(ready, d)
+        ends = self._ends[u]
+        return (ends[-1] if ends and ends[-1] > ready else ready), len(ends)
 
     def reserve(self, u: int, s: float, e: float, slot: int) -> None:
-        self.starts[u].insert(slot, s)
-        self.ends[u].insert(slot, e)
+        """Mark device u busy from s to e, at the slot :meth:`earliest` gave for this start."""
+        if self.insertion:
+            self._gaps[u].reserve(s, e, slot)
+        else:
+            self._starts[u].insert(slot, s)
+            self._ends[u].insert(slot, e)
 
     def place(self, u: int, ready: float, d: float) -> float:
-        s, slot = self.earliest(u, ready, d)
-        self.reserve(u, s, s + d, slot)
+        """Reserve the earliest start of a job and return it."""
+        if not self.insertion:
+            s, slot = self.earliest(u, ready, d)
+            self.reserve(u, s, s + d, slot)
+            return s
+        gaps = self._gaps[u]  # straight to the device's index: place() is the decoder's inner loop
+        s, slot = gaps.earliest(ready, d)
+        gaps.reserve(s, s + d, slot)
         return s
+
+    def busy(self, u: int) -> tuple[list[float], list[float]]:
+        """Starts and ends of device u's intervals, in time order. O(k)."""
+        if self.insertion:
+            return self._gaps[u].busy()
+        return list(self._starts[u]), list(self._ends[u])
 
 
 def owner_counts(problem: Problem, owner: np.ndarray) -> np.ndarray:
@@ -263,7 +540,7 @@ class Decoder:
     Notes
     -----
     One decode costs O(n + E) for latency and O(n m + E m^2) for throughput,
-    plus O(log n) per job with insertion.
+    plus about O(log n) amortised per job with insertion (see :class:`Timeline`).
     """
 
     def __init__(self, problem: Problem, order: Sequence[int] | None = None, insertion: bool = False):
