@@ -186,13 +186,12 @@ class ProgressBar:
 
 
 # ---------------------------------------------------------------- commands
-def _left(args: argparse.Namespace, problem: Problem) -> float | None:
-    """What is left of the command's time limit for the solve: less the time since it started
-    and the time that writing the schedule will take (measured: about 10 µs a job)."""
+def _left(args: argparse.Namespace, reserve: float = 0.0) -> float | None:
+    """What is left of the command's time limit: less the time since the command started and
+    ``reserve`` seconds kept back for what follows."""
     if args.time_limit is None:
         return None
-    writing = 0.05 + 2e-5 * problem.n * problem.L
-    return max(0.01, args.time_limit - (time.perf_counter() - args.started) - writing)
+    return max(0.01, args.time_limit - (time.perf_counter() - args.started) - reserve)
 
 
 def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
@@ -202,8 +201,9 @@ def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
     options = _method_options(extra)
     with ProgressBar(args.method or "solve", args.time_limit) as bar, interrupt.graceful():
         try:
-            result = solve(problem, args.method, _left(args, problem), args.seed, threads=args.threads,
-                           log=args.log, callback=bar, **options)
+            # Kept back: writing the schedule, about 10 µs a job.
+            result = solve(problem, args.method, _left(args, 0.05 + 2e-5 * problem.n * problem.L), args.seed,
+                           threads=args.threads, log=args.log, callback=bar, **options)
         except InfeasibleError:
             if not interrupt.requested():
                 raise
@@ -248,11 +248,7 @@ def cmd_bound(args: argparse.Namespace) -> int:
     from .split import full_bound
 
     p = load_problem(args.problem)
-    if args.fast:
-        b = lower_bound(p)
-    else:
-        # The limit is the command's: start-up and reading count, and printing takes no time.
-        b = full_bound(p, max(0.01, args.time_limit - (time.perf_counter() - args.started)), args.window_time)
+    b = lower_bound(p) if args.fast else full_bound(p, _left(args), args.window_time)  # printing takes no time
     if args.json:
         print(json.dumps({"lower_bound": b.value, "rule": b.rule}))
     else:

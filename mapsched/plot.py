@@ -42,10 +42,11 @@ def check_format(path: str, flag: str = "-o") -> str:
     >>> check_format("gantt.svg")
     'svg'
     """
-    plt = _pyplot()
+    _pyplot()
+    from matplotlib.backend_bases import FigureCanvasBase
+
     ext = os.path.splitext(path)[1][1:].lower()
-    formats = plt.figure().canvas.get_supported_filetypes()
-    plt.close("all")
+    formats = FigureCanvasBase.get_supported_filetypes()  # what savefig writes, with no figure made
     if ext not in formats:
         raise OptionError(f"{flag}: unknown image format {ext or '(no extension)'!r} in {path!r}; "
                           f"expected one of {', '.join(sorted(formats))}")

@@ -65,7 +65,7 @@ import numpy as np
 from ..decoder import Decoder, owner_counts
 from ..errors import InfeasibleError, ProblemError
 from ..feasibility import feasible_counts
-from ..formulations.common import retime_jobs, warm_start
+from ..formulations.common import WARM_STARTS, retime_jobs, warm_start
 from ..formulations.exact import improve
 from ..problem import Edge, Problem, Task
 from ..registry import Option, register
@@ -202,9 +202,10 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     # fills, and holding channel ends on one device can rule out every combination.
     began = time.perf_counter()
     start = warm_start(p)
-    # A pass over the whole graph: what a stitching's re-timing, or the set-up of a
-    # subproblem as large, takes again (a tenth of a second at 2,000 tasks).
-    one_pass = time.perf_counter() - began
+    # A pass over the whole graph (one of the warm start's list schedulers): what a
+    # stitching's re-timing, or the set-up of a subproblem as large, takes again (a tenth
+    # of a second at 2,000 tasks).
+    one_pass = (time.perf_counter() - began) / len(WARM_STARTS[p.objective.kind])
     if not exact_chain and p.L == 1 and window > 0 and backend == "cpsat":
         s = rolling(p, chain, window, start.makespan, step_time_limit, ctx)
         if s is not None:
@@ -379,8 +380,8 @@ def _run(jobs: _Subproblems, backend: str, limit: float | None, symmetry: str, t
     subproblem gets at most what is left before them when it starts."""
     until = None if ctx.time_limit is None else time.time() + ctx.remaining() - reserve
 
-    def expired() -> bool:
-        return until is not None and time.time() >= until
+    def expired() -> bool:  # ctx.expired() also says when an interrupt stops the solve
+        return ctx.expired() or (until is not None and time.time() >= until)
 
     if executor is None and width == 1:
         out = {}
