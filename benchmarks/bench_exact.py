@@ -27,10 +27,11 @@ from ortools.sat.python import cp_model
 
 import mapsched
 from mapsched.formulations import common
-from mapsched.formulations.common import LOAD_CUT_TERMS, warm_start
+from mapsched.formulations.common import LOAD_CUT_TERMS
 from mapsched.formulations.cpsat import CpSatModel, run_cpsat
 from mapsched.formulations.milp import build_model
 from mapsched.generators import random_wired
+from mapsched.portfolio import best_list_schedule
 
 
 def cpsat_run(p: mapsched.Problem, limit: float, threads: int, model_kwargs: dict | None = None,
@@ -38,7 +39,7 @@ def cpsat_run(p: mapsched.Problem, limit: float, threads: int, model_kwargs: dic
     """The exact CP-SAT model as ``exact`` builds it (with ``model_kwargs`` on top, and
     without the load cuts' transfer margins unless ``margins``) from the warm start,
     solved by ``run_cpsat`` with ``kwargs``."""
-    start = warm_start(p)
+    start = best_list_schedule(p)
     real = common.Margins
     if not margins:
         common.Margins = functools.partial(real, zero=True)
@@ -68,7 +69,7 @@ def main() -> None:
     for n in map(int, args.sizes.split(",")):
         for seed in map(int, args.seeds.split(",")):
             p = random_wired(n, "er", seed=seed)
-            ub = warm_start(p).makespan
+            ub = best_list_schedule(p).makespan
             t0 = time.perf_counter()
             CpSatModel(p, ub, load_cut_terms=LOAD_CUT_TERMS)
             builds = {"cpsat": time.perf_counter() - t0,

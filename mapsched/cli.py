@@ -487,7 +487,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("solve", help="solve a problem and write a schedule",
                        epilog="Method options follow as --name value; see 'mapsched methods'.")
     s.add_argument("problem", help=prob_help)
-    s.add_argument("--method", "-m", default=DEFAULT_METHOD, help="default: heft (bheft for throughput)")
+    s.add_argument("--method", "-m", default=DEFAULT_METHOD,
+                   help="default: auto, a pipeline chosen by the problem's size and the time limit")
     s.add_argument("--time-limit", type=_seconds, default=None, help="seconds, start-up included")
     s.add_argument("--seed", type=_count(0), default=0)
     s.add_argument("--threads", type=_count(0), default=None, help="solver threads (0: every core)")

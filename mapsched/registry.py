@@ -105,9 +105,9 @@ def register(
 
 
 def _load(name: str | None = None) -> None:
-    """Import the method packages, which register their methods, on first use rather than at
+    """Import the method modules, which register their methods, on first use rather than at
     start-up; the heuristics first, so that ``heft`` loads no MILP or CP-SAT solver."""
-    for package in ("heuristics", "split", "formulations"):
+    for package in ("heuristics", "auto", "split", "formulations"):
         if name in _REGISTRY:
             return
         import_module(f"mapsched.{package}")

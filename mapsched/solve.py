@@ -19,8 +19,8 @@ from .validate import meets
 
 __all__ = ["DEFAULT_METHOD", "SolveContext", "solve"]
 
-DEFAULT_METHOD = None
-"""``method=None`` picks ``heft`` for latency and ``bheft`` for throughput: fast and good."""
+DEFAULT_METHOD = "auto"
+"""The pipeline of :mod:`mapsched.auto`: chosen by the problem's size and the time limit."""
 
 BOUND_SHARE = 0.1
 """Share of a time limit that :func:`solve` gives the load LP of the bound it adds."""
@@ -100,7 +100,8 @@ def solve(
     ----------
     problem : Problem
     method : str, optional
-        A name from :func:`mapsched.methods`; by default ``heft`` (``bheft`` for throughput).
+        A name from :func:`mapsched.methods`; by default ``auto``, which picks by the
+        problem's size and the time limit (see :mod:`mapsched.auto`).
     time_limit : float, optional
         Seconds, the bound added to the result included; on expiry a method returns its
         best schedule with status ``feasible``.
@@ -132,7 +133,7 @@ def solve(
     """
     started = time.perf_counter()  # loading the method's solvers (a second or more, once) counts too
     if method is None:
-        method = "heft" if problem.L == 1 else "bheft"
+        method = DEFAULT_METHOD
     m = registry.get(method)
     if problem.objective.kind not in m.objectives:
         raise OptionError(
@@ -160,7 +161,8 @@ def solve(
     # The time limit counts the loading (once a process); solve_seconds is the solve alone, the
     # history counts from the call.
     result.solve_seconds = time.perf_counter() - loaded
-    result.method = method
+    if not result.method.startswith(f"{method}: "):  # a pipeline may name its stages so
+        result.method = method
     result.history = ctx.history or [(result.solve_seconds, result.makespan)]
     if result.lower_bound is not None:
         bound = max(bound, result.lower_bound)

@@ -10,8 +10,8 @@ from strategies import problems
 import mapsched
 from mapsched import Problem, instances, solve, validate
 from mapsched.formulations import build_model
-from mapsched.formulations.common import WARM_STARTS, warm_start
 from mapsched.formulations.cpsat import CpSatModel
+from mapsched.portfolio import LIST_SCHEDULERS, best_list_schedule
 
 BACKENDS = ["cpsat", "highs"]
 TOPCUOGLU = instances.load("topcuoglu2002")
@@ -280,8 +280,8 @@ def test_exact_hands_its_load_cut_budget_to_the_model(backend, monkeypatch):
 def test_exact_and_split_are_never_worse_than_the_list_schedulers(p):
     # They start from the best of heft, cpop and m-etf: an outside check found exact ending
     # 1-5% above another library's list schedulers when heft alone was its warm start.
-    best = min(solve(p, m).makespan for m in WARM_STARTS["latency"])
-    assert warm_start(p).makespan == best
+    best = min(solve(p, m).makespan for m in LIST_SCHEDULERS["latency"])
+    assert best_list_schedule(p).makespan == best
     for method in ("exact", "split"):
         r = solve(p, method, time_limit=0.2)
         assert validate(p, r) == []

@@ -19,7 +19,7 @@ from ..schedule import Schedule
 __all__ = [
     "HIGHS_BYTES", "LOAD_CUT_TERMS", "LoadCut", "Margins", "ModelView", "Plugin", "apply_plugins", "byte_unit",
     "capped", "clamp_times", "device_load_cuts", "device_windows", "edge_comm", "load_cuts", "retime",
-    "retime_jobs", "time_windows", "warm_start",
+    "retime_jobs", "time_windows",
 ]
 
 
@@ -359,27 +359,6 @@ def edge_comm(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     cmin = comm.min(axis=(1, 2)) if p.m > 1 else np.full(p.E, np.inf)
     extra = comm - np.where(np.isfinite(cmin), cmin, 0.0)[:, None, None]
     return cmin, extra
-
-
-WARM_STARTS = {"latency": ("heft", "cpop", "m-etf"), "throughput": ("bheft",)}
-"""The list schedulers an exact solve starts from, the best of them: each takes milliseconds
-to a second at 10,000 tasks, and no one of them wins on every graph, so an exact method
-with a time limit is never worse than any of them."""
-
-
-def warm_start(problem: Problem) -> Schedule:
-    """The best schedule of the :data:`WARM_STARTS` methods (the first of equals), with the
-    method that found it. O(each method's time); no bound is computed."""
-    from ..registry import get
-    from ..solve import SolveContext
-
-    best = None
-    for name in WARM_STARTS[problem.objective.kind]:
-        s = get(name).fn(problem, SolveContext())
-        s.method = name
-        if best is None or s.makespan < best.makespan:
-            best = s
-    return best
 
 
 def retime(problem: Problem, owner: np.ndarray, starts: np.ndarray, **kwargs: Any) -> Schedule:

@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from ..errors import InfeasibleError
+from ..portfolio import best_list_schedule
 from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
@@ -22,7 +23,7 @@ from ..symmetry import symmetry_plugins
 from ..validate import meets
 from .batched_cpsat import CpSatBatched
 from .batched_milp import MilpBatched
-from .common import LOAD_CUT_TERMS, retime, retime_jobs, warm_start
+from .common import LOAD_CUT_TERMS, retime, retime_jobs
 from .cpsat import CpSatModel
 from .milp import build_model, set_start, solve_model
 
@@ -62,7 +63,7 @@ def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, 
     """
     # Symmetry cuts keep an optimum (see mapsched.symmetry), so the warm start stays a
     # valid schedule of the model; user plugins may cut anything.
-    return improve(problem, warm_start(problem), ctx, backend, resolution,
+    return improve(problem, best_list_schedule(problem), ctx, backend, resolution,
                    tuple(plugins) + symmetry_plugins(problem, symmetry), hint_only=bool(plugins),
                    solver_symmetry=solver_symmetry, load_cut_terms=load_cuts)
 

@@ -126,9 +126,9 @@ def build_model(
     """
     t0 = time.perf_counter()
     if upper_bound is None:
-        from .common import warm_start
+        from ..portfolio import best_list_schedule
 
-        upper_bound = warm_start(problem).makespan
+        upper_bound = best_list_schedule(problem).makespan
     # A hair of slack keeps the warm start inside its bounds despite float rounding.
     UB = float(upper_bound) * (1 + 1e-9) + 1e-9
     # C <= UB: jobs and transfers beyond 2 UB, shortened to it, keep the optimum and no

@@ -37,9 +37,10 @@ import time
 
 import numpy as np
 
+from ..portfolio import best_list_schedule
 from ..problem import Problem
 from ..validate import floating_bound
-from .common import HIGHS_BYTES, LoadCut, Margins, byte_unit, warm_start
+from .common import HIGHS_BYTES, LoadCut, Margins, byte_unit
 
 __all__ = ["MARGIN_TASKS", "RELAXATION_TASKS", "relaxation_bound"]
 
@@ -268,7 +269,7 @@ def relaxation_bound(problem: Problem, time_limit: float = 10.0, integral: bool 
     # No optimal schedule runs a job or sends data for longer than heft's makespan: left out,
     # they keep the optimum feasible and no longer bring in coefficients up to 1e21 ms, which
     # (a billion times the others) made HiGHS prove bounds above the optimum.
-    relax = _Relaxation(p, start + time_limit, warm_start(p).makespan * (1 + 1e-9))
+    relax = _Relaxation(p, start + time_limit, best_list_schedule(p).makespan * (1 + 1e-9))
     margins = Margins(p, zero=p.n > MARGIN_TASKS)
     best = 0.0
     while relax.run():

@@ -65,8 +65,9 @@ import numpy as np
 from ..decoder import Decoder, owner_counts
 from ..errors import InfeasibleError, ProblemError
 from ..feasibility import feasible_counts
-from ..formulations.common import WARM_STARTS, retime_jobs, warm_start
+from ..formulations.common import retime_jobs
 from ..formulations.exact import improve
+from ..portfolio import LIST_SCHEDULERS, best_list_schedule
 from ..problem import Edge, Problem, Task
 from ..registry import Option, register
 from ..schedule import Schedule
@@ -201,11 +202,11 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     # off (batched modules are added, not pipelined), time may run out before the table
     # fills, and holding channel ends on one device can rule out every combination.
     began = time.perf_counter()
-    start = warm_start(p)
+    start = best_list_schedule(p)
     # A pass over the whole graph (one of the warm start's list schedulers): what a
     # stitching's re-timing, or the set-up of a subproblem as large, takes again (a tenth
     # of a second at 2,000 tasks).
-    one_pass = (time.perf_counter() - began) / len(WARM_STARTS[p.objective.kind])
+    one_pass = (time.perf_counter() - began) / len(LIST_SCHEDULERS[p.objective.kind])
     if not exact_chain and p.L == 1 and window > 0 and backend == "cpsat":
         s = rolling(p, chain, window, start.makespan, step_time_limit, ctx)
         if s is not None:

@@ -1,0 +1,200 @@
+"""``cp-search``: local search on the critical path of a list schedule.
+
+The schedule is re-timed by appending each job on its device in the order of its
+start times, which keeps every job where it was or earlier. The *critical path*
+of that timing is walked back from the last job: each job started either when
+its data arrived (its latest-arriving parent is the previous link) or when its
+device became free (the job before it on the device is). Only moving a job of
+this path to another device can shorten the makespan at once, so the moves tried
+are those: each task of the path, and each job a path task waited for on its
+device, tried on the other devices in the order its data would reach them. The
+first move that shortens the makespan is kept (first improvement), the order is
+taken again from the new start times, and the path is walked again. A task whose
+moves all failed is not tried again until some move succeeds.
+
+Only moves that keep memory (rule 6), device restrictions and links are tried,
+so every schedule of the search is valid; the result is never worse than its start.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..decoder import Decoder, as_owner
+from ..portfolio import best_list_schedule
+from ..problem import Problem
+from ..registry import Option, register
+from ..schedule import Schedule
+from ..solve import SolveContext
+
+__all__ = ["improve"]
+
+
+class _Path:
+    """Append-decoding of a latency mapping that records why each job starts when it does."""
+
+    def __init__(self, p: Problem) -> None:
+        self.p = p
+        self.pred = [[(int(p.src[e]), int(e)) for e in p.in_edges[i]] for i in range(p.n)]
+        self.dur = p.dur.tolist()
+        self.llat, self.mpb, self.nb = p.link_latency.tolist(), p.link_ms_per_byte.tolist(), p.nbytes.tolist()
+
+    def times(self, order: list[int], dev: list[int]) -> tuple[list[float], list[float], list[int]]:
+        """Starts, ends and the link back of each job: ``k >= 0`` the parent whose data it
+        waited for, ``-2 - k`` the job k before it on its device, -1 neither."""
+        free, last = [0.0] * self.p.m, [-1] * self.p.m
+        start, end, why = [0.0] * self.p.n, [0.0] * self.p.n, [-1] * self.p.n
+        dur, llat, mpb, nb = self.dur, self.llat, self.mpb, self.nb
+        for i in order:
+            u = dev[i]
+            ready, par = 0.0, -1
+            for q, e in self.pred[i]:
+                v = dev[q]
+                t = end[q] if v == u else end[q] + llat[v][u] + nb[e] * mpb[v][u]
+                if t > ready:
+                    ready, par = t, q
+            if free[u] > ready:
+                s, why[i] = free[u], -2 - last[u]
+            else:
+                s, why[i] = ready, par
+            start[i], end[i] = s, s + dur[i][u]
+            free[u], last[u] = end[i], i
+        return start, end, why
+
+    def arrival(self, i: int, u: int, dev: list[int], end: list[float]) -> float:
+        """When the data of task i's parents would reach device u."""
+        ready = 0.0
+        for q, e in self.pred[i]:
+            v = dev[q]
+            t = end[q] if v == u else end[q] + self.llat[v][u] + self.nb[e] * self.mpb[v][u]
+            ready = max(ready, t)
+        return ready
+
+
+def _critical(end: list[float], why: list[int]) -> list[int]:
+    """The tasks to try moving: the critical path's tasks, last first, each followed by the
+    job it waited for on its device, if it did."""
+    i = int(np.argmax(end))
+    out = []
+    while i >= 0:
+        out.append(i)
+        w = why[i]
+        if w <= -2:
+            out.append(-2 - w)
+            i = -2 - w
+        else:
+            i = w
+    return list(dict.fromkeys(out))
+
+
+def improve(problem: Problem, start: Schedule, ctx: SolveContext, moves: int) -> Schedule:
+    """Improve a latency schedule by moving jobs of its critical path to other devices.
+
+    Parameters
+    ----------
+    problem : Problem
+        A latency problem.
+    start : Schedule
+        A valid schedule of ``problem``.
+    ctx : SolveContext
+        Its time limit stops the search; improvements go to its callback.
+    moves : int
+        At most this many moves are evaluated.
+
+    Returns
+    -------
+    Schedule
+        ``start`` itself when no move shortened it; otherwise the re-timed schedule of
+        the best mapping, with the number of moves tried and kept in its log.
+
+    Notes
+    -----
+    A move costs one decode, O(n + E), plus O(n log n) to sort the new start order when
+    it is kept; walking the path is O(n). Memory and links of a move are checked in
+    O(m + degree).
+
+    Examples
+    --------
+    >>> import mapsched
+    >>> from mapsched.heuristics.cp_search import improve
+    >>> from mapsched.solve import SolveContext
+    >>> p = mapsched.generators.random_dag(200, 3, seed=2)
+    >>> s = mapsched.solve(p, "cpop")
+    >>> better = improve(p, s, SolveContext(), moves=500)
+    >>> better.makespan <= s.makespan, mapsched.validate(p, better)
+    (True, [])
+    """
+    p = problem
+    if p.L != 1:
+        raise ValueError("improve: the latency objective only")
+    path = _Path(p)
+    dev = as_owner(p, start.mapping())[:, 0].tolist()
+    topo_pos = np.empty(p.n, dtype=np.int64)
+    topo_pos[p.topo] = np.arange(p.n)
+    first = {j.task: j.start for j in start.jobs}
+    starts = [first[name] for name in p.task_names]
+
+    def by_start(starts: list[float]) -> list[int]:
+        # Ties in topological order: a zero-length parent starts with its child.
+        return np.lexsort((topo_pos, np.asarray(starts))).tolist()
+
+    order = by_start(starts)
+    _, end, why = path.times(order, dev)
+    best = max(end)
+    need = (p.weight + p.act).tolist()
+    used = np.zeros(p.m)
+    np.add.at(used, dev, need)
+    room = (p.mem * (1 + 1e-9) - used).tolist()
+    linked = np.isfinite(p.link_latency).tolist()
+    runnable = [np.flatnonzero(p.can_run[i]).tolist() for i in range(p.n)]
+    neighbours = [[q for q, _ in path.pred[i]] + list(p.succ[i]) for i in range(p.n)]
+
+    tried, kept, failed = 0, 0, set()
+    while tried < moves and not ctx.expired():
+        moved = False
+        for i in _critical(end, why):
+            if i in failed:
+                continue
+            u0 = dev[i]
+            targets = [u for u in runnable[i] if u != u0 and need[i] <= room[u]
+                       and all(linked[dev[q]][u] for q in neighbours[i])]
+            targets.sort(key=lambda u: path.arrival(i, u, dev, end))
+            for u in targets:
+                if tried >= moves or ctx.expired():
+                    break
+                tried += 1
+                dev[i] = u
+                s2, e2, w2 = path.times(order, dev)
+                if max(e2) < best * (1 - 1e-12):
+                    best, end, why = max(e2), e2, w2
+                    room[u0] += need[i]
+                    room[u] -= need[i]
+                    order, kept, moved = by_start(s2), kept + 1, True
+                    failed.clear()
+                    ctx.improved(best)
+                    break
+                dev[i] = u0
+            if moved or tried >= moves or ctx.expired():
+                break
+            failed.add(i)
+        if not moved:
+            break
+    if not kept:
+        return start
+    s = Decoder(p, order).schedule(np.array(dev)[:, None])
+    s.log = (start.log + f"critical-path search: {kept} of {tried} moves kept, "
+             f"{start.makespan:.6g} -> {s.makespan:.6g}\n")
+    return s
+
+
+@register(
+    "cp-search",
+    "local search on the critical path, from the best list schedule",
+    objectives=("latency",),
+    options=(Option("moves", int, 2000, "moves to evaluate at most"),),
+)
+def cp_search(problem: Problem, ctx: SolveContext, moves: int) -> Schedule:
+    """O(list schedulers) + O(moves (n + E))."""
+    start = best_list_schedule(problem, ctx)
+    ctx.improved(start.makespan)
+    return improve(problem, start, ctx, moves)
