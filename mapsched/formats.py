@@ -8,12 +8,11 @@ mean "unlimited memory".
 
 from __future__ import annotations
 
-import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from .errors import MapschedError, ProblemError, ScheduleError, shown
-from .files import write_file
+from .errors import ProblemError, ScheduleError, shown
+from .jsonio import check_fields, check_format, check_list, dumps, loads, read_json, write_json  # noqa: F401 (the file functions stay public here)
 from .problem import Device, Edge, Link, Objective, Problem, System, Task
 
 if TYPE_CHECKING:
@@ -34,60 +33,36 @@ _SCHEDULE_KEYS = {
 _JOB_KEYS = {"task", "device", "start", "end", "inputs"}
 
 
-def _fields(value: Any, where: str, allowed: set[str], required: tuple[str, ...], err: type) -> dict:
-    if not isinstance(value, dict):
-        raise err(f"{where}: expected an object, got {type(value).__name__}")
-    unknown = sorted(set(value) - allowed)
-    if unknown:
-        raise err(f"{where}: unknown field {shown(unknown[0])}; expected only {sorted(allowed)}")
-    for key in required:
-        if key not in value:
-            raise err(f"{where}: missing field {shown(key)}")
-    return value
-
-
-def _list(value: Any, where: str, err: type) -> list:
-    if not isinstance(value, list):
-        raise err(f"{where}: expected a list, got {type(value).__name__}")
-    return value
-
-
-def _check_format(data: dict, expected: str, err: type) -> None:
-    tag = data.get("format")
-    if tag != expected:
-        raise err(f"format: expected {shown(expected)}, got {shown(tag)}")
-
-
 # ----------------------------------------------------------------- problems
 def problem_from_dict(data: Any) -> Problem:
     """Parse a ``mapsched.problem/1`` document (already decoded from JSON)."""
     err = ProblemError
     if not isinstance(data, dict):
         raise err(f"problem: expected a JSON object, got {type(data).__name__}")
-    _check_format(data, PROBLEM_FORMAT, err)
-    _fields(data, "problem", _PROBLEM_KEYS, ("format", "objective", "devices", "tasks"), err)
-    obj = _fields(data["objective"], "objective", {"kind", "batch"}, ("kind",), err)
+    check_format(data, PROBLEM_FORMAT, err)
+    check_fields(data, "problem", _PROBLEM_KEYS, ("format", "objective", "devices", "tasks"), err)
+    obj = check_fields(data["objective"], "objective", {"kind", "batch"}, ("kind",), err)
     if obj["kind"] == "throughput" and "batch" not in obj:
         raise err("objective.batch: missing; a throughput objective needs the number of inputs L")
     objective = Objective(obj["kind"], obj.get("batch", 1))
 
     devices = []
-    for k, d in enumerate(_list(data["devices"], "devices", err)):
-        d = _fields(d, f"devices[{k}]", _DEVICE_KEYS, ("name",), err)
+    for k, d in enumerate(check_list(data["devices"], "devices", err)):
+        d = check_fields(d, f"devices[{k}]", _DEVICE_KEYS, ("name",), err)
         sizes = d.get("batch_sizes", [1])
         if not isinstance(sizes, list):
             raise err(f"devices[{k}].batch_sizes: expected a list of positive integers, got {shown(sizes)}")
         devices.append(Device(d["name"], d.get("memory", math.inf), tuple(sizes), d.get("node")))
     links = []
-    for k, ln in enumerate(_list(data.get("links", []), "links", err)):
-        ln = _fields(ln, f"links[{k}]", _LINK_KEYS, ("a", "b", "bandwidth"), err)
+    for k, ln in enumerate(check_list(data.get("links", []), "links", err)):
+        ln = check_fields(ln, f"links[{k}]", _LINK_KEYS, ("a", "b", "bandwidth"), err)
         directed = ln.get("directed", False)
         if not isinstance(directed, bool):
             raise err(f"links[{k}].directed: expected true or false, got {shown(directed)}")
         links.append(Link(ln["a"], ln["b"], ln["bandwidth"], ln.get("latency", 0.0), directed))
     tasks = []
-    for k, t in enumerate(_list(data["tasks"], "tasks", err)):
-        t = _fields(t, f"tasks[{k}]", _TASK_KEYS, ("name", "latency"), err)
+    for k, t in enumerate(check_list(data["tasks"], "tasks", err)):
+        t = check_fields(t, f"tasks[{k}]", _TASK_KEYS, ("name", "latency"), err)
         tasks.append(
             Task(
                 t["name"],
@@ -98,8 +73,8 @@ def problem_from_dict(data: Any) -> Problem:
             )
         )
     edges = []
-    for k, e in enumerate(_list(data.get("edges", []), "edges", err)):
-        e = _fields(e, f"edges[{k}]", _EDGE_KEYS, ("src", "dst"), err)
+    for k, e in enumerate(check_list(data.get("edges", []), "edges", err)):
+        e = check_fields(e, f"edges[{k}]", _EDGE_KEYS, ("src", "dst"), err)
         edges.append(Edge(e["src"], e["dst"], e.get("bytes")))
     return Problem(tasks, edges, System(tuple(devices), tuple(links)), objective, data.get("name", "problem"))
 
@@ -162,18 +137,18 @@ def schedule_from_dict(data: Any) -> Schedule:
     err = ScheduleError
     if not isinstance(data, dict):
         raise err(f"schedule: expected a JSON object, got {type(data).__name__}")
-    _check_format(data, SCHEDULE_FORMAT, err)
-    _fields(data, "schedule", _SCHEDULE_KEYS, ("format", "makespan", "jobs"), err)
+    check_format(data, SCHEDULE_FORMAT, err)
+    check_fields(data, "schedule", _SCHEDULE_KEYS, ("format", "makespan", "jobs"), err)
     status = data.get("status", "feasible")
     if status not in ("optimal", "feasible"):
         raise err(f"status: expected 'optimal' or 'feasible', got {shown(status)}")
     jobs = []
-    for k, j in enumerate(_list(data["jobs"], "jobs", err)):
-        j = _fields(j, f"jobs[{k}]", _JOB_KEYS, tuple(sorted(_JOB_KEYS)), err)
+    for k, j in enumerate(check_list(data["jobs"], "jobs", err)):
+        j = check_fields(j, f"jobs[{k}]", _JOB_KEYS, tuple(sorted(_JOB_KEYS)), err)
         for key in ("task", "device"):
             if not isinstance(j[key], str):
                 raise err(f"jobs[{k}].{key}: expected a name, got {shown(j[key])}")
-        inputs = _list(j["inputs"], f"jobs[{k}].inputs", err)
+        inputs = check_list(j["inputs"], f"jobs[{k}].inputs", err)
         if any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in inputs):
             raise err(f"jobs[{k}].inputs: expected non-negative integer input indices, got {shown(inputs)}")
         jobs.append(
@@ -219,33 +194,3 @@ def schedule_to_dict(s: Schedule) -> dict[str, Any]:
         out["interrupted"] = True
     return out
 
-
-# --------------------------------------------------------------------- files
-def dumps(data: dict, indent: int | None = 1) -> str:
-    return json.dumps(data, indent=indent, allow_nan=False)
-
-
-def loads(text: str, source: str, err: type[MapschedError]) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise err(f"{source}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    except RecursionError:  # json recurses once per level: a few thousand '[' exhaust the stack
-        raise err(f"{source}: JSON nested too deeply; the formats nest at most 4 levels") from None
-
-
-def read_json(path: str, err: type[MapschedError]) -> Any:
-    """Read a JSON file; a missing file or malformed JSON becomes a one-line ``err``."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise err(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise err(f"{path}: not a UTF-8 text file") from None
-    return loads(text, path, err)
-
-
-def write_json(path: str, data: dict) -> None:
-    """Write JSON safely (:func:`mapsched.files.write_file`): nothing half-written, links and devices kept."""
-    write_file(path, dumps(data) + "\n")

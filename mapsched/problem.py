@@ -21,6 +21,7 @@ import networkx as nx
 import numpy as np
 
 from .errors import ProblemError, shown
+from .jsonio import dumps, loads, read_json, write_json
 
 __all__ = ["Device", "Edge", "Link", "Objective", "Problem", "System", "Task"]
 
@@ -507,14 +508,10 @@ class Problem:
         return problem_to_dict(self)
 
     def to_json(self, indent: int | None = 1) -> str:
-        from .formats import dumps
-
         return dumps(self.to_dict(), indent)
 
     def write(self, path: str) -> None:
         """Write the problem file atomically: a failure leaves no half-written file."""
-        from .formats import write_json
-
         write_json(path, self.to_dict())
 
     @classmethod
@@ -526,15 +523,11 @@ class Problem:
 
     @classmethod
     def from_json(cls, text: str, source: str = "problem") -> Problem:
-        from .formats import loads
-
         return cls.from_dict(loads(text, source, ProblemError))
 
     @classmethod
     def read(cls, path: str) -> Problem:
         """Read a problem file; every defect becomes a one-line :class:`ProblemError`."""
-        from .formats import read_json
-
         return cls.from_dict(read_json(path, ProblemError))
 
     @classmethod

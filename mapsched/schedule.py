@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .errors import ScheduleError
+from .jsonio import dumps, loads, read_json, write_json
+
 if TYPE_CHECKING:
     from .problem import Problem
 
@@ -89,14 +92,10 @@ class Schedule:
         return schedule_to_dict(self)
 
     def to_json(self, indent: int | None = 1) -> str:
-        from .formats import dumps
-
         return dumps(self.to_dict(), indent)
 
     def write(self, path: str) -> None:
         """Write the schedule file atomically."""
-        from .formats import write_json
-
         write_json(path, self.to_dict())
 
     @classmethod
@@ -107,16 +106,10 @@ class Schedule:
 
     @classmethod
     def from_json(cls, text: str, source: str = "schedule") -> Schedule:
-        from .errors import ScheduleError
-        from .formats import loads
-
         return cls.from_dict(loads(text, source, ScheduleError))
 
     @classmethod
     def read(cls, path: str) -> Schedule:
-        from .errors import ScheduleError
-        from .formats import read_json
-
         return cls.from_dict(read_json(path, ScheduleError))
 
 
