@@ -2,7 +2,9 @@
 
 A :class:`Problem` is validated once, when it is built, and then holds everything
 the solvers need as dense, read-only numpy arrays (see :class:`Problem` for the
-list), so that no solver does dictionary look-ups in its hot loops.
+list), so that no solver does dictionary look-ups in its hot loops. It reads and
+writes itself as a ``mapsched.problem/1`` document (``from_dict``, ``to_dict``,
+``read``, ``write``).
 
 Units everywhere: time in milliseconds, sizes in bytes, bandwidth in bytes per
 second (the contract of ``docs/format.md``).
@@ -21,6 +23,7 @@ import networkx as nx
 import numpy as np
 
 from .errors import ProblemError, shown
+from .jsonio import check_fields, check_format, check_list, dumps, loads, read_json, write_json
 
 __all__ = ["Device", "Edge", "Link", "Objective", "Problem", "System", "Task"]
 
@@ -100,6 +103,13 @@ BANDWIDTH = (1.0, 1e18)
 """Least and largest link bandwidth, in bytes per second."""
 MAX_BATCH = 100_000
 """Largest number of inputs (``objective.batch``) and batch size: throughput methods index by them."""
+
+PROBLEM_FORMAT = "mapsched.problem/1"
+_PROBLEM_KEYS = {"format", "name", "objective", "devices", "links", "tasks", "edges"}
+_DEVICE_KEYS = {"name", "memory", "batch_sizes", "node"}
+_LINK_KEYS = {"a", "b", "bandwidth", "latency", "directed"}
+_TASK_KEYS = {"name", "latency", "weight_bytes", "input_bytes", "output_bytes"}
+_EDGE_KEYS = {"src", "dst", "bytes"}
 
 
 def _number(value: Any, where: str, *, allow_inf: bool = False, positive: bool = False,
@@ -501,40 +511,105 @@ class Problem:
 
     # ------------------------------------------------------------ conversion
     def to_dict(self) -> dict[str, Any]:
-        """The problem as a ``mapsched.problem/1`` dictionary."""
-        from .formats import problem_to_dict
-
-        return problem_to_dict(self)
+        """The problem as a ``mapsched.problem/1`` dictionary; ``from_dict`` of it equals ``self``."""
+        obj: dict[str, Any] = {"kind": self.objective.kind}
+        if self.objective.kind == "throughput":
+            obj["batch"] = self.objective.batch
+        devices = []
+        for d in self.system.devices:
+            dev: dict[str, Any] = {"name": d.name, "batch_sizes": list(d.batch_sizes)}
+            if math.isfinite(d.memory):
+                dev["memory"] = d.memory
+            if d.node is not None:
+                dev["node"] = d.node
+            devices.append(dev)
+        links = []
+        for ln in self.system.links:
+            link: dict[str, Any] = {"a": ln.a, "b": ln.b, "bandwidth": ln.bandwidth, "latency": ln.latency}
+            if ln.directed:
+                link["directed"] = True
+            links.append(link)
+        tasks = []
+        for t in self.tasks:
+            lat: dict[str, Any] = {}
+            for dev, table in t.latency.items():
+                # A plain number means "batch of 1" in the format, so it round-trips.
+                lat[dev] = table[1] if set(table) == {1} else {str(b): v for b, v in sorted(table.items())}
+            task: dict[str, Any] = {"name": t.name, "latency": lat}
+            for f in ("weight_bytes", "input_bytes", "output_bytes"):
+                if getattr(t, f):
+                    task[f] = getattr(t, f)
+            tasks.append(task)
+        edges = [{"src": e.src, "dst": e.dst, "bytes": e.bytes} for e in self.edges]
+        return {
+            "format": PROBLEM_FORMAT,
+            "name": self.name,
+            "objective": obj,
+            "devices": devices,
+            "links": links,
+            "tasks": tasks,
+            "edges": edges,
+        }
 
     def to_json(self, indent: int | None = 1) -> str:
-        from .formats import dumps
-
         return dumps(self.to_dict(), indent)
 
     def write(self, path: str) -> None:
         """Write the problem file atomically: a failure leaves no half-written file."""
-        from .formats import write_json
-
         write_json(path, self.to_dict())
 
     @classmethod
     def from_dict(cls, data: Any) -> Problem:
-        """Build a problem from a parsed ``mapsched.problem/1`` document."""
-        from .formats import problem_from_dict
+        """Build a problem from a parsed ``mapsched.problem/1`` document (``docs/format.md``)."""
+        err = ProblemError
+        if not isinstance(data, dict):
+            raise err(f"problem: expected a JSON object, got {type(data).__name__}")
+        check_format(data, PROBLEM_FORMAT, err)
+        check_fields(data, "problem", _PROBLEM_KEYS, ("format", "objective", "devices", "tasks"), err)
+        obj = check_fields(data["objective"], "objective", {"kind", "batch"}, ("kind",), err)
+        if obj["kind"] == "throughput" and "batch" not in obj:
+            raise err("objective.batch: missing; a throughput objective needs the number of inputs L")
+        objective = Objective(obj["kind"], obj.get("batch", 1))
 
-        return problem_from_dict(data)
+        devices = []
+        for k, d in enumerate(check_list(data["devices"], "devices", err)):
+            d = check_fields(d, f"devices[{k}]", _DEVICE_KEYS, ("name",), err)
+            sizes = d.get("batch_sizes", [1])
+            if not isinstance(sizes, list):
+                raise err(f"devices[{k}].batch_sizes: expected a list of positive integers, got {shown(sizes)}")
+            devices.append(Device(d["name"], d.get("memory", math.inf), tuple(sizes), d.get("node")))
+        links = []
+        for k, ln in enumerate(check_list(data.get("links", []), "links", err)):
+            ln = check_fields(ln, f"links[{k}]", _LINK_KEYS, ("a", "b", "bandwidth"), err)
+            directed = ln.get("directed", False)
+            if not isinstance(directed, bool):
+                raise err(f"links[{k}].directed: expected true or false, got {shown(directed)}")
+            links.append(Link(ln["a"], ln["b"], ln["bandwidth"], ln.get("latency", 0.0), directed))
+        tasks = []
+        for k, t in enumerate(check_list(data["tasks"], "tasks", err)):
+            t = check_fields(t, f"tasks[{k}]", _TASK_KEYS, ("name", "latency"), err)
+            tasks.append(
+                Task(
+                    t["name"],
+                    t["latency"],
+                    t.get("weight_bytes", 0.0),
+                    t.get("input_bytes", 0.0),
+                    t.get("output_bytes", 0.0),
+                )
+            )
+        edges = []
+        for k, e in enumerate(check_list(data.get("edges", []), "edges", err)):
+            e = check_fields(e, f"edges[{k}]", _EDGE_KEYS, ("src", "dst"), err)
+            edges.append(Edge(e["src"], e["dst"], e.get("bytes")))
+        return cls(tasks, edges, System(tuple(devices), tuple(links)), objective, data.get("name", "problem"))
 
     @classmethod
     def from_json(cls, text: str, source: str = "problem") -> Problem:
-        from .formats import loads
-
         return cls.from_dict(loads(text, source, ProblemError))
 
     @classmethod
     def read(cls, path: str) -> Problem:
         """Read a problem file; every defect becomes a one-line :class:`ProblemError`."""
-        from .formats import read_json
-
         return cls.from_dict(read_json(path, ProblemError))
 
     @classmethod

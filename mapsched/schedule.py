@@ -6,13 +6,32 @@ and what ``mapsched.schedule/1`` files hold.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from .errors import ScheduleError, shown
+from .jsonio import check_fields, check_format, check_list, dumps, loads, read_json, write_json
 
 if TYPE_CHECKING:
     from .problem import Problem
 
 __all__ = ["Job", "Result", "Schedule"]
+
+SCHEDULE_FORMAT = "mapsched.schedule/1"
+_SCHEDULE_KEYS = {
+    "format", "problem", "method", "status", "makespan", "throughput",
+    "lower_bound", "solve_seconds", "interrupted", "jobs",
+}
+_JOB_KEYS = {"task", "device", "start", "end", "inputs"}
+
+
+def _num(value: Any, where: str, *, optional: bool = False) -> float | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ScheduleError(f"{where}: expected a number, got {shown(value)}")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -84,39 +103,82 @@ class Schedule:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        from .formats import schedule_to_dict
-
-        return schedule_to_dict(self)
+        """The schedule as a ``mapsched.schedule/1`` dictionary; ``interrupted`` is written only
+        when true, as version 1 readers expect."""
+        out = {
+            "format": SCHEDULE_FORMAT,
+            "problem": self.problem,
+            "method": self.method,
+            "status": self.status,
+            "makespan": self.makespan,
+            "throughput": self.throughput,
+            "lower_bound": self.lower_bound,
+            "solve_seconds": self.solve_seconds,
+            "jobs": [
+                {"task": j.task, "device": j.device, "start": j.start, "end": j.end, "inputs": list(j.inputs)}
+                for j in self.jobs
+            ],
+        }
+        if self.interrupted:
+            out["interrupted"] = True
+        return out
 
     def to_json(self, indent: int | None = 1) -> str:
-        from .formats import dumps
-
         return dumps(self.to_dict(), indent)
 
     def write(self, path: str) -> None:
         """Write the schedule file atomically."""
-        from .formats import write_json
-
         write_json(path, self.to_dict())
 
     @classmethod
     def from_dict(cls, data: Any) -> Schedule:
-        from .formats import schedule_from_dict
-
-        return schedule_from_dict(data)
+        """Parse a ``mapsched.schedule/1`` document (``docs/format.md``). Well-formed is not
+        valid: see ``validate``."""
+        err = ScheduleError
+        if not isinstance(data, dict):
+            raise err(f"schedule: expected a JSON object, got {type(data).__name__}")
+        check_format(data, SCHEDULE_FORMAT, err)
+        check_fields(data, "schedule", _SCHEDULE_KEYS, ("format", "makespan", "jobs"), err)
+        status = data.get("status", "feasible")
+        if status not in ("optimal", "feasible"):
+            raise err(f"status: expected 'optimal' or 'feasible', got {shown(status)}")
+        jobs = []
+        for k, j in enumerate(check_list(data["jobs"], "jobs", err)):
+            j = check_fields(j, f"jobs[{k}]", _JOB_KEYS, tuple(sorted(_JOB_KEYS)), err)
+            for key in ("task", "device"):
+                if not isinstance(j[key], str):
+                    raise err(f"jobs[{k}].{key}: expected a name, got {shown(j[key])}")
+            inputs = check_list(j["inputs"], f"jobs[{k}].inputs", err)
+            if any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in inputs):
+                raise err(f"jobs[{k}].inputs: expected non-negative integer input indices, got {shown(inputs)}")
+            jobs.append(
+                Job(j["task"], j["device"], _num(j["start"], f"jobs[{k}].start"),
+                    _num(j["end"], f"jobs[{k}].end"), tuple(inputs))
+            )
+        interrupted = data.get("interrupted", False)
+        if not isinstance(interrupted, bool):
+            raise err(f"interrupted: expected true or false, got {shown(interrupted)}")
+        for key in ("problem", "method"):
+            if not isinstance(data.get(key, ""), str):
+                raise err(f"{key}: expected a string, got {shown(data[key])}")
+        return cls(
+            problem=data.get("problem", ""),
+            jobs=jobs,
+            makespan=_num(data["makespan"], "makespan"),
+            throughput=_num(data.get("throughput"), "throughput", optional=True),
+            lower_bound=_num(data.get("lower_bound"), "lower_bound", optional=True),
+            status=status,
+            method=data.get("method", ""),
+            solve_seconds=_num(data.get("solve_seconds", 0.0), "solve_seconds"),
+            interrupted=interrupted,
+        )
 
     @classmethod
     def from_json(cls, text: str, source: str = "schedule") -> Schedule:
-        from .errors import ScheduleError
-        from .formats import loads
-
         return cls.from_dict(loads(text, source, ScheduleError))
 
     @classmethod
     def read(cls, path: str) -> Schedule:
-        from .errors import ScheduleError
-        from .formats import read_json
-
         return cls.from_dict(read_json(path, ScheduleError))
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from importlib import resources
 
 from ..errors import ProblemError
-from ..formats import loads
 from ..problem import Problem
 
 __all__ = ["DEFAULT", "load", "names"]
@@ -31,4 +30,4 @@ def load(name: str = DEFAULT) -> Problem:
     if name not in names():
         raise ProblemError(f"instance: unknown built-in instance {name!r}; expected one of {names()}")
     text = resources.files(__name__).joinpath(f"{name}.json").read_text(encoding="utf-8")
-    return Problem.from_dict(loads(text, name, ProblemError))
+    return Problem.from_json(text, name)
