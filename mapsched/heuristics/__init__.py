@@ -1,5 +1,5 @@
 """Heuristic methods, one module each; importing this package registers them."""
 
-from . import baechi, cpop, ea, greedy, heft, met, random_search, sa, single_best
+from . import baechi, celeritas, cpop, ea, greedy, heft, met, random_search, sa, single_best
 
-__all__ = ["baechi", "cpop", "ea", "greedy", "heft", "met", "random_search", "sa", "single_best"]
+__all__ = ["baechi", "celeritas", "cpop", "ea", "greedy", "heft", "met", "random_search", "sa", "single_best"]
