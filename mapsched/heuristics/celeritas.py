@@ -71,7 +71,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..coarsen import cpd_topo, dfs_topo, expand, fuse_intervals, quotient
+from .. import coarsen  # the module, not its names: importing mapsched.coarsen first runs this one half-way through it
 from ..decoder import Builder, Decoder
 from ..problem import Problem
 from ..registry import Option, register
@@ -82,8 +82,13 @@ from .common import mean_comm, mean_cost, rank_order, repair, upward_rank
 
 __all__ = ["ORDERS", "Fused", "adjusting_placement", "fill_order", "fuse", "order_placement"]
 
-ORDERS = {"cpd": cpd_topo, "dfs": dfs_topo, "bfs": lambda p: p.topo.copy()}
-"""The topological orders a method may fuse and place along, by option value."""
+ORDERS = {
+    "cpd": lambda p: coarsen.cpd_topo(p),
+    "dfs": lambda p: coarsen.dfs_topo(p),
+    "bfs": lambda p: p.topo.copy(),
+}
+"""The topological orders a method may fuse and place along, by option value: CPD-TOPO and
+DFS-TOPO (:mod:`mapsched.coarsen`) and the breadth-first :attr:`Problem.topo`."""
 
 _CHECK_EVERY = 256  # clusters placed between two looks at the clock
 
@@ -137,8 +142,8 @@ def fuse(problem: Problem, R: int = 200, M: float = 0.25, order: str = "cpd") ->
         raise ValueError(f"order: expected one of {list(ORDERS)}, got {order!r}")
     finite = p.mem[np.isfinite(p.mem)]
     limit = M * float(finite.max()) if finite.size else np.inf
-    groups = fuse_intervals(p, ORDERS[order](p), R=R, M=limit)
-    coarse, group_of = quotient(p, groups)
+    groups = coarsen.fuse_intervals(p, ORDERS[order](p), R=R, M=limit)
+    coarse, group_of = coarsen.quotient(p, groups)
     return Fused(coarse, group_of, np.asarray(ORDERS[order](coarse), dtype=np.int64), limit)
 
 
@@ -179,7 +184,7 @@ def order_placement(problem: Problem, order: Sequence[int] | None = None, cap: s
     [1, 1, 0]
     """
     p = problem
-    return topo_placement(p, cap, cpd_topo(p) if order is None else order, fill_order(p))
+    return topo_placement(p, cap, coarsen.cpd_topo(p) if order is None else order, fill_order(p))
 
 
 def adjusting_placement(problem: Problem, order: Sequence[int] | None = None,
@@ -229,7 +234,7 @@ def adjusting_placement(problem: Problem, order: Sequence[int] | None = None,
     [0, 0, 1, 1]
     """
     p = problem
-    order = (cpd_topo(p) if order is None else np.asarray(order, dtype=np.int64)).tolist()
+    order = (coarsen.cpd_topo(p) if order is None else np.asarray(order, dtype=np.int64)).tolist()
     b = Builder(p, insertion=True)
     llat, mpb = p.link_latency.tolist(), p.link_ms_per_byte.tolist()
     heaviest = np.zeros(p.n)
@@ -275,7 +280,7 @@ def _expand(problem: Problem, ctx: SolveContext, fused: Fused, placement: Placem
         s = repair(p, rank_order(p, upward_rank(p)), prefer, insertion=True)
     else:
         coarse = Decoder(q, placement.order, insertion=True).schedule(owner[:, None])
-        s = expand(p, coarse, fused.group_of)
+        s = coarsen.expand(p, coarse, fused.group_of)
         log += f"coarse makespan {coarse.makespan:g}, expanded {s.makespan:g}\n"
     s.log = log + s.log
     ctx.improved(s.makespan)
