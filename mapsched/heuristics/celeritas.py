@@ -229,7 +229,7 @@ def adjusting_placement(problem: Problem, order: Sequence[int] | None = None,
     moves; the sink then finishes first on d1, where it stays.
 
     >>> from mapsched import Problem
-    >>> p = Problem.from_arrays([[1, 1], [4, 4], [4, 4], [1, 1]], [(0, 1), (0, 2), (1, 3), (2, 3)])
+    >>> p = Problem.from_arrays([[1, 1], [4, 4], [4, 4], [1, 1]], [(0, 1, 1), (0, 2, 1), (1, 3, 1), (2, 3, 1)])
     >>> adjusting_placement(p, [0, 1, 2, 3]).owner.tolist()
     [0, 0, 1, 1]
     """
