@@ -267,7 +267,8 @@ def adjusting_placement(problem: Problem, order: Sequence[int] | None = None,
     return Placement(owner, placed, hurried=hurried)
 
 
-def _expand(problem: Problem, ctx: SolveContext, fused: Fused, placement: Placement, log: str) -> Schedule:
+def _expand(method: str, problem: Problem, ctx: SolveContext, fused: Fused, placement: Placement,
+            log: str) -> Schedule:
     """The original problem's schedule from a placement of the fused one: the coarse schedule
     expanded, or, after a dead end, the feasibility repair seeded with the clusters placed."""
     p, q = problem, fused.coarse
@@ -281,7 +282,7 @@ def _expand(problem: Problem, ctx: SolveContext, fused: Fused, placement: Placem
     else:
         coarse = Decoder(q, placement.order, insertion=True).schedule(owner[:, None])
         s = coarsen.expand(p, coarse, fused.group_of)
-        log += f"coarse makespan {coarse.makespan:g}, expanded {s.makespan:g}\n"
+        log += f"{method}: coarse makespan {coarse.makespan:g}, expanded {s.makespan:g}\n"
     s.log = log + s.log
     ctx.improved(s.makespan)
     return s
@@ -329,7 +330,7 @@ def order_place(problem: Problem, ctx: SolveContext, R: int = 200, M: float = 0.
     placement = order_placement(fused.coarse, fused.order, cap)
     log = _fuse_log("order-place", problem, fused, R, order)
     log += f"order-place: {cap} cap, {_moves(placement) + 1} runs of clusters on one device\n"
-    return _expand(problem, ctx, fused, placement, log)
+    return _expand("order-place", problem, ctx, fused, placement, log)
 
 
 @register("celeritas", "Celeritas: optimal interval fusion of a CPD-TOPO order, then Adjusting Placement "
@@ -356,4 +357,4 @@ def celeritas(problem: Problem, ctx: SolveContext, R: int = 200, M: float = 0.25
         log += "celeritas: time limit reached during Adjusting Placement; Order-Place's placement instead\n"
     else:
         log += f"celeritas: {_moves(placement)} moves between devices\n"
-    return _expand(problem, ctx, fused, placement, log)
+    return _expand("celeritas", problem, ctx, fused, placement, log)
