@@ -12,7 +12,7 @@ from strategies import problems
 
 import mapsched
 from mapsched import InfeasibleError, OptionError, Problem, decode, validate
-from mapsched.coarsen import SLACK, coplace, cpd_topo, expand, fuse_intervals, quotient
+from mapsched.coarsen import SLACK, coplace, cpd_topo, dfs_topo, expand, fuse_intervals, quotient
 from mapsched.decoder import Decoder
 from mapsched.generators import random_dag
 
@@ -25,6 +25,7 @@ def partitions(p: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
     return {
         "coplace": coplace(p),
         "cpd": fuse_intervals(p, R=R, M=M),
+        "dfs": fuse_intervals(p, dfs_topo(p), R=R, M=M),
         "bfs": fuse_intervals(p, p.topo, R=R, M=M),
     }
 
@@ -119,7 +120,7 @@ def brute_force(p: Problem, order: np.ndarray, R: int, M: float, cost: np.ndarra
 @given(problems(max_tasks=9), st.integers(0, 2**32 - 1))
 def test_fusion_dp_matches_brute_force(p, seed):
     rng = np.random.default_rng(seed)
-    order = cpd_topo(p) if rng.random() < 0.5 else p.topo
+    order = (cpd_topo(p), dfs_topo(p), p.topo)[rng.integers(3)]
     R = int(rng.integers(1, p.n + 1))
     need = p.weight + p.act
     M = float(rng.uniform(0, need.sum() + 1)) if rng.random() < 0.7 else np.inf

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -132,7 +133,8 @@ def memory_shortfall(problem: Problem) -> str | None:
             f"can run need {load[k]:.0f}: {math.ceil(load[k] - have):.0f} bytes short")
 
 
-def topo_placement(problem: Problem, cap: str = "uniform") -> Placement:
+def topo_placement(problem: Problem, cap: str = "uniform", order: Sequence[int] | None = None,
+                   devices: Sequence[int] | None = None) -> Placement:
     """m-TOPO's placement: devices filled in order along the breadth-first topological order.
 
     Parameters
@@ -143,6 +145,11 @@ def topo_placement(problem: Problem, cap: str = "uniform") -> Placement:
         devices plus the largest task's (Baechi's default), and never more than its own
         memory; ``memory``: each device is filled to its memory, so the graph spreads
         over as few devices as memory allows.
+    order : sequence of int, optional
+        The topological order to walk; by default the breadth-first :attr:`Problem.topo`
+        (Celeritas's Order-Place walks its coarse graph in CPD-TOPO order instead).
+    devices : sequence of int, optional
+        The devices in the order they are filled, a permutation; by default by index.
 
     Notes
     -----
@@ -150,7 +157,7 @@ def topo_placement(problem: Problem, cap: str = "uniform") -> Placement:
     the current device is full and the next one becomes current. A task that the current
     device cannot run, or whose parents' devices have no link to it, goes to the first
     device after it (cyclically) with room under its cap, else to the first whose memory
-    still holds it. Tasks that hold no memory all stay on device 0. O(E m + n m).
+    still holds it. Tasks that hold no memory all stay on the first device. O(E m + n m).
 
     Examples
     --------
@@ -168,16 +175,20 @@ def topo_placement(problem: Problem, cap: str = "uniform") -> Placement:
         limit = room
     linked = np.isfinite(p.link_latency).tolist()
     can = p.can_run.tolist()
+    seq = list(range(p.m)) if devices is None else [int(u) for u in devices]
+    if sorted(seq) != list(range(p.m)):
+        raise ValueError(f"devices: expected a permutation of the {p.m} device indices, got {seq}")
     used = [0.0] * p.m
     owner = np.full(p.n, -1, dtype=np.int64)
-    order = []
-    k = 0
-    for i in p.topo.tolist():
+    placed = []
+    k = 0  # the current device is seq[k]
+    for i in (p.topo if order is None else order):
+        i = int(i)
         sources = {int(owner[q]) for q in p.pred[i]}
         ok = [can[i][u] and all(linked[v][u] for v in sources) for u in range(p.m)]
-        while k < p.m and ok[k] and used[k] + need[i] > limit[k]:
+        while k < p.m and ok[seq[k]] and used[seq[k]] + need[i] > limit[seq[k]]:
             k += 1  # the current device is full
-        turn = list(range(k, p.m)) + list(range(k))
+        turn = seq[k:] + seq[:k]
         u = next((u for u in turn if ok[u] and used[u] + need[i] <= limit[u]), None)
         if u is None:
             u = next((u for u in turn if ok[u] and used[u] + need[i] <= room[u]), None)
@@ -185,8 +196,8 @@ def topo_placement(problem: Problem, cap: str = "uniform") -> Placement:
             break  # dead end: the repair takes over
         owner[i] = u
         used[u] += need[i]
-        order.append(i)
-    return Placement(owner, order)
+        placed.append(i)
+    return Placement(owner, placed)
 
 
 def favourite_lp(problem: Problem, time_limit: float | None = None) -> tuple[np.ndarray, float] | None:
