@@ -49,7 +49,7 @@ def main() -> None:
                        capture_output=True)
         for label, args in (("mapsched --help", ["--help"]),
                             ("mapsched validate (100 tasks)", ["validate", small, sched]),
-                            ("mapsched solve -m heft (100 tasks)", ["solve", small, "-o", sched])):
+                            ("mapsched solve -m heft (100 tasks)", ["solve", small, "-m", "heft", "-o", sched])):
             runs = [timed(args) for _ in range(a.repeats)]
             rows.append((label, statistics.median(r[0] for r in runs), max(r[1] for r in runs), runs[0][2]))
         if not a.skip_large:

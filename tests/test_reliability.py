@@ -71,7 +71,7 @@ def test_output_onto_the_input_is_refused(problem_file, tmp_path):
 def test_output_writes_through_links_and_into_devices(problem_file, tmp_path):
     target, link = tmp_path / "target.json", tmp_path / "link.json"
     link.symlink_to(target)  # dangling: the file is made where it points
-    assert run("solve", problem_file, "-o", link)[0] == 0
+    assert run("solve", problem_file, "-m", "heft", "-o", link)[0] == 0
     assert link.is_symlink() and os.readlink(link) == str(target)
     assert Schedule.read(str(target)).makespan == 80.0
     code, out, err = run("solve", problem_file, "-o", os.devnull)
