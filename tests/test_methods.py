@@ -2,7 +2,8 @@
 
 import numpy as np
 import pytest
-from hypothesis import given
+from exhaustive import exhaustive_optimum
+from hypothesis import given, settings
 from strategies import problems
 
 import mapsched
@@ -98,6 +99,52 @@ def test_simple_bounds_are_below_every_planted_schedule(p):
     b = lower_bound(p)
     assert b.value == max(critical_path_bound(p), work_bound(p), load_bound(p))
     assert b.rule in ("critical-path", "work", "load")
+
+
+def _ungrouped_lp(p):
+    """The load LP with one row per task, as first written: the reference for the grouping."""
+    from scipy.optimize import linprog
+
+    sizes = p.batch_sizes.astype(float)
+    fits = np.isfinite(p.lat) & (sizes[None, None, :] <= p.L) & (
+        p.weight[:, None, None] + p.act[:, None, None] * sizes[None, None, :] <= p.mem[None, :, None])
+    i, u, k = np.nonzero(fits)
+    a_eq = np.zeros((p.n, len(i) + 1))
+    a_eq[i, np.arange(len(i))] = sizes[k]
+    a_ub = np.zeros((p.m, len(i) + 1))
+    a_ub[u, np.arange(len(i))] = p.lat[i, u, k]
+    a_ub[:, -1] = -1
+    c = np.zeros(len(i) + 1)
+    c[-1] = 1
+    return linprog(c, A_ub=a_ub, b_ub=np.zeros(p.m), A_eq=a_eq, b_eq=np.full(p.n, float(p.L)), method="highs").fun
+
+
+@given(problems(max_tasks=10, max_devices=3, throughput=None))
+def test_load_bound_groups_alike_tasks_exactly_and_its_dual_ascent_stays_below(p):
+    from mapsched.bounds import load
+
+    lp = _ungrouped_lp(p)
+    assert load_bound(p) == pytest.approx(lp, rel=1e-6, abs=1e-9)
+    saved = load.LP_COLUMNS
+    load.LP_COLUMNS = 0  # the ascent, as on a large random graph
+    try:
+        dual = load_bound(p)
+    finally:
+        load.LP_COLUMNS = saved
+    assert dual <= lp * (1 + 1e-9) + 1e-9 and dual >= 0.9 * lp
+
+
+@settings(max_examples=40, deadline=None)
+@given(problems(max_tasks=6, max_devices=3))
+def test_load_bound_ascent_is_below_the_exhaustive_optimum(p):
+    from mapsched.bounds import load
+
+    saved = load.LP_COLUMNS
+    load.LP_COLUMNS = 0
+    try:
+        assert load_bound(p) <= exhaustive_optimum(p) + 1e-9
+    finally:
+        load.LP_COLUMNS = saved
 
 
 def test_load_bound_weighs_each_device_by_its_speed():
