@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import IO, Any, NoReturn
 
 from . import instances, interrupt, registry
-from .errors import InfeasibleError, MapschedError, OptionError
+from .errors import HarnessError, InfeasibleError, MapschedError, OptionError
 from .files import check_output
 from .problem import Problem
 from .schedule import Schedule
@@ -411,22 +411,59 @@ def _model(ref: str, input_shape: str | None) -> tuple[Any, tuple[int, ...]]:
     return model, tuple(shape)
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
 def cmd_profile(args: argparse.Namespace) -> int:
     harness = _harness()
+    import warnings
+
     import torch
 
     from .problem import Objective
 
-    check_output(args.output)
+    if args.output is None and not args.check:
+        raise OptionError("-o: give the problem file to write, e.g. -o model.json, or --check to only report "
+                          "how stable the measurements are")
+    if args.output is not None:
+        check_output(args.output)
     model, shape = _model(args.model, args.input_shape)
     devices = args.devices.split(",") if args.devices else harness.available()
     objective = Objective("throughput", args.batch) if args.batch > 1 else Objective()
     example = torch.randn(shape, generator=torch.Generator().manual_seed(0))
-    problem = harness.profile(model, example, devices, _ints(args.batch_sizes, "--batch-sizes"),
-                              cluster=not args.no_cluster, warmup=args.warmup, repeats=args.repeats,
-                              objective=objective, name=args.model.partition(":")[2])
-    problem.write(args.output)
-    print(f"wrote {problem!r} to {args.output}")
+
+    def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+        print(f"mapsched: warning: {message}", file=sys.stderr, flush=True)
+
+    with warnings.catch_warnings():
+        # Re-measurements are announced as they start, one line each, as the run goes on.
+        warnings.simplefilter("always", harness.NoisyMeasurementWarning)
+        warnings.showwarning = show
+        result = harness.profile_report(model, example, devices, _ints(args.batch_sizes, "--batch-sizes"),
+                                        cluster=not args.no_cluster, warmup=args.warmup, repeats=args.repeats,
+                                        objective=objective, name=args.model.partition(":")[2],
+                                        max_spread=args.max_spread, retries=args.retries)
+    if args.check:
+        print(result.report())
+    if args.output is None:
+        return 1 if result.unstable else 0
+    reason = result.refusal("--max-spread", "--force")
+    if reason and not args.force:
+        raise HarnessError(reason)
+    if reason:
+        print(f"mapsched: warning: writing {len(result.unstable)} unstable measurements anyway (--force)",
+              file=sys.stderr)
+    result.problem.write(args.output)
+    if not args.check:
+        print(result.summary())
+    print(f"wrote {result.problem!r} to {args.output}")
     return 0
 
 
@@ -541,7 +578,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     model_help = "MODULE:FACTORY building an nn.Module, e.g. mapsched.harness.models:resnet"
     shape_help = "input shape with a batch of 1 first, e.g. 1,3,224,224 (default: the model's input_shape)"
-    pr = sub.add_parser("profile", help="trace a PyTorch model and time it on the devices (needs torch)")
+    pr = sub.add_parser(
+        "profile", help="trace a PyTorch model and time it on the devices (needs torch)",
+        description="Trace a model, time every task on every device and batch size, and write the problem. Each "
+                    "measurement's spread (1.4826 x MAD / median of its timed passes, a robust coefficient of "
+                    "variation) is checked: over --max-spread (and over 0.05 ms of scatter) the device and batch "
+                    "size are timed again, up to --retries extra rounds, each task keeping its steadiest round, with "
+                    "a warning on stderr; measurements still over it refuse the file (exit 2) unless --force. "
+                    "--check prints the spreads and the worst measurements; without -o it writes nothing and exits "
+                    "1 when some measurement is unstable, 0 otherwise.")
     pr.add_argument("model", help=model_help)
     pr.add_argument("--input-shape", help=shape_help)
     pr.add_argument("--devices", help="comma-separated: cpu, cuda:I, or emulated cpu:K (default: all present)")
@@ -550,7 +595,14 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--no-cluster", action="store_true", help="one task per op (no conv-BN-ReLU fusion)")
     pr.add_argument("--warmup", type=_count(0), default=2)
     pr.add_argument("--repeats", type=_count(1), default=5, help="timed runs per measurement (median kept)")
-    pr.add_argument("-o", "--output", required=True)
+    pr.add_argument("--max-spread", type=_positive_float, default=0.25,
+                    help="largest spread (robust coefficient of variation) a measurement may have (default 0.25)")
+    pr.add_argument("--retries", type=_count(0), default=2,
+                    help="extra rounds of --repeats runs to re-measure noisy measurements (default 2)")
+    pr.add_argument("--force", action="store_true", help="write the file even with measurements over --max-spread")
+    pr.add_argument("--check", action="store_true",
+                    help="report how stable the measurements were; with no -o, write nothing (exit 1 if unstable)")
+    pr.add_argument("-o", "--output", help="the problem file to write (required unless --check)")
 
     tr = sub.add_parser("trace", help="trace a PyTorch model's training step op by op in fake mode (needs torch)",
                         description="Trace one training step (forward, cross-entropy loss, backward, SGD update) "

@@ -5,7 +5,9 @@ Needs the optional extra ``mapsched[torch]``.
 - :func:`trace` cuts a model into tasks with ``torch.fx`` (optionally clustering
   conv-BN-activation chains and elementwise runs);
 - :func:`profile` times every task on every device and batch size, measures the
-  links, and returns a :class:`mapsched.Problem`;
+  links, and returns a :class:`mapsched.Problem`, re-measuring and refusing figures
+  that scatter more than a threshold (a busy machine); :func:`profile_report` also
+  returns the spread of every measurement;
 - :func:`execute` runs a schedule on the devices and measures it;
 - :func:`trace_step` traces a whole training step op by op with ``make_fx`` in fake
   mode (no weights, data or memory) and costs each op with a roofline;
@@ -17,9 +19,9 @@ from .aten import trace_step
 from .devices import available
 from .execute import Execution, execute, outputs_match
 from .graph import CoarseGraph, Segment, trace
-from .profile import measure_links, profile
+from .profile import NoisyMeasurementWarning, Profiled, Spread, measure_links, profile, profile_report
 
 __all__ = [
-    "CoarseGraph", "Execution", "Segment", "available", "execute", "measure_links", "outputs_match", "profile", "trace",
-    "trace_step",
+    "CoarseGraph", "Execution", "NoisyMeasurementWarning", "Profiled", "Segment", "Spread", "available", "execute",
+    "measure_links", "outputs_match", "profile", "profile_report", "trace", "trace_step",
 ]

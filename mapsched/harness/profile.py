@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import platform
 import time
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -22,7 +24,10 @@ from ..problem import Device, Edge, Link, Objective, Problem, System, Task
 from .devices import available, memory_bytes, move, synchronize, time_ms, torch_device
 from .graph import CoarseGraph, _rows, trace
 
-__all__ = ["measure_links", "profile", "profile_graph"]
+__all__ = [
+    "MAX_SPREAD", "RETRIES", "SPREAD_FLOOR_MS", "NoisyMeasurementWarning", "Profiled", "Spread", "measure_links",
+    "profile", "profile_graph", "profile_report",
+]
 
 
 def measure_links(devices: Sequence[str], sizes: tuple[int, int] = (2**12, 2**24), warmup: int = 2,
@@ -82,26 +87,181 @@ def _timed_pass(graph: CoarseGraph, dev: torch.device, inputs: Sequence[torch.Te
     return times
 
 
+MAX_SPREAD = 0.25
+"""Default threshold on a measurement's spread (robust coefficient of variation): a
+quiet machine times a task to within a few percent; another process stealing the
+cores scatters its times by tens of percent or far more."""
+
+RETRIES = 2
+"""Default number of extra rounds of ``repeats`` passes that re-measure a noisy batch."""
+
+SPREAD_FLOOR_MS = 0.05
+"""Scatter (ms) below which no measurement counts as unstable, whatever its spread: the
+timer's own jitter is a large fraction of a task of a few microseconds, and so little
+time cannot move a schedule."""
+
+_MAD_TO_SD = 1.4826  # the MAD of normal samples times this is their standard deviation
+
+
+class NoisyMeasurementWarning(UserWarning):
+    """Some measurements scattered more than the threshold: the machine looks busy."""
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How steady one measurement was: a task on a device at a batch size.
+
+    Attributes
+    ----------
+    task : str
+        Task name.
+    devices : str
+        The device, or the comma-separated emulated CPU devices timed together as one.
+    batch_size : int
+        Batch size.
+    median_ms : float
+        The latency kept: the median of the timed passes of the steadiest round.
+    spread : float
+        Robust coefficient of variation of those passes: ``1.4826 × MAD / median``
+        (the MAD scaled to a standard deviation, over the median); 0 with fewer than
+        two passes or a task that takes no time, ``inf`` when only the median is 0.
+    scatter_ms : float
+        ``1.4826 × MAD`` in ms, the absolute scatter.
+    rounds : int
+        Rounds of passes timed for this measurement (1 when the first was steady).
+    """
+
+    task: str
+    devices: str
+    batch_size: int
+    median_ms: float
+    spread: float
+    scatter_ms: float
+    rounds: int
+
+    def unstable(self, max_spread: float) -> bool:
+        """Whether the spread exceeds ``max_spread`` by more than the timer's jitter."""
+        return self.spread > max_spread and self.scatter_ms > SPREAD_FLOOR_MS
+
+
+@dataclass(frozen=True)
+class Profiled:
+    """A profiled problem with the spread of every latency it holds.
+
+    The spreads are kept here, not in the problem file: they describe one session on
+    one machine, not the model, and the file format stays as it is.
+    """
+
+    problem: Problem
+    spreads: tuple[Spread, ...]
+    max_spread: float
+
+    @property
+    def unstable(self) -> list[Spread]:
+        """The measurements over ``max_spread`` (and the jitter floor), worst first."""
+        return sorted((s for s in self.spreads if s.unstable(self.max_spread)), key=lambda s: -s.spread)
+
+    def summary(self) -> str:
+        """One line: how many measurements, their median and largest spread, how many unstable."""
+        if not self.spreads:
+            return "spread: no measurements"
+        values = np.array([s.spread for s in self.spreads])
+        return (f"spread (1.4826 MAD / median) of {len(values)} measurements: median {np.median(values):.3f}, "
+                f"max {values.max():.3f}; {len(self.unstable)} unstable (over {self.max_spread:g}, with over "
+                f"{SPREAD_FLOOR_MS:g} ms of scatter)")
+
+    def report(self, worst: int = 5) -> str:
+        """:meth:`summary` and a table of the ``worst`` measurements by spread."""
+        rows = sorted(self.spreads, key=lambda s: -s.spread)[:worst]
+        lines = [self.summary(), f"{'task':<24} {'devices':<16} {'batch':>5} {'median ms':>10} {'spread':>7} "
+                                 f"{'rounds':>6}"]
+        for s in rows:
+            flag = "  unstable" if s.unstable(self.max_spread) else ""
+            lines.append(f"{s.task[:24]:<24} {s.devices[:16]:<16} {s.batch_size:>5} {s.median_ms:>10.4f} "
+                         f"{s.spread:>7.3f} {s.rounds:>6}{flag}")
+        return "\n".join(lines)
+
+    def refusal(self, max_flag: str = "max_spread", force_flag: str = "force=True") -> str | None:
+        """The one-line reason to refuse these figures, or None when every measurement is steady."""
+        bad = self.unstable
+        if not bad:
+            return None
+        w = bad[0]
+        return (f"{max_flag}: {len(bad)} of {len(self.spreads)} measurements still vary by more than "
+                f"{self.max_spread:g} after re-measuring (worst: {w.task} on {w.devices} at batch "
+                f"{w.batch_size}, spread {w.spread:.2f}); the machine looks busy: profile again when it is "
+                f"quiet, or raise {max_flag}, or pass {force_flag} to keep these figures")
+
+
+def _spread(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Median, robust coefficient of variation and scatter of each column of ``samples`` (passes × tasks)."""
+    med = np.median(samples, axis=0)
+    scatter = _MAD_TO_SD * np.median(np.abs(samples - med), axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cv = np.where(scatter == 0, 0.0, scatter / med)
+    return med, np.where(np.isnan(cv), np.inf, cv), scatter
+
+
+def _measure(graph: CoarseGraph, dev: torch.device, inputs: Sequence[torch.Tensor], label: str, batch: int,
+             repeats: int, max_spread: float, retries: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Time ``repeats`` passes, then re-time the batch while some task is unstable.
+
+    Returns the median, spread, scatter and rounds per task; each task keeps its
+    steadiest round. A whole pass is re-run, not the noisy tasks alone, so they are
+    timed in the same flow (caches, interleaving) as the first time.
+    """
+    med, cv, scatter = _spread(np.array([_timed_pass(graph, dev, inputs) for _ in range(repeats)]))
+    rounds = np.ones(len(med), dtype=int)
+    for r in range(retries):
+        bad = (cv > max_spread) & (scatter > SPREAD_FLOOR_MS)
+        if not bad.any():
+            break
+        warnings.warn(f"{int(bad.sum())} measurement(s) on {label} at batch {batch} vary by more than {max_spread:g} "
+                      f"(worst spread {cv[bad].max():.2f}): the machine looks busy; re-measuring "
+                      f"(round {r + 2} of {retries + 1})", NoisyMeasurementWarning, stacklevel=4)
+        m2, cv2, s2 = _spread(np.array([_timed_pass(graph, dev, inputs) for _ in range(repeats)]))
+        rounds[bad] += 1
+        better = bad & (cv2 < cv)  # a round another process disturbed less
+        med, cv, scatter = np.where(better, m2, med), np.where(better, cv2, cv), np.where(better, s2, scatter)
+    return med, cv, scatter, rounds
+
+
 def profile_graph(graph: CoarseGraph, example: torch.Tensor | Sequence[torch.Tensor], devices: Sequence[str],
                   batch_sizes: Sequence[int] = (1,), *, warmup: int = 2, repeats: int = 5,
-                  objective: Objective | None = None, name: str = "model", links: bool = True) -> Problem:
-    """Profile the segments of a traced model; see :func:`profile`."""
+                  objective: Objective | None = None, name: str = "model", links: bool = True,
+                  max_spread: float = MAX_SPREAD, retries: int = RETRIES) -> Profiled:
+    """Profile the segments of a traced model, with the spread of every latency; see :func:`profile`.
+
+    Never refuses: the caller decides what to do with :attr:`Profiled.unstable`.
+    """
+    if not max_spread > 0:
+        raise HarnessError(f"max_spread: expected a positive number, got {max_spread!r}")
+    if retries < 0:
+        raise HarnessError(f"retries: expected 0 or more, got {retries!r}")
     example = (example,) if isinstance(example, torch.Tensor) else tuple(example)
     tdev = {d: torch_device(d) for d in devices}
     latency: list[dict[str, dict[str, float]]] = [{} for _ in graph.segments]
+    spreads: list[Spread] = []
     with torch.inference_mode():
         # Emulated CPU devices are one CPU: time it once, so they stay identical.
         for dev in dict.fromkeys(tdev.values()):
             on = graph.to(dev)
+            names = [d for d in devices if tdev[d] == dev]
+            label = ",".join(names)
             for b in batch_sizes:
                 inputs = [move(_rows(x, b), "cpu", str(dev)) for x in example]
                 for _ in range(warmup):
                     _timed_pass(on, dev, inputs)
-                ms = np.median([_timed_pass(on, dev, inputs) for _ in range(max(1, repeats))], axis=0)
-                for k in range(len(graph.segments)):
-                    for d in devices:
-                        if tdev[d] == dev:
-                            latency[k].setdefault(d, {})[str(b)] = float(ms[k])
+                # Each pass times every task once, in order, so a task's repeats are interleaved
+                # with all the others: a burst of load spreads over many tasks' samples rather
+                # than landing on all the repeats of one.
+                med, cv, scatter, rounds = _measure(on, dev, inputs, label, b, max(1, repeats), max_spread, retries)
+                for k, seg in enumerate(graph.segments):
+                    for d in names:
+                        latency[k].setdefault(d, {})[str(b)] = float(med[k])
+                    if seg.nodes:  # the model's inputs are not timed
+                        spreads.append(Spread(seg.name, label, b, float(med[k]), float(cv[k]), float(scatter[k]),
+                                              int(rounds[k])))
     tasks = [
         Task(seg.name, latency[k], float(graph.weight_bytes(k)),
              float(sum(graph.nbytes[v] for v in seg.inputs)),
@@ -113,12 +273,43 @@ def profile_graph(graph: CoarseGraph, example: torch.Tensor | Sequence[torch.Ten
     node = platform.node() or "host0"
     system = System(tuple(Device(d, memory_bytes(d), tuple(sorted(set(batch_sizes))), node) for d in devices),
                     tuple(measure_links(devices, warmup=warmup, repeats=repeats)) if links else ())
-    return Problem(tasks, edges, system, objective, name)
+    return Profiled(Problem(tasks, edges, system, objective, name), tuple(spreads), max_spread)
+
+
+def profile_report(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor],
+                   devices: Sequence[str] | None = None, batch_sizes: Sequence[int] = (1,), *, cluster: bool = True,
+                   warmup: int = 2, repeats: int = 5, objective: Objective | None = None, name: str | None = None,
+                   max_spread: float = MAX_SPREAD, retries: int = RETRIES) -> Profiled:
+    """:func:`profile`, returning the problem with the spread of every measurement, never refusing.
+
+    Examples
+    --------
+    >>> from mapsched.harness.models import transformer
+    >>> m = transformer()
+    >>> r = profile_report(m, torch.zeros(m.input_shape), ["cpu"], repeats=3, warmup=0)
+    >>> len(r.spreads) == r.problem.n - 1  # every task but the model's input
+    True
+    """
+    example_t = (example,) if isinstance(example, torch.Tensor) else tuple(example)
+    devices = list(devices) if devices else available()
+    if not devices:
+        raise HarnessError("devices: give at least one device, e.g. cpu")
+    if len(set(devices)) != len(devices):
+        raise HarnessError(f"devices: {devices} names a device twice; list each once")
+    if any(int(b) < 1 for b in batch_sizes) or not batch_sizes:
+        raise HarnessError(f"batch_sizes: expected positive integers, got {list(batch_sizes)}")
+    for d in devices:
+        torch_device(d)
+    graph = trace(model, example_t, cluster)
+    return profile_graph(graph, example_t, devices, [int(b) for b in batch_sizes], warmup=warmup, repeats=repeats,
+                         objective=objective, name=name or type(model).__name__, links=len(devices) > 1,
+                         max_spread=max_spread, retries=retries)
 
 
 def profile(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], devices: Sequence[str] | None = None,
             batch_sizes: Sequence[int] = (1,), *, cluster: bool = True, warmup: int = 2, repeats: int = 5,
-            objective: Objective | None = None, name: str | None = None) -> Problem:
+            objective: Objective | None = None, name: str | None = None, max_spread: float = MAX_SPREAD,
+            retries: int = RETRIES, force: bool = False) -> Problem:
     """Trace ``model``, time every task on every device and batch size, and measure the links.
 
     Parameters
@@ -140,6 +331,17 @@ def profile(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], de
         after another in a pass (as a real run leaves the caches), each bracketed by a
         synchronisation of the GPU, so kernels count in full. Emulated CPU devices are
         timed once, as the one CPU they are.
+    max_spread : float
+        Threshold on a measurement's spread, the robust coefficient of variation
+        ``1.4826 × MAD / median`` of its timed passes (see :class:`Spread`); scatter
+        under ``SPREAD_FLOOR_MS`` never counts. Needs ``repeats`` ≥ 3 to mean much.
+    retries : int
+        Extra rounds of ``repeats`` passes for a device and batch size with a
+        measurement over ``max_spread``; each task keeps its steadiest round. Each
+        re-measurement issues a :class:`NoisyMeasurementWarning`.
+    force : bool
+        Return the problem even when measurements stay over ``max_spread`` (with a
+        warning) instead of raising.
     objective : Objective, optional
         Written into the problem; latency by default.
     name : str, optional
@@ -155,10 +357,19 @@ def profile(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], de
         wherever it is first needed, as a data loader does, so its transfer is not
         charged.
 
+    Raises
+    ------
+    HarnessError
+        A bad device or batch size; or, unless ``force``, measurements that still vary
+        by more than ``max_spread`` after ``retries`` re-measurements (one line: how many,
+        the worst, and how to force).
+
     Notes
     -----
-    Takes ``(warmup + repeats) × devices × batch sizes`` passes over the model, plus
-    timed copies for each ordered pair of devices.
+    Takes ``(warmup + repeats) × devices × batch sizes`` passes over the model, up to
+    ``retries × repeats`` more per device and batch size on a noisy machine, plus timed
+    copies for each ordered pair of devices (whose spread is not checked).
+    :func:`profile_report` returns the spreads as well.
 
     Examples
     --------
@@ -168,17 +379,12 @@ def profile(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], de
     >>> p.n, p.m
     (14, 1)
     """
-    example_t = (example,) if isinstance(example, torch.Tensor) else tuple(example)
-    devices = list(devices) if devices else available()
-    if not devices:
-        raise HarnessError("devices: give at least one device, e.g. cpu")
-    if len(set(devices)) != len(devices):
-        raise HarnessError(f"devices: {devices} names a device twice; list each once")
-    if any(int(b) < 1 for b in batch_sizes) or not batch_sizes:
-        raise HarnessError(f"batch_sizes: expected positive integers, got {list(batch_sizes)}")
-    for d in devices:
-        torch_device(d)
-    graph = trace(model, example_t, cluster)
-    return profile_graph(graph, example_t, devices, [int(b) for b in batch_sizes], warmup=warmup, repeats=repeats,
-                         objective=objective, name=name or type(model).__name__, links=len(devices) > 1)
-
+    result = profile_report(model, example, devices, batch_sizes, cluster=cluster, warmup=warmup, repeats=repeats,
+                            objective=objective, name=name, max_spread=max_spread, retries=retries)
+    reason = result.refusal()
+    if reason and not force:
+        raise HarnessError(reason)
+    if reason:
+        warnings.warn(f"kept {len(result.unstable)} unstable measurements (force=True)", NoisyMeasurementWarning,
+                      stacklevel=2)
+    return result.problem
