@@ -89,18 +89,26 @@ def _dual_ascent(r: np.ndarray, weight: np.ndarray) -> float:
     ``lam >= 0`` summing to 1, every schedule has ``C >= sum_u lam_u load_u >=
     sum_g weight_g min_u lam_u r[g, u]``: each task's work, wherever it runs, costs at least
     its cheapest weighted time. The LP's optimum is the largest such value (LP duality).
-    Multiplicative steps move weight towards the devices that the current weights load
-    most (a supergradient); the best value seen is returned, so stopping early stays sound.
+    Devices alike for every kind share one weight (an optimum has them equal, and ties
+    among them would make the steps swing): a class of c devices has weight ``c mu``.
+    Multiplicative steps move weight towards the classes that the current weights load
+    most per device (a supergradient); the best value seen is returned, so stopping early
+    stays sound.
     """
-    m = r.shape[1]
-    lam = np.full(m, 1.0 / m)
+    r, count = np.unique(r.T, axis=0, return_counts=True)
+    r = r.T / count  # per device of a class, at the class's weight lam = c mu
+    lam = count / count.sum()
     rows = np.arange(len(r))
     best = 0.0
     for step in range(ASCENT_STEPS):
         v = r * lam
         a = v.argmin(axis=1)
-        best = max(best, float(weight @ v[rows, a]))
-        load = np.bincount(a, weights=weight * r[rows, a], minlength=m)
-        lam = lam * np.exp(2.0 / np.sqrt(step + 1) * (m * load / max(load.sum(), 1e-300) - 1))
+        value = float(weight @ v[rows, a])
+        best = max(best, value)
+        # Per device of each class, against the mean over all devices (bounded, unlike
+        # against the value, which tiny weights make tiny).
+        load = np.bincount(a, weights=weight * r[rows, a], minlength=len(lam))
+        share = load * count.sum() / max(float(count @ load), 1e-300)
+        lam = lam * np.exp(2.0 / np.sqrt(step + 1) * (share - 1))
         lam = np.maximum(lam / lam.sum(), 1e-300)  # never 0: 0 times an unrunnable inf is nan
     return best
