@@ -40,7 +40,7 @@ def load_bound(problem: Problem, time_limit: float | None = None) -> float:
     optimum is the same. A traced training step has a few dozen kinds of task. When the
     LP is still over :data:`LP_COLUMNS` columns (random graphs: every task differs), the
     bound is instead the best dual point of :data:`ASCENT_STEPS` steps of a multiplicative
-    ascent, which any point proves (see :func:`_dual_ascent`); within 0.2% of the
+    ascent, which any point proves (see :func:`_dual_ascent`); within 0.001% of the
     optimum on the graphs of BENCHMARKS.md.
 
     Notes
