@@ -60,7 +60,7 @@ from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
 from ..solve import SolveContext
-from .common import mean_comm, mean_cost, rank_order, repair, upward_rank
+from .common import mean_comm, mean_cost, rank_order, repair_placement, upward_rank
 
 __all__ = ["Placement", "etf_placement", "favourite_children", "favourite_lp", "memory_shortfall", "topo_placement"]
 
@@ -461,10 +461,7 @@ def _schedule(problem: Problem, ctx: SolveContext, placement: Placement, log: st
     p = problem
     owner = placement.owner
     if (owner < 0).any():
-        prefer = np.zeros((p.n, p.m), dtype=np.int64)
-        placed = np.flatnonzero(owner >= 0)
-        prefer[placed, owner[placed]] = 1
-        s = repair(p, rank_order(p, upward_rank(p)), prefer, insertion=True)
+        s = repair_placement(p, owner)
     else:
         s = Decoder(p, placement.order, insertion=True).schedule(owner[:, None])
     s.log = log + s.log

@@ -78,7 +78,7 @@ from ..registry import Option, register
 from ..schedule import Schedule
 from ..solve import SolveContext
 from .baechi import Placement, _check_memory, topo_placement
-from .common import mean_comm, mean_cost, rank_order, repair, upward_rank
+from .common import mean_comm, mean_cost, repair_placement
 
 __all__ = ["ORDERS", "Fused", "adjusting_placement", "fill_order", "fuse", "order_placement"]
 
@@ -274,11 +274,7 @@ def _expand(method: str, problem: Problem, ctx: SolveContext, fused: Fused, plac
     p, q = problem, fused.coarse
     owner = placement.owner
     if (owner < 0).any():
-        fine = owner[fused.group_of]
-        prefer = np.zeros((p.n, p.m), dtype=np.int64)
-        placed = np.flatnonzero(fine >= 0)
-        prefer[placed, fine[placed]] = 1
-        s = repair(p, rank_order(p, upward_rank(p)), prefer, insertion=True)
+        s = repair_placement(p, owner[fused.group_of])
     else:
         coarse = Decoder(q, placement.order, insertion=True).schedule(owner[:, None])
         s = coarsen.expand(p, coarse, fused.group_of)

@@ -162,3 +162,14 @@ def repair(problem: Problem, order: Sequence[int], prefer: np.ndarray, insertion
     s = Decoder(problem, order, insertion).schedule(owner_from_counts(counts), **kwargs)
     s.log += "construction dead-ended on memory or links; finished by a feasibility repair\n"
     return s
+
+
+def repair_placement(problem: Problem, owner: np.ndarray) -> Schedule:
+    """The feasibility repair of a dead-ended latency placement: ``owner[i]`` is task i's
+    device, or -1 where the placer left it; the placed tasks keep their devices where memory
+    and links allow, and the schedule is decoded by upward rank, with insertion."""
+    p = problem
+    prefer = np.zeros((p.n, p.m), dtype=np.int64)
+    placed = np.flatnonzero(owner >= 0)
+    prefer[placed, owner[placed]] = 1
+    return repair(p, rank_order(p, upward_rank(p)), prefer, insertion=True)
