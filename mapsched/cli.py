@@ -421,6 +421,18 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _set_threads(torch: Any, args: argparse.Namespace) -> None:
+    """Apply ``--threads`` and ``--interop-threads``, as profile and run both take them."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.interop_threads and args.interop_threads != torch.get_num_interop_threads():
+        try:
+            torch.set_num_interop_threads(args.interop_threads)
+        except RuntimeError:  # PyTorch sets it once, before any inter-op work
+            raise OptionError("--interop-threads: PyTorch can no longer change it in this process; set it "
+                              "before anything runs, or leave it at its default") from None
+
+
 def cmd_profile(args: argparse.Namespace) -> int:
     harness = _harness()
     import warnings
@@ -434,6 +446,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
                           "how stable the measurements are")
     if args.output is not None:
         check_output(args.output)
+    _set_threads(torch, args)
     model, shape = _model(args.model, args.input_shape)
     devices = args.devices.split(",") if args.devices else harness.available()
     objective = Objective("throughput", args.batch) if args.batch > 1 else Objective()
@@ -449,7 +462,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         result = harness.profile_report(model, example, devices, _ints(args.batch_sizes, "--batch-sizes"),
                                         cluster=not args.no_cluster, warmup=args.warmup, repeats=args.repeats,
                                         objective=objective, name=args.model.partition(":")[2],
-                                        max_spread=args.max_spread, retries=args.retries)
+                                        max_spread=args.max_spread, retries=args.retries,
+                                        overheads=not args.no_overheads)
     if args.check:
         print(result.report())
     if args.output is None:
@@ -491,9 +505,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.output:
         check_output(args.output, [args.problem, args.schedule])
-    if args.threads:
-        torch.set_num_threads(args.threads)
     problem = load_problem(args.problem)
+    # Refused before anything changes: the times hold for the settings they were measured with.
+    harness.check_threads(problem, "--threads N, --interop-threads N",
+                          (args.threads or torch.get_num_threads(),
+                           args.interop_threads or torch.get_num_interop_threads()))
+    _set_threads(torch, args)
     schedule = Schedule.read(args.schedule)
     model, shape = _model(args.model, args.input_shape)
     inputs = torch.randn((problem.L, *shape[1:]), generator=torch.Generator().manual_seed(args.seed))
@@ -602,6 +619,12 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--force", action="store_true", help="write the file even with measurements over --max-spread")
     pr.add_argument("--check", action="store_true",
                     help="report how stable the measurements were; with no -o, write nothing (exit 1 if unstable)")
+    pr.add_argument("--threads", type=_count(1), default=None,
+                    help="torch intra-op threads (default: PyTorch's); recorded, and 'run' needs the same")
+    pr.add_argument("--interop-threads", type=_count(1), default=None,
+                    help="torch inter-op threads (default: PyTorch's); recorded, and 'run' needs the same")
+    pr.add_argument("--no-overheads", action="store_true",
+                    help="do not measure the executor's per-job and cross-device overheads into the times")
     pr.add_argument("-o", "--output", help="the problem file to write (required unless --check)")
 
     tr = sub.add_parser("trace", help="trace a PyTorch model's training step op by op in fake mode (needs torch)",
@@ -623,7 +646,10 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--input-shape", help=shape_help)
     rn.add_argument("--no-cluster", action="store_true", help="as given to 'mapsched profile'")
     rn.add_argument("--seed", type=_count(0), default=0, help="seed of the random inputs")
-    rn.add_argument("--threads", type=_count(1), default=None, help="torch intra-op threads")
+    rn.add_argument("--threads", type=_count(1), default=None,
+                    help="torch intra-op threads; must be those the problem was profiled with")
+    rn.add_argument("--interop-threads", type=_count(1), default=None,
+                    help="torch inter-op threads; must be those the problem was profiled with")
     rn.add_argument("--warmup", type=_count(0), default=1)
     rn.add_argument("--repeats", type=_count(1), default=3, help="timed runs (the median is reported)")
     rn.add_argument("-o", "--output", help="write the measured jobs as a schedule file")
