@@ -22,12 +22,8 @@ DEVICES = ["cpu:0", "cpu:1"]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # Two emulated devices on two cores: one intra-op thread each keeps them apart.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def one_thread(one_torch_thread):
+    """Every test here, and the module's fixtures, under one torch thread (see conftest)."""
 
 
 def _model(name):

@@ -13,6 +13,8 @@ Needs the optional extra ``mapsched[torch]``.
   the problem's times and records them with the thread settings;
 - :func:`execute` runs a schedule on the devices and measures it (under the thread
   settings the problem was profiled with);
+- :func:`calibrate` runs a few schedules and fits the overhead terms to their measured
+  makespans by least squares, returning the calibrated problem and the fit;
 - :func:`trace_step` traces a whole training step op by op with ``make_fx`` in fake
   mode (no weights, data or memory) and costs each op with a roofline;
 - :mod:`mapsched.harness.models` has example models: small ones to profile, and GPT
@@ -20,6 +22,7 @@ Needs the optional extra ``mapsched[torch]``.
 """
 
 from .aten import trace_step
+from .calibrate import CalibrationReport, calibrate
 from .devices import available
 from .execute import Execution, execute, outputs_match
 from .graph import CoarseGraph, Segment, trace
@@ -27,7 +30,7 @@ from .overheads import check_threads, measure_overheads, thread_settings
 from .profile import NoisyMeasurementWarning, Profiled, Spread, measure_links, profile, profile_report
 
 __all__ = [
-    "CoarseGraph", "Execution", "NoisyMeasurementWarning", "Profiled", "Segment", "Spread", "available",
-    "check_threads", "execute", "measure_links", "measure_overheads", "outputs_match", "profile", "profile_report",
-    "thread_settings", "trace", "trace_step",
+    "CalibrationReport", "CoarseGraph", "Execution", "NoisyMeasurementWarning", "Profiled", "Segment", "Spread",
+    "available", "calibrate", "check_threads", "execute", "measure_links", "measure_overheads", "outputs_match",
+    "profile", "profile_report", "thread_settings", "trace", "trace_step",
 ]
