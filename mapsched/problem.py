@@ -339,6 +339,8 @@ class Problem:
                 raise ProblemError(f"{where}.overhead: unknown device {shown(dev)}; "
                                    f"expected one of {sorted(self.device_index)}")
             overhead[dev] = _number(v, f"{where}.overhead.{dev}", bounds=(0.0, MAX_MS), unit=" ms")
+        if not isinstance(cal.sync, Mapping):
+            raise ProblemError(f"{where}.sync: expected a mapping from device pairs to ms, got {shown(cal.sync)}")
         sync = {}
         for (a, b), v in cal.sync.items():
             for end in (a, b):

@@ -203,6 +203,9 @@ def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Te
     batch = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
     graph = model if isinstance(model, CoarseGraph) else trace(model, [x[:1] for x in batch], cluster)
     runs = schedules(problem, count, seed)
+    # One untimed execution first: a fresh process runs its first executions slower (allocator,
+    # library caches), which would make the first schedules look slow beyond their warm-up run.
+    execute(graph, problem, runs[0][1], batch, warmup=0, repeats=max(1, warmup))
     measured = np.array([execute(graph, problem, s, batch, warmup=warmup, repeats=repeats).makespan
                          for _, s in runs])
     cal = problem.calibration
