@@ -477,6 +477,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     result.problem.write(args.output)
     if not args.check:
         print(result.summary())
+    print(f"overheads {result.problem.calibration.summary()}")
     print(f"wrote {result.problem!r} to {args.output}")
     return 0
 

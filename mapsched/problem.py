@@ -136,6 +136,24 @@ class Calibration:
         """The copy latency inside a link's ``latency`` from ``a`` to ``b``: the sync taken out."""
         return max(0.0, latency - self.sync.get((a, b), 0.0))
 
+    def summary(self) -> str:
+        """One line: the terms in the times, and the thread settings.
+
+        >>> Calibration(1, None, {"cpu:0": 0.003, "cpu:1": 0.004}, {("cpu:0", "cpu:1"): 0.04}).summary()
+        'in the times: 0.003-0.004 ms per job, 0.04 ms per cross-device dependency; torch threads 1 intra-op'
+        """
+        def span(values: Iterable[float]) -> str:
+            v = sorted(values)
+            return "0" if not v else f"{v[0]:.3g}" if v[0] == v[-1] else f"{v[0]:.3g}-{v[-1]:.3g}"
+
+        scale = f", kernels x{self.scale:.3g}" if self.scale != 1.0 else ""
+        how = "fitted" if self.fitted else "in the times"
+        threads = "" if self.threads is None else f"; torch threads {self.threads} intra-op"
+        if self.interop_threads is not None:
+            threads += f"{',' if threads else '; torch threads'} {self.interop_threads} inter-op"
+        return (f"{how}: {span(self.overhead.values())} ms per job, {span(self.sync.values())} ms per cross-device "
+                f"dependency{scale}{threads}")
+
 
 MAX_MS = 1e12
 """Largest time a file may give, in ms (about 31 years): every method then computes in range."""

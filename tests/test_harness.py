@@ -191,6 +191,7 @@ def test_cli_profile_solve_run(tmp_path, capsys):
     model = "mapsched.harness.models:transformer"
     assert main(["profile", model, "--devices", "cpu:0,cpu:1", "--batch-sizes", "1,2", "--repeats", "1",
                  "--warmup", "0", "-o", str(prob)]) == 0
+    assert "overheads in the times:" in capsys.readouterr().out
     p = Problem.read(str(prob))
     assert p.name == "transformer" and p.m == 2
     assert main(["solve", str(prob), "-m", "heft", "-o", str(sched)]) == 0
