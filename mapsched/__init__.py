@@ -16,7 +16,7 @@ from typing import Any
 from . import instances
 from .decoder import decode
 from .errors import HarnessError, InfeasibleError, MapschedError, OptionError, ProblemError, ScheduleError
-from .problem import Device, Edge, Link, Objective, Problem, System, Task
+from .problem import Calibration, Device, Edge, Link, Objective, Problem, System, Task
 from .registry import methods
 from .schedule import Job, Result, Schedule
 from .solve import solve
@@ -40,7 +40,7 @@ def __getattr__(name: str) -> Any:
 __version__ = "0.1.0"
 
 __all__ = [
-    "Device", "Edge", "HarnessError", "InfeasibleError", "Job", "Link", "MapschedError", "Objective",
+    "Calibration", "Device", "Edge", "HarnessError", "InfeasibleError", "Job", "Link", "MapschedError", "Objective",
     "OptionError", "Problem", "ProblemError", "Result", "Schedule", "ScheduleError",
     "System", "Task", "Violation", "bounds", "coarsen", "decode", "formulations", "generators", "heuristics",
     "instances", "lower_bound", "methods", "solve", "split", "validate",

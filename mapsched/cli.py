@@ -421,6 +421,18 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _set_threads(torch: Any, args: argparse.Namespace) -> None:
+    """Apply ``--threads`` and ``--interop-threads``, as profile and run both take them."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.interop_threads and args.interop_threads != torch.get_num_interop_threads():
+        try:
+            torch.set_num_interop_threads(args.interop_threads)
+        except RuntimeError:  # PyTorch sets it once, before any inter-op work
+            raise OptionError("--interop-threads: PyTorch can no longer change it in this process; set it "
+                              "before anything runs, or leave it at its default") from None
+
+
 def cmd_profile(args: argparse.Namespace) -> int:
     harness = _harness()
     import warnings
@@ -434,6 +446,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
                           "how stable the measurements are")
     if args.output is not None:
         check_output(args.output)
+    _set_threads(torch, args)
     model, shape = _model(args.model, args.input_shape)
     devices = args.devices.split(",") if args.devices else harness.available()
     objective = Objective("throughput", args.batch) if args.batch > 1 else Objective()
@@ -449,7 +462,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         result = harness.profile_report(model, example, devices, _ints(args.batch_sizes, "--batch-sizes"),
                                         cluster=not args.no_cluster, warmup=args.warmup, repeats=args.repeats,
                                         objective=objective, name=args.model.partition(":")[2],
-                                        max_spread=args.max_spread, retries=args.retries)
+                                        max_spread=args.max_spread, retries=args.retries,
+                                        overheads=not args.no_overheads)
     if args.check:
         print(result.report())
     if args.output is None:
@@ -463,6 +477,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     result.problem.write(args.output)
     if not args.check:
         print(result.summary())
+    print(f"overheads {result.problem.calibration.summary()}")
     print(f"wrote {result.problem!r} to {args.output}")
     return 0
 
@@ -485,18 +500,41 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_setup(harness: Any, torch: Any, args: argparse.Namespace) -> tuple[Problem, Any, Any]:
+    """The problem, the model and its seeded random inputs of ``run`` and ``calibrate``, under the
+    thread settings the problem was profiled with (refused before anything changes)."""
+    problem = load_problem(args.problem)
+    harness.check_threads(problem, "--threads N, --interop-threads N",
+                          (args.threads or torch.get_num_threads(),
+                           args.interop_threads or torch.get_num_interop_threads()))
+    _set_threads(torch, args)
+    model, shape = _model(args.model, args.input_shape)
+    inputs = torch.randn((problem.L, *shape[1:]), generator=torch.Generator().manual_seed(args.seed))
+    return problem, model, inputs
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    harness = _harness()
+    import torch
+
+    check_output(args.output, [args.problem])
+    problem, model, inputs = _run_setup(harness, torch, args)
+    calibrated, report = harness.calibrate(model, problem, inputs, count=args.schedules, cluster=not args.no_cluster,
+                                           warmup=args.warmup, repeats=args.repeats, seed=args.seed)
+    print(report.table())
+    calibrated.write(args.output)
+    print(f"wrote the calibrated {calibrated!r} to {args.output}")
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     harness = _harness()
     import torch
 
     if args.output:
         check_output(args.output, [args.problem, args.schedule])
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    problem = load_problem(args.problem)
+    problem, model, inputs = _run_setup(harness, torch, args)
     schedule = Schedule.read(args.schedule)
-    model, shape = _model(args.model, args.input_shape)
-    inputs = torch.randn((problem.L, *shape[1:]), generator=torch.Generator().manual_seed(args.seed))
     run = harness.execute(model, problem, schedule, inputs, cluster=not args.no_cluster, warmup=args.warmup,
                           repeats=args.repeats)
     with torch.inference_mode():
@@ -602,6 +640,12 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--force", action="store_true", help="write the file even with measurements over --max-spread")
     pr.add_argument("--check", action="store_true",
                     help="report how stable the measurements were; with no -o, write nothing (exit 1 if unstable)")
+    pr.add_argument("--threads", type=_count(1), default=None,
+                    help="torch intra-op threads (default: PyTorch's); recorded, and 'run' needs the same")
+    pr.add_argument("--interop-threads", type=_count(1), default=None,
+                    help="torch inter-op threads (default: PyTorch's); recorded, and 'run' needs the same")
+    pr.add_argument("--no-overheads", action="store_true",
+                    help="do not measure the executor's per-job and cross-device overheads into the times")
     pr.add_argument("-o", "--output", help="the problem file to write (required unless --check)")
 
     tr = sub.add_parser("trace", help="trace a PyTorch model's training step op by op in fake mode (needs torch)",
@@ -617,16 +661,29 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("-o", "--output", required=True)
 
     rn = sub.add_parser("run", help="execute a schedule of a profiled model for real (needs torch)")
-    rn.add_argument("model", help=model_help)
-    rn.add_argument("problem", help="the problem that 'mapsched profile' wrote")
-    rn.add_argument("schedule")
-    rn.add_argument("--input-shape", help=shape_help)
-    rn.add_argument("--no-cluster", action="store_true", help="as given to 'mapsched profile'")
-    rn.add_argument("--seed", type=_count(0), default=0, help="seed of the random inputs")
-    rn.add_argument("--threads", type=_count(1), default=None, help="torch intra-op threads")
-    rn.add_argument("--warmup", type=_count(0), default=1)
-    rn.add_argument("--repeats", type=_count(1), default=3, help="timed runs (the median is reported)")
+    cb = sub.add_parser(
+        "calibrate", help="fit a profiled problem's overheads to real runs of a few schedules (needs torch)",
+        description="Run a handful of schedules (HEFT, each device alone, MET, CPOP, random ones) for real, fit "
+                    "one per-job overhead, one cross-device sync and a kernel-time factor by least squares on "
+                    "their makespans, print the fit (predicted before and after, measured) and write the "
+                    "problem with the fitted terms in its times.")
+    for parser in (rn, cb):
+        parser.add_argument("model", help=model_help)
+        parser.add_argument("problem", help="the problem that 'mapsched profile' wrote")
+        if parser is rn:
+            parser.add_argument("schedule")
+        parser.add_argument("--input-shape", help=shape_help)
+        parser.add_argument("--no-cluster", action="store_true", help="as given to 'mapsched profile'")
+        parser.add_argument("--seed", type=_count(0), default=0, help="seed of the random inputs (and schedules)")
+        parser.add_argument("--threads", type=_count(1), default=None,
+                            help="torch intra-op threads; must be those the problem was profiled with")
+        parser.add_argument("--interop-threads", type=_count(1), default=None,
+                            help="torch inter-op threads; must be those the problem was profiled with")
+        parser.add_argument("--warmup", type=_count(0), default=1)
+        parser.add_argument("--repeats", type=_count(1), default=3, help="timed runs (the median is used)")
     rn.add_argument("-o", "--output", help="write the measured jobs as a schedule file")
+    cb.add_argument("--schedules", type=_count(1), default=6, help="schedules to run (default 6)")
+    cb.add_argument("-o", "--output", required=True, help="the calibrated problem file to write")
 
     d = sub.add_parser("demo", help="run every method on a built-in instance")
     d.add_argument("--instance", default=instances.DEFAULT, choices=instances.names())
@@ -651,7 +708,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return {
             "validate": cmd_validate, "bound": cmd_bound, "methods": cmd_methods,
             "plot": cmd_plot, "demo": cmd_demo, "bench": cmd_bench, "generate": cmd_generate,
-            "profile": cmd_profile, "trace": cmd_trace, "run": cmd_run,
+            "profile": cmd_profile, "trace": cmd_trace, "run": cmd_run, "calibrate": cmd_calibrate,
         }[args.command](args)
     except MapschedError as exc:
         print(f"mapsched: error: {exc}", file=sys.stderr)

@@ -25,7 +25,7 @@ import numpy as np
 from .errors import ProblemError, shown
 from .jsonio import check_fields, check_format, check_list, dumps, loads, read_json, write_json
 
-__all__ = ["Device", "Edge", "Link", "Objective", "Problem", "System", "Task"]
+__all__ = ["Calibration", "Device", "Edge", "Link", "Objective", "Problem", "System", "Task"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,66 @@ class System:
     links: tuple[Link, ...] = field(default_factory=tuple)
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """What a measurement harness folded into a problem's times beyond the kernels.
+
+    Every latency of a task on device ``u`` is ``scale × kernel time + overhead[u]``,
+    and the latency of a link from ``a`` to ``b`` is its copy latency plus
+    ``sync[(a, b)]``: the terms are already in the times, and are recorded so that
+    they can be seen, re-fitted (``mapsched calibrate``) and taken out again. The
+    thread settings are those the times were measured under; ``mapsched run``
+    refuses other ones.
+
+    Attributes
+    ----------
+    threads, interop_threads : int or None
+        ``torch.get_num_threads()`` and ``torch.get_num_interop_threads()`` when measured.
+    overhead : mapping of str to float
+        Per device, ms per job beyond its kernels (dispatch, thread hand-off, launch).
+    sync : mapping of (str, str) to float
+        Per directed device pair, ms per cross-device dependency beyond the copy (the
+        consumer's wake-up or stream wait).
+    scale : float
+        Factor on the kernel times (1 unless fitted: devices that slow each other down).
+    fitted : bool
+        Whether the terms were fitted to measured runs rather than measured directly.
+    """
+
+    threads: int | None = None
+    interop_threads: int | None = None
+    overhead: Mapping[str, float] = field(default_factory=dict)
+    sync: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    scale: float = 1.0
+    fitted: bool = False
+
+    def kernel(self, latency: float, device: str) -> float:
+        """The kernel time inside ``latency`` of a job on ``device``: the terms taken out."""
+        return max(0.0, (latency - self.overhead.get(device, 0.0)) / self.scale)
+
+    def copy(self, latency: float, a: str, b: str) -> float:
+        """The copy latency inside a link's ``latency`` from ``a`` to ``b``: the sync taken out."""
+        return max(0.0, latency - self.sync.get((a, b), 0.0))
+
+    def summary(self) -> str:
+        """One line: the terms in the times, and the thread settings.
+
+        >>> Calibration(1, None, {"cpu:0": 0.003, "cpu:1": 0.004}, {("cpu:0", "cpu:1"): 0.04}).summary()
+        'in the times: 0.003-0.004 ms per job, 0.04 ms per cross-device dependency; torch threads 1 intra-op'
+        """
+        def span(values: Iterable[float]) -> str:
+            v = sorted(values)
+            return "0" if not v else f"{v[0]:.3g}" if v[0] == v[-1] else f"{v[0]:.3g}-{v[-1]:.3g}"
+
+        scale = f", kernels x{self.scale:.3g}" if self.scale != 1.0 else ""
+        how = "fitted" if self.fitted else "in the times"
+        threads = "" if self.threads is None else f"; torch threads {self.threads} intra-op"
+        if self.interop_threads is not None:
+            threads += f"{',' if threads else '; torch threads'} {self.interop_threads} inter-op"
+        return (f"{how}: {span(self.overhead.values())} ms per job, {span(self.sync.values())} ms per cross-device "
+                f"dependency{scale}{threads}")
+
+
 MAX_MS = 1e12
 """Largest time a file may give, in ms (about 31 years): every method then computes in range."""
 MAX_BYTES = 1e18
@@ -105,11 +165,14 @@ MAX_BATCH = 100_000
 """Largest number of inputs (``objective.batch``) and batch size: throughput methods index by them."""
 
 PROBLEM_FORMAT = "mapsched.problem/1"
-_PROBLEM_KEYS = {"format", "name", "objective", "devices", "links", "tasks", "edges"}
+_PROBLEM_KEYS = {"format", "name", "objective", "devices", "links", "tasks", "edges", "calibration"}
 _DEVICE_KEYS = {"name", "memory", "batch_sizes", "node"}
 _LINK_KEYS = {"a", "b", "bandwidth", "latency", "directed"}
 _TASK_KEYS = {"name", "latency", "weight_bytes", "input_bytes", "output_bytes"}
 _EDGE_KEYS = {"src", "dst", "bytes"}
+_CALIBRATION_KEYS = {"threads", "interop_threads", "overhead", "sync", "scale", "fitted"}
+MAX_SCALE = 1e6
+"""Largest kernel-time factor a calibration may give."""
 
 
 def _number(value: Any, where: str, *, allow_inf: bool = False, positive: bool = False,
@@ -165,6 +228,9 @@ class Problem:
         Latency (the default) or throughput over a batch.
     name : str, optional
         A name carried into schedules.
+    calibration : Calibration, optional
+        The overheads and thread settings a harness folded into the times (a record;
+        the solvers use the latencies alone).
 
     Raises
     ------
@@ -212,12 +278,14 @@ class Problem:
         system: System,
         objective: Objective | None = None,
         name: str = "problem",
+        calibration: Calibration | None = None,
     ) -> None:
         if not isinstance(name, str):
             raise ProblemError(f"name: expected a string, got {shown(name)}")
         self.name = name
         self.objective = self._check_objective(objective or Objective())
         self.system = self._check_system(system)
+        self.calibration = None if calibration is None else self._check_calibration(calibration)
         self.tasks = self._check_tasks(tasks)
         self.edges = self._check_edges(edges)
         self._build_arrays()
@@ -273,6 +341,37 @@ class Problem:
                 seen.add(pair)
             links.append(Link(ln.a, ln.b, bw, lt, bool(ln.directed)))
         return System(tuple(checked), tuple(links))
+
+    def _check_calibration(self, cal: Calibration) -> Calibration:
+        where = "calibration"
+        threads = []
+        for f in ("threads", "interop_threads"):
+            v = getattr(cal, f)
+            threads.append(None if v is None else _positive_int(v, f"{where}.{f}"))
+        if not isinstance(cal.overhead, Mapping):
+            raise ProblemError(f"{where}.overhead: expected an object from device name to ms, "
+                               f"got {shown(cal.overhead)}")
+        overhead = {}
+        for dev, v in cal.overhead.items():
+            if dev not in self.device_index:
+                raise ProblemError(f"{where}.overhead: unknown device {shown(dev)}; "
+                                   f"expected one of {sorted(self.device_index)}")
+            overhead[dev] = _number(v, f"{where}.overhead.{dev}", bounds=(0.0, MAX_MS), unit=" ms")
+        if not isinstance(cal.sync, Mapping):
+            raise ProblemError(f"{where}.sync: expected a mapping from device pairs to ms, got {shown(cal.sync)}")
+        sync = {}
+        for (a, b), v in cal.sync.items():
+            for end in (a, b):
+                if end not in self.device_index:
+                    raise ProblemError(f"{where}.sync: unknown device {shown(end)}; "
+                                       f"expected one of {sorted(self.device_index)}")
+            if a == b:
+                raise ProblemError(f"{where}.sync: a pair joins two distinct devices, got {shown(a)} twice")
+            sync[(a, b)] = _number(v, f"{where}.sync ({a} -> {b})", bounds=(0.0, MAX_MS), unit=" ms")
+        scale = _number(cal.scale, f"{where}.scale", positive=True, bounds=(0.0, MAX_SCALE))
+        if not isinstance(cal.fitted, bool):
+            raise ProblemError(f"{where}.fitted: expected true or false, got {shown(cal.fitted)}")
+        return Calibration(threads[0], threads[1], overhead, sync, scale, cal.fitted)
 
     def _check_tasks(self, tasks: Sequence[Task]) -> tuple[Task, ...]:
         tasks = list(tasks)
@@ -471,7 +570,7 @@ class Problem:
 
     def with_objective(self, objective: Objective) -> Problem:
         """The same graph and system under another objective."""
-        return Problem(self.tasks, self.edges, self.system, objective, self.name)
+        return Problem(self.tasks, self.edges, self.system, objective, self.name, self.calibration)
 
     def restrict(self, tasks: Sequence[int], fix: Mapping[int, int] | None = None, name: str | None = None,
                  devices: Sequence[int] | None = None) -> Problem:
@@ -494,7 +593,8 @@ class Problem:
                          t.weight_bytes, t.input_bytes, t.output_bytes)
             out.append(t)
         edges = [e for e in self.edges if e.src in names and e.dst in names]
-        return Problem(out, edges, self.system, self.objective, name or f"{self.name}[{len(keep)}]")
+        return Problem(out, edges, self.system, self.objective, name or f"{self.name}[{len(keep)}]",
+                       self.calibration)
 
     def __repr__(self) -> str:
         obj = self.objective.kind
@@ -541,7 +641,7 @@ class Problem:
                     task[f] = getattr(t, f)
             tasks.append(task)
         edges = [{"src": e.src, "dst": e.dst, "bytes": e.bytes} for e in self.edges]
-        return {
+        data = {
             "format": PROBLEM_FORMAT,
             "name": self.name,
             "objective": obj,
@@ -550,6 +650,36 @@ class Problem:
             "tasks": tasks,
             "edges": edges,
         }
+        if self.calibration is not None:  # optional: a file without it reads and writes as before
+            data["calibration"] = self._calibration_dict(self.calibration)
+        return data
+
+    @staticmethod
+    def _calibration_dict(cal: Calibration) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in ("threads", "interop_threads"):
+            if getattr(cal, f) is not None:
+                out[f] = getattr(cal, f)
+        out["overhead"] = dict(cal.overhead)
+        out["sync"] = [{"a": a, "b": b, "ms": v} for (a, b), v in cal.sync.items()]
+        out["scale"] = cal.scale
+        out["fitted"] = cal.fitted
+        return out
+
+    @staticmethod
+    def _calibration_from(data: Any, err: type) -> Calibration:
+        cal = check_fields(data, "calibration", _CALIBRATION_KEYS, (), err)
+        overhead = cal.get("overhead", {})
+        if not isinstance(overhead, dict):
+            raise err(f"calibration.overhead: expected an object from device name to ms, got {shown(overhead)}")
+        sync = {}
+        for k, entry in enumerate(check_list(cal.get("sync", []), "calibration.sync", err)):
+            entry = check_fields(entry, f"calibration.sync[{k}]", {"a", "b", "ms"}, ("a", "b", "ms"), err)
+            if (entry["a"], entry["b"]) in sync:
+                raise err(f"calibration.sync[{k}]: duplicate pair {shown(entry['a'])} -> {shown(entry['b'])}")
+            sync[(entry["a"], entry["b"])] = entry["ms"]
+        return Calibration(cal.get("threads"), cal.get("interop_threads"), overhead, sync, cal.get("scale", 1.0),
+                           cal.get("fitted", False))
 
     def to_json(self, indent: int | None = 1) -> str:
         return dumps(self.to_dict(), indent)
@@ -601,7 +731,9 @@ class Problem:
         for k, e in enumerate(check_list(data.get("edges", []), "edges", err)):
             e = check_fields(e, f"edges[{k}]", _EDGE_KEYS, ("src", "dst"), err)
             edges.append(Edge(e["src"], e["dst"], e.get("bytes")))
-        return cls(tasks, edges, System(tuple(devices), tuple(links)), objective, data.get("name", "problem"))
+        calibration = cls._calibration_from(data["calibration"], err) if "calibration" in data else None
+        return cls(tasks, edges, System(tuple(devices), tuple(links)), objective, data.get("name", "problem"),
+                   calibration)
 
     @classmethod
     def from_json(cls, text: str, source: str = "problem") -> Problem:

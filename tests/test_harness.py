@@ -16,17 +16,14 @@ from mapsched import HarnessError, Objective, Problem, validate  # noqa: E402
 from mapsched.cli import main  # noqa: E402
 from mapsched.harness import execute, measure_links, outputs_match, profile, trace  # noqa: E402
 from mapsched.harness.models import FACTORIES  # noqa: E402
+from mapsched.harness.overheads import fold, measure_overheads, refit, thread_settings  # noqa: E402
 
 DEVICES = ["cpu:0", "cpu:1"]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # Two emulated devices on two cores: one intra-op thread each keeps them apart.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def one_thread(one_torch_thread):
+    """Every test here, and the module's fixtures, under one torch thread (see conftest)."""
 
 
 def _model(name):
@@ -194,6 +191,7 @@ def test_cli_profile_solve_run(tmp_path, capsys):
     model = "mapsched.harness.models:transformer"
     assert main(["profile", model, "--devices", "cpu:0,cpu:1", "--batch-sizes", "1,2", "--repeats", "1",
                  "--warmup", "0", "-o", str(prob)]) == 0
+    assert "overheads in the times:" in capsys.readouterr().out
     p = Problem.read(str(prob))
     assert p.name == "transformer" and p.m == 2
     assert main(["solve", str(prob), "-m", "heft", "-o", str(sched)]) == 0
@@ -258,3 +256,46 @@ def test_cuda_batched_throughput_splits_inputs_across_cpu_and_gpu(name):
         with torch.inference_mode():
             assert outputs_match(run.outputs, m(x), p.device_names)
         assert run.throughput == pytest.approx(4000.0 / run.makespan)
+
+
+def test_overheads_are_measured_stored_and_read_back(tmp_path):
+    m, x = _model("transformer")
+    bare = profile(m, x, DEVICES, warmup=0, repeats=1, overheads=False)
+    cal = bare.calibration
+    assert (cal.threads, cal.interop_threads) == thread_settings() and not cal.overhead and not cal.sync
+    overhead, sync = measure_overheads(DEVICES, jobs=20, repeats=1)
+    assert set(overhead) == set(DEVICES) and set(sync) == {("cpu:0", "cpu:1"), ("cpu:1", "cpu:0")}
+    assert all(0 <= v < 5 for v in [*overhead.values(), *sync.values()])  # ms: microseconds on a quiet CPU
+    folded = fold(bare, {"cpu:0": 0.5, "cpu:1": 0.25}, {("cpu:0", "cpu:1"): 0.125, ("cpu:1", "cpu:0"): 0.125})
+    u = bare.device_index["cpu:0"]
+    work = bare.dur[:, u] > 0
+    assert np.allclose(folded.dur[work, u], bare.dur[work, u] + 0.5)
+    assert np.all(folded.dur[~work] == 0)  # the model's input stays free
+    assert np.allclose(folded.link_latency[0, 1], bare.link_latency[0, 1] + 0.125)
+    path = tmp_path / "p.json"
+    folded.write(str(path))
+    back = Problem.read(str(path))
+    assert back == folded and back.calibration.overhead == {"cpu:0": 0.5, "cpu:1": 0.25}
+    # Re-fitting takes the recorded terms out before putting others in.
+    again = refit(back, {}, {})
+    assert np.allclose(again.lat, bare.lat) and np.allclose(again.link_latency, bare.link_latency)
+    measured = profile(m, x, DEVICES, warmup=0, repeats=1)
+    assert set(measured.calibration.overhead) == set(DEVICES) and len(measured.calibration.sync) == 2
+
+
+def test_run_refuses_other_thread_settings(tmp_path, capsys, profiled):
+    p = profiled["transformer"]
+    assert p.calibration.threads == 1
+    prob, sched = tmp_path / "p.json", tmp_path / "s.json"
+    p.write(str(prob))
+    mapsched.solve(p, "heft").write(str(sched))
+    out = tmp_path / "measured.json"
+    assert main(["run", "mapsched.harness.models:transformer", str(prob), str(sched), "--threads", "2",
+                 "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "profiled with 1 torch intra-op thread(s), this run has 2" in err and "--threads" in err
+    assert err.count("\n") == 1 and not out.exists() and torch.get_num_threads() == 1
+    m, x = _model("transformer")
+    other = Problem.from_dict({**p.to_dict(), "calibration": {"threads": 3}})
+    with pytest.raises(HarnessError, match="profiled with 3 torch intra-op"):
+        execute(m, other, mapsched.solve(other, "heft"), x)

@@ -1,4 +1,5 @@
 import json
+import re
 
 import networkx as nx
 import numpy as np
@@ -6,7 +7,7 @@ import pytest
 from hypothesis import given
 from strategies import problems
 
-from mapsched import Device, Link, Objective, Problem, ProblemError, Schedule, System, decode, instances
+from mapsched import Calibration, Device, Link, Objective, Problem, ProblemError, Schedule, System, decode, instances
 from mapsched.closure import Closure
 
 
@@ -83,6 +84,48 @@ def test_file_round_trip(tmp_path):
     p.write(str(path))
     assert Problem.read(str(path)) == p
     assert [f.name for f in tmp_path.iterdir()] == ["p.json"]  # no temporary left behind
+
+
+CALIBRATION = {"threads": 1, "interop_threads": 2, "overhead": {"p1": 0.02, "p2": 0.5},
+               "sync": [{"a": "p1", "b": "p2", "ms": 0.03}], "scale": 1.25, "fitted": True}
+
+
+def test_calibration_round_trips_and_old_files_stay_byte_identical(tmp_path):
+    p = instances.load("topcuoglu2002")
+    old = tmp_path / "old.json"
+    p.write(str(old))
+    text = old.read_text()
+    assert "calibration" not in text and Problem.read(str(old)).calibration is None
+    Problem.read(str(old)).write(str(tmp_path / "again.json"))
+    assert (tmp_path / "again.json").read_text() == text
+    data = json.loads(text)
+    data["calibration"] = CALIBRATION
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps(data, indent=1) + "\n")
+    q = Problem.read(str(new))
+    assert q.calibration == Calibration(1, 2, {"p1": 0.02, "p2": 0.5}, {("p1", "p2"): 0.03}, 1.25, True)
+    assert q.to_dict() == data and np.array_equal(q.lat, p.lat)  # a record: the times are unchanged
+    q.write(str(tmp_path / "new2.json"))
+    assert (tmp_path / "new2.json").read_text() == new.read_text()
+    assert q.with_objective(q.objective).calibration == q.calibration
+    assert q.calibration.kernel(1.27, "p1") == pytest.approx(1.0) and q.calibration.copy(0.05, "p1", "p2") == pytest.approx(0.02)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("threads", 0, "calibration.threads"),
+    ("overhead", {"gpu": 1.0}, "calibration.overhead: unknown device 'gpu'"),
+    ("overhead", {"p1": -1.0}, "calibration.overhead.p1"),
+    ("sync", [{"a": "p1", "b": "p1", "ms": 1.0}], "two distinct devices"),
+    ("sync", [{"a": "p1", "b": "p2"}], "calibration.sync[0]: missing field 'ms'"),
+    ("scale", 0, "calibration.scale"),
+    ("fitted", "yes", "calibration.fitted"),
+    ("speed", 1, "calibration: unknown field 'speed'"),
+])
+def test_calibration_errors_name_the_field(field, value, message):
+    data = instances.load("topcuoglu2002").to_dict()
+    data["calibration"] = {**CALIBRATION, field: value}
+    with pytest.raises(ProblemError, match=re.escape(message)):
+        Problem.from_dict(data)
 
 
 @given(problems(max_tasks=12))

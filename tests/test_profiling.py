@@ -29,7 +29,9 @@ def _tiny():
 
 @pytest.fixture
 def timer(monkeypatch):
-    """Replace the pass timer: ``timer(fn)`` makes pass ``i`` take ``fn(i)`` ms per task; returns the call log."""
+    """Replace the pass timer: ``timer(fn)`` makes pass ``i`` take ``fn(i)`` ms per task; returns the call log.
+
+    The overheads are stubbed too, at 0 ms: the latencies are then exactly the stubbed medians."""
     calls = []
 
     def install(ms_of_pass):
@@ -38,6 +40,7 @@ def timer(monkeypatch):
             ms = ms_of_pass(len(calls) - 1)
             return [ms if seg.nodes else 0.0 for seg in graph.segments]
         monkeypatch.setattr(prof, "_timed_pass", fake)
+        monkeypatch.setattr(prof, "measure_overheads", lambda devices, **_: (dict.fromkeys(devices, 0.0), {}))
         return calls
     return install
 
@@ -60,7 +63,9 @@ def test_real_profile_records_a_spread_per_task_device_and_batch():
     assert timed and all(s.spread >= 0 and s.rounds == 1 for s in r.spreads)
     by_name = {t.name: t for t in p.tasks}
     for s in r.spreads:
-        assert by_name[s.task].latency["cpu:1"][s.batch_size] == s.median_ms
+        # the latency is the median plus the measured per-job overhead, which the calibration records
+        lat = by_name[s.task].latency["cpu:1"][s.batch_size]
+        assert p.calibration.kernel(lat, "cpu:1") == pytest.approx(s.median_ms, abs=1e-12)
     assert "spread (1.4826 MAD / median) of" in r.summary() and "0 unstable" in r.summary()
 
 

@@ -8,7 +8,13 @@ Needs the optional extra ``mapsched[torch]``.
   links, and returns a :class:`mapsched.Problem`, re-measuring and refusing figures
   that scatter more than a threshold (a busy machine); :func:`profile_report` also
   returns the spread of every measurement;
-- :func:`execute` runs a schedule on the devices and measures it;
+- :func:`measure_overheads` times what a job costs in :func:`execute` beyond its
+  kernels, and a cross-device hand-off beyond the copy; :func:`profile` adds both to
+  the problem's times and records them with the thread settings;
+- :func:`execute` runs a schedule on the devices and measures it (under the thread
+  settings the problem was profiled with);
+- :func:`calibrate` runs a few schedules and fits the overhead terms to their measured
+  makespans by least squares, returning the calibrated problem and the fit;
 - :func:`trace_step` traces a whole training step op by op with ``make_fx`` in fake
   mode (no weights, data or memory) and costs each op with a roofline;
 - :mod:`mapsched.harness.models` has example models: small ones to profile, and GPT
@@ -16,12 +22,15 @@ Needs the optional extra ``mapsched[torch]``.
 """
 
 from .aten import trace_step
+from .calibrate import CalibrationReport, calibrate
 from .devices import available
 from .execute import Execution, execute, outputs_match
 from .graph import CoarseGraph, Segment, trace
+from .overheads import check_threads, measure_overheads, thread_settings
 from .profile import NoisyMeasurementWarning, Profiled, Spread, measure_links, profile, profile_report
 
 __all__ = [
-    "CoarseGraph", "Execution", "NoisyMeasurementWarning", "Profiled", "Segment", "Spread", "available", "execute",
-    "measure_links", "outputs_match", "profile", "profile_report", "trace", "trace_step",
+    "CalibrationReport", "CoarseGraph", "Execution", "NoisyMeasurementWarning", "Profiled", "Segment", "Spread",
+    "available", "calibrate", "check_threads", "execute", "measure_links", "measure_overheads", "outputs_match",
+    "profile", "profile_report", "thread_settings", "trace", "trace_step",
 ]

@@ -30,6 +30,7 @@ from ..problem import Problem
 from ..schedule import Job, Schedule
 from .devices import move, synchronize, torch_device
 from .graph import CoarseGraph, trace
+from .overheads import check_threads
 
 __all__ = ["Execution", "execute", "outputs_match"]
 
@@ -256,7 +257,8 @@ def execute(model: nn.Module | CoarseGraph, problem: Problem, schedule: Schedule
     problem : Problem
         The problem the model was profiled into (:func:`~mapsched.harness.profile`).
     schedule : Schedule
-        A valid schedule of ``problem``; it is checked first.
+        A valid schedule of ``problem``; it is checked first, and so are the thread
+        settings: those the problem was profiled with, if it records them.
     inputs : Tensor or sequence of Tensors
         The model's inputs, with ``problem.L`` rows (the inputs of the schedule).
     cluster : bool
@@ -287,6 +289,7 @@ def execute(model: nn.Module | CoarseGraph, problem: Problem, schedule: Schedule
                            f"got {[x.shape[0] for x in batch]}")
     graph = model if isinstance(model, CoarseGraph) else trace(model, [x[:1] for x in batch], cluster)
     _check(graph, problem, schedule)
+    check_threads(problem)
     jobs = list(schedule.jobs)
     runs = []
     devs = _Devices.open(graph, problem)

@@ -12,7 +12,6 @@ import platform
 import time
 import warnings
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +22,7 @@ from ..errors import HarnessError
 from ..problem import Device, Edge, Link, Objective, Problem, System, Task
 from .devices import available, memory_bytes, move, synchronize, time_ms, torch_device
 from .graph import CoarseGraph, _rows, trace
+from .overheads import fold, measure_overheads
 
 __all__ = [
     "MAX_SPREAD", "RETRIES", "SPREAD_FLOOR_MS", "NoisyMeasurementWarning", "Profiled", "Spread", "measure_links",
@@ -36,8 +36,8 @@ def measure_links(devices: Sequence[str], sizes: tuple[int, int] = (2**12, 2**24
 
     Copies of ``sizes[0]`` and ``sizes[1]`` bytes fit ``time = latency + bytes / bandwidth``:
     the bandwidth is the slope between the two sizes and the latency what remains of
-    the small copy. Between emulated CPU devices a copy is made by another thread
-    after it wakes up, as :func:`~mapsched.harness.execute` hands data over.
+    the small copy. The copy alone is timed: the wake-up of the thread that receives it
+    is :func:`~mapsched.harness.measure_overheads`' sync, which :func:`profile` adds.
 
     >>> [(ln.a, ln.b) for ln in measure_links(["cpu:0", "cpu:1"], sizes=(64, 4096), repeats=1)]
     [('cpu:0', 'cpu:1'), ('cpu:1', 'cpu:0')]
@@ -49,17 +49,12 @@ def measure_links(devices: Sequence[str], sizes: tuple[int, int] = (2**12, 2**24
                 continue
             da, db = torch_device(a), torch_device(b)
             ms = []
-            with ThreadPoolExecutor(1, "mapsched-link", torch.set_num_threads, (torch.get_num_threads(),)) as pool:
-                for size in sizes:
-                    t = torch.empty(size, dtype=torch.uint8, device=da)
-                    if da.type == db.type == "cpu":
-                        # Emulated devices: the receiving thread wakes up and copies, as in execute().
-                        def copy(t: torch.Tensor = t) -> object:
-                            return pool.submit(t.clone).result()
-                    else:
-                        def copy(t: torch.Tensor = t, a: str = a, b: str = b) -> object:
-                            return move(t, a, b)
-                    ms.append(time_ms(copy, [da, db], warmup, repeats))
+            for size in sizes:
+                t = torch.empty(size, dtype=torch.uint8, device=da)
+
+                def copy(t: torch.Tensor = t, a: str = a, b: str = b) -> object:
+                    return move(t, a, b)
+                ms.append(time_ms(copy, [da, db], warmup, repeats))
             slope = (ms[1] - ms[0]) / (sizes[1] - sizes[0])
             bandwidth = 1000.0 / slope if slope > 0 else 1000.0 * sizes[1] / max(ms[1], 1e-9)
             latency = max(0.0, ms[0] - 1000.0 * sizes[0] / bandwidth)
@@ -120,7 +115,8 @@ class Spread:
     batch_size : int
         Batch size.
     median_ms : float
-        The latency kept: the median of the timed passes of the steadiest round.
+        The kernel time kept: the median of the timed passes of the steadiest round
+        (the problem's latency adds the device's measured per-job overhead).
     spread : float
         Robust coefficient of variation of those passes: ``1.4826 × MAD / median``
         (the MAD scaled to a standard deviation, over the median); 0 with fewer than
@@ -229,7 +225,7 @@ def _measure(graph: CoarseGraph, dev: torch.device, inputs: Sequence[torch.Tenso
 def profile_graph(graph: CoarseGraph, example: torch.Tensor | Sequence[torch.Tensor], devices: Sequence[str],
                   batch_sizes: Sequence[int] = (1,), *, warmup: int = 2, repeats: int = 5,
                   objective: Objective | None = None, name: str = "model", links: bool = True,
-                  max_spread: float = MAX_SPREAD, retries: int = RETRIES) -> Profiled:
+                  max_spread: float = MAX_SPREAD, retries: int = RETRIES, overheads: bool = True) -> Profiled:
     """Profile the segments of a traced model, with the spread of every latency; see :func:`profile`.
 
     Never refuses: the caller decides what to do with :attr:`Profiled.unstable`.
@@ -273,13 +269,16 @@ def profile_graph(graph: CoarseGraph, example: torch.Tensor | Sequence[torch.Ten
     node = platform.node() or "host0"
     system = System(tuple(Device(d, memory_bytes(d), tuple(sorted(set(batch_sizes))), node) for d in devices),
                     tuple(measure_links(devices, warmup=warmup, repeats=repeats)) if links else ())
-    return Profiled(Problem(tasks, edges, system, objective, name), tuple(spreads), max_spread)
+    problem = Problem(tasks, edges, system, objective, name)
+    # The thread settings are recorded even without overheads: the times hold for them alone.
+    overhead, sync = measure_overheads(devices, repeats=max(1, min(repeats, 3))) if overheads else ({}, {})
+    return Profiled(fold(problem, overhead, sync), tuple(spreads), max_spread)
 
 
 def profile_report(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor],
                    devices: Sequence[str] | None = None, batch_sizes: Sequence[int] = (1,), *, cluster: bool = True,
                    warmup: int = 2, repeats: int = 5, objective: Objective | None = None, name: str | None = None,
-                   max_spread: float = MAX_SPREAD, retries: int = RETRIES) -> Profiled:
+                   max_spread: float = MAX_SPREAD, retries: int = RETRIES, overheads: bool = True) -> Profiled:
     """:func:`profile`, returning the problem with the spread of every measurement, never refusing.
 
     Examples
@@ -303,13 +302,13 @@ def profile_report(model: nn.Module, example: torch.Tensor | Sequence[torch.Tens
     graph = trace(model, example_t, cluster)
     return profile_graph(graph, example_t, devices, [int(b) for b in batch_sizes], warmup=warmup, repeats=repeats,
                          objective=objective, name=name or type(model).__name__, links=len(devices) > 1,
-                         max_spread=max_spread, retries=retries)
+                         max_spread=max_spread, retries=retries, overheads=overheads)
 
 
 def profile(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], devices: Sequence[str] | None = None,
             batch_sizes: Sequence[int] = (1,), *, cluster: bool = True, warmup: int = 2, repeats: int = 5,
             objective: Objective | None = None, name: str | None = None, max_spread: float = MAX_SPREAD,
-            retries: int = RETRIES, force: bool = False) -> Problem:
+            retries: int = RETRIES, force: bool = False, overheads: bool = True) -> Problem:
     """Trace ``model``, time every task on every device and batch size, and measure the links.
 
     Parameters
@@ -342,6 +341,14 @@ def profile(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], de
     force : bool
         Return the problem even when measurements stay over ``max_spread`` (with a
         warning) instead of raising.
+    overheads : bool
+        Measure what a job costs in :func:`~mapsched.harness.execute` beyond its
+        kernels, per device, and what waiting for another device's job costs beyond
+        the copy, per pair (:func:`~mapsched.harness.measure_overheads`), and add them
+        to every task's latency on that device and to the link's latency. Either way
+        the problem's ``calibration`` records the terms and the current thread settings
+        (``torch.get_num_threads()``, ``torch.get_num_interop_threads()``), which
+        :func:`~mapsched.harness.execute` then requires.
     objective : Objective, optional
         Written into the problem; latency by default.
     name : str, optional
@@ -368,7 +375,8 @@ def profile(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], de
     -----
     Takes ``(warmup + repeats) × devices × batch sizes`` passes over the model, up to
     ``retries × repeats`` more per device and batch size on a noisy machine, plus timed
-    copies for each ordered pair of devices (whose spread is not checked).
+    copies for each ordered pair of devices (whose spread is not checked), and a few
+    chains of empty jobs for the overheads (tens of ms on the CPU).
     :func:`profile_report` returns the spreads as well.
 
     Examples
@@ -380,7 +388,8 @@ def profile(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], de
     (14, 1)
     """
     result = profile_report(model, example, devices, batch_sizes, cluster=cluster, warmup=warmup, repeats=repeats,
-                            objective=objective, name=name, max_spread=max_spread, retries=retries)
+                            objective=objective, name=name, max_spread=max_spread, retries=retries,
+                            overheads=overheads)
     reason = result.refusal()
     if reason and not force:
         raise HarnessError(reason)

@@ -1,0 +1,231 @@
+"""Fit a problem's overhead terms to measured runs of a handful of schedules.
+
+The terms that :func:`~mapsched.harness.profile` measures with empty jobs miss what
+only shows when real jobs run side by side: devices that share the host's memory and
+the Python interpreter slow each other down, and a consumer's wake-up costs more when
+its producer's thread is busy. :func:`calibrate` runs a few diverse schedules for real
+and fits three terms by least squares on the relative error of the makespan: one
+per-job overhead for every device, one sync per cross-device dependency, and a factor
+on the kernel times. A schedule's prediction under candidate terms is the decoder's
+makespan of its mapping and device order: what :func:`~mapsched.harness.execute` does,
+every job as soon as its inputs and its device are ready.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..decoder import Decoder, as_owner, ready_order
+from ..errors import HarnessError, InfeasibleError
+from ..problem import Problem
+from ..schedule import Schedule
+from ..solve import solve
+from .execute import execute
+from .graph import CoarseGraph, trace
+from .overheads import check_threads, refit
+
+__all__ = ["SCHEDULES", "CalibrationReport", "calibrate", "predict", "schedules"]
+
+SCHEDULES = 6
+"""Default number of schedules to run: three terms, twice over."""
+
+SCALE = (0.5, 20.0)
+"""Bounds of the fitted kernel-time factor: kernels that run side by side slow down, and
+a profile does not overstate them twice over."""
+
+PRIOR = 0.05
+"""Weight of the pull of the kernel scale towards 1, against relative makespan errors: a
+scale of 2 must save over 5% of error somewhere to be chosen."""
+
+
+@dataclass(frozen=True)
+class CalibrationReport:
+    """What :func:`calibrate` measured and fitted.
+
+    Attributes
+    ----------
+    names : tuple of str
+        The schedules, by how they were made (``heft``, ``only cpu:0``, ``random:1``...).
+    before, after, measured : tuple of float
+        Per schedule, the predicted makespan under the given problem (its own makespan,
+        as ``mapsched run`` prints it), under the calibrated one, and the measured one (ms).
+    overhead, sync, scale : float
+        The fitted terms: ms per job on every device, ms per cross-device dependency,
+        factor on the kernel times.
+    """
+
+    names: tuple[str, ...]
+    before: tuple[float, ...]
+    after: tuple[float, ...]
+    measured: tuple[float, ...]
+    overhead: float
+    sync: float
+    scale: float
+
+    @staticmethod
+    def _median_ratio(pred: Sequence[float], meas: Sequence[float]) -> float:
+        return float(np.median(np.array(meas) / np.maximum(np.array(pred), 1e-12)))
+
+    def table(self) -> str:
+        """The fitted terms, then per schedule: predicted before and after, measured, and the ratios."""
+        lines = [f"fitted: overhead {self.overhead:.4g} ms per job, sync {self.sync:.4g} ms per cross-device "
+                 f"dependency, kernel scale {self.scale:.4g}",
+                 f"{'schedule':<16} {'before':>10} {'after':>10} {'measured':>10} {'meas/before':>11} "
+                 f"{'meas/after':>10}"]
+        for row in zip(self.names, self.before, self.after, self.measured):
+            name, b, a, m = row
+            lines.append(f"{name[:16]:<16} {b:>10.4g} {a:>10.4g} {m:>10.4g} {m / b if b > 0 else 0:>11.2f} "
+                         f"{m / a if a > 0 else 0:>10.2f}")
+        lines.append(f"median measured/predicted: {self._median_ratio(self.before, self.measured):.2f} before, "
+                     f"{self._median_ratio(self.after, self.measured):.2f} after")
+        return "\n".join(lines)
+
+
+def _key(schedule: Schedule) -> tuple:
+    return tuple(sorted((j.task, j.device, tuple(j.inputs), round(j.start, 9)) for j in schedule.jobs))
+
+
+def schedules(problem: Problem, count: int = SCHEDULES, seed: int = 0) -> list[tuple[str, Schedule]]:
+    """Up to ``count`` distinct schedules that load the devices differently.
+
+    HEFT; every task on one device, for each device that can run them all; MET and
+    CPOP; then random ones (seeds from ``seed``), until ``count`` or twice as many tries.
+    """
+    out: list[tuple[str, Schedule]] = []
+    seen: set[tuple] = set()
+
+    def add(name: str, make: object) -> None:
+        if len(out) >= count:
+            return
+        try:
+            s = make()  # type: ignore[operator]
+        except InfeasibleError:  # a device that cannot hold every task, say
+            return
+        if _key(s) not in seen:
+            seen.add(_key(s))
+            out.append((name, s))
+
+    add("heft", lambda: solve(problem, "heft", seed=seed))
+    for u, d in enumerate(problem.device_names):
+        add(f"only {d}", lambda u=u, d=d: _decode(problem, np.full(problem.n, u), f"only:{d}"))
+    for method in ("met", "cpop"):
+        add(method, lambda method=method: solve(problem, method, seed=seed))
+    for k in range(2 * count):
+        add(f"random:{seed + k}", lambda k=k: solve(problem, "random", seed=seed + k))
+    return out
+
+
+def _decode(problem: Problem, owner: np.ndarray, method: str) -> Schedule:
+    return Decoder(problem).schedule(as_owner(problem, owner), method=method)
+
+
+def _plan(problem: Problem, schedule: Schedule) -> tuple[np.ndarray, list[int]]:
+    """A schedule's mapping, and a topological order that follows its starts (so its device orders)."""
+    owner = np.zeros((problem.n, problem.L), dtype=np.int64)
+    start = np.full(problem.n, np.inf)
+    for j in schedule.jobs:
+        i = problem.task_index[j.task]
+        owner[i, list(j.inputs)] = problem.device_index[j.device]
+        start[i] = min(start[i], j.start)
+    return owner, ready_order(problem, -start)
+
+
+def predict(problem: Problem, schedule: Schedule) -> float:
+    """The makespan of ``schedule``'s mapping and order on ``problem``, each job as early as it can
+    start: what :func:`~mapsched.harness.execute` does with it."""
+    owner, order = _plan(problem, schedule)
+    return float(Decoder(problem, order).schedule(owner).makespan)
+
+
+def _candidate(problem: Problem, theta: Sequence[float]) -> Problem:
+    o, s, k = (float(v) for v in theta)
+    names = problem.device_names
+    return refit(problem, dict.fromkeys(names, o), {(a, b): s for a in names for b in names if a != b}, k,
+                 fitted=True)
+
+
+def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Tensor | Sequence[torch.Tensor],
+              *, count: int = SCHEDULES, cluster: bool = True, warmup: int = 1, repeats: int = 3,
+              seed: int = 0) -> tuple[Problem, CalibrationReport]:
+    """Run a few schedules of ``problem`` for real and fit its overhead terms to their makespans.
+
+    Parameters
+    ----------
+    model : nn.Module or CoarseGraph
+        The profiled model, as for :func:`~mapsched.harness.execute`.
+    problem : Problem
+        Its problem, from :func:`~mapsched.harness.profile` (or an earlier calibration).
+    inputs : Tensor or sequence of Tensors
+        The model's inputs, with ``problem.L`` rows.
+    count : int
+        Schedules to run (see :func:`schedules`); at least 1, 3 or more to pin the three terms.
+    cluster, warmup, repeats : int
+        As for :func:`~mapsched.harness.execute`; each schedule's median run is fitted.
+    seed : int
+        Seed of the HEFT, MET, CPOP and random schedules.
+
+    Returns
+    -------
+    calibrated : Problem
+        ``problem`` with the fitted terms in its times instead of those it recorded
+        (the structure unchanged), and recorded in its ``calibration`` (``fitted`` true).
+    report : CalibrationReport
+        The terms, and per schedule the makespans predicted before and after, and measured.
+
+    Notes
+    -----
+    The fit minimises the squared relative errors, so that every schedule counts
+    alike, with SciPy's bounded least squares (the makespan is piecewise linear in the
+    terms), the kernel factor bounded to ``SCALE`` and weakly pulled towards 1
+    (``PRIOR``); the terms start from the mean of those the problem recorded.
+
+    Examples
+    --------
+    >>> from mapsched.harness import profile
+    >>> from mapsched.harness.models import transformer
+    >>> m = transformer()
+    >>> x = torch.randn(m.input_shape)
+    >>> p = profile(m, x, ["cpu:0", "cpu:1"], repeats=1)
+    >>> q, report = calibrate(m, p, x, count=3, repeats=1)
+    >>> q.calibration.fitted, len(report.measured)
+    (True, 3)
+    """
+    from scipy.optimize import least_squares
+
+    if count < 1:
+        raise HarnessError(f"count: expected at least 1 schedule, got {count}")
+    check_threads(problem)
+    batch = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
+    graph = model if isinstance(model, CoarseGraph) else trace(model, [x[:1] for x in batch], cluster)
+    runs = schedules(problem, count, seed)
+    # One untimed execution first: a fresh process runs its first executions slower (allocator,
+    # library caches), which would make the first schedules look slow beyond their warm-up run.
+    execute(graph, problem, runs[0][1], batch, warmup=0, repeats=max(1, warmup))
+    measured = np.array([execute(graph, problem, s, batch, warmup=warmup, repeats=repeats).makespan
+                         for _, s in runs])
+    cal = problem.calibration
+    x0 = [float(np.mean(list(cal.overhead.values()))) if cal and cal.overhead else 0.0,
+          float(np.mean(list(cal.sync.values()))) if cal and cal.sync else 0.0,
+          cal.scale if cal else 1.0]
+
+    def residuals(theta: np.ndarray) -> np.ndarray:
+        q = _candidate(problem, theta)
+        errors = np.array([predict(q, s) for _, s in runs]) / measured - 1.0
+        # A weak pull of the scale towards 1: on a model of many alike tasks the scale and
+        # the per-job overhead explain the same thing, and the overhead is what differs.
+        return np.append(errors, PRIOR * (theta[2] - 1.0))
+
+    span = float(measured.max())
+    x0[2] = min(max(x0[2], SCALE[0]), SCALE[1])
+    fit = least_squares(residuals, x0, bounds=([0.0, 0.0, SCALE[0]], [span, span, SCALE[1]]), diff_step=1e-2,
+                        x_scale=[max(span / 100, 1e-3), max(span / 100, 1e-3), 1.0])
+    calibrated = _candidate(problem, fit.x)
+    report = CalibrationReport(tuple(name for name, _ in runs), tuple(float(s.makespan) for _, s in runs),
+                               tuple(predict(calibrated, s) for _, s in runs), tuple(float(v) for v in measured),
+                               *(float(v) for v in fit.x))
+    return calibrated, report
