@@ -26,6 +26,8 @@ from .solve import DEFAULT_METHOD, solve
 from .validate import validate
 
 BUILTIN = "builtin:"
+DOPPLER_KINDS = ("chainmm", "ffnn", "llama-block", "llama-layer")
+"""DOPPLER's workloads (``mapsched.generators.doppler``), sharded over ``--devices`` GPUs."""
 
 
 def _process_age() -> float:
@@ -390,6 +392,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
             raise OptionError("--batch: transformer-train is one training step (latency); its batch of 8 sequences "
                               "is inside the op shapes")
         p = generators.transformer_train(args.layers, platform=generators.platform(args.system), seed=args.seed)
+    elif args.kind in DOPPLER_KINDS:
+        if args.batch > 1:
+            raise OptionError(f"--batch: {args.kind} is one forward pass (latency), its batch inside the op shapes")
+        system = generators.platform(args.system) if args.system != "cpu-t4-a100" else None
+        p = getattr(generators, args.kind.replace("-", "_"))(args.devices, platform=system, seed=args.seed)
     elif args.kind == "gpt3":
         system = generators.platform(args.system) if args.system != "cpu-t4-a100" else None
         p = generators.gpt3(args.layers, platform=system, objective=objective, seed=args.seed)
@@ -591,7 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("generate", help="write a seeded synthetic problem (mapsched.problem/1)")
     g.add_argument("kind", choices=("stack", "random-dag", "vgg", "resnet", "inception", "transformer", "gpt3",
-                                    "transformer-train"))
+                                    "transformer-train", *DOPPLER_KINDS))
     g.add_argument("-o", "--output", required=True)
     g.add_argument("--seed", type=_count(0), default=0)
     g.add_argument("--batch", type=_count(1), default=1, help="inputs L; above 1 the objective is throughput")
@@ -603,7 +610,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--system", default="cpu-t4-a100", help="system preset (gpt3: multi-node unless given)")
     g.add_argument("--layers", type=_count(1), default=12, help="gpt3, transformer-train: decoder layers")
     g.add_argument("--tasks", type=_count(1), default=1000, help="random-dag: tasks")
-    g.add_argument("--devices", type=_count(1), default=4, help="random-dag: devices")
+    g.add_argument("--devices", type=_count(1), default=4,
+                   help="random-dag: devices; chainmm, ffnn, llama-block, llama-layer: the GPUs they are sharded over "
+                        "(identical GPUs unless --system)")
 
     bn = sub.add_parser("bench", help="run a benchmark suite (resumable) and print its tables")
     bn.add_argument("suite")

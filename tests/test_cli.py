@@ -145,3 +145,17 @@ def test_simulate_refusals_write_nothing(tmp_path, capsys):
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1 and err.startswith("mapsched: error:")
         assert not out.exists()
+
+
+def test_generate_doppler_workloads(tmp_path, capsys):
+    from mapsched import Problem
+
+    out = tmp_path / "p.json"
+    for kind, n in [("chainmm", 16), ("ffnn", 24), ("llama-block", 76), ("llama-layer", 84)]:
+        assert main(["generate", kind, "--devices", "4", "-o", str(out)]) == 0
+        p = Problem.read(str(out))
+        assert (p.n, p.m) == (n, 4) and p.device_names == ("gpu0", "gpu1", "gpu2", "gpu3")
+    assert main(["generate", "chainmm", "--devices", "2", "--system", "4-gpu-server", "-o", str(out)]) == 0
+    assert Problem.read(str(out)).m == 5
+    assert main(["generate", "ffnn", "--batch", "4", "-o", str(out)]) == 2
+    assert "--batch: ffnn is one forward pass" in capsys.readouterr().err
