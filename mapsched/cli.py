@@ -260,6 +260,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_convert(args: argparse.Namespace) -> int:
+    from .convert import read_doppler
+
+    check_output(args.output, [args.file])
+    p = read_doppler(args.file, args.devices)
+    p.write(args.output)
+    print(f"wrote {p!r} to {args.output} (times in DOPPLER's simulator units: comp / 1e10)")
+    return 0
+
+
 def _noise(text: str) -> float:
     """An argparse type: a non-negative, finite number."""
     try:
@@ -580,6 +590,16 @@ def build_parser() -> argparse.ArgumentParser:
                     help="lognormal sigma on task durations (mean 1; default 0: the latencies as given)")
     sm.add_argument("--seed", type=_count(0), default=0, help="seed of the noise")
 
+    cv = sub.add_parser("convert", help="write the problem of another tool's graph file (DOPPLER's)",
+                        description="Read a graph file of DOPPLER's public code (compute_graph/*.txt: node count, "
+                                    "input ids, edge sources, edge targets, then 'comp,comm' per op) and write it "
+                                    "as a problem on N identical GPUs, times and transfers as DOPPLER's simulator "
+                                    "takes them (comp / 1e10, comm / 1e10).")
+    cv.add_argument("file")
+    cv.add_argument("--from", dest="source", choices=("doppler",), required=True, help="the file's format")
+    cv.add_argument("--devices", type=_count(1), required=True, help="identical GPUs to run it on")
+    cv.add_argument("-o", "--output", required=True, help="problem file to write")
+
     b = sub.add_parser("bound", help="print a proved lower bound on the makespan")
     b.add_argument("problem", help=prob_help)
     b.add_argument("--json", action="store_true")
@@ -695,7 +715,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if extra:
             raise OptionError(f"unrecognized arguments: {' '.join(extra)}")
         return {
-            "validate": cmd_validate, "simulate": cmd_simulate, "bound": cmd_bound, "methods": cmd_methods,
+            "validate": cmd_validate, "simulate": cmd_simulate, "convert": cmd_convert, "bound": cmd_bound,
+            "methods": cmd_methods,
             "plot": cmd_plot, "demo": cmd_demo, "bench": cmd_bench, "generate": cmd_generate,
             "profile": cmd_profile, "trace": cmd_trace, "run": cmd_run,
         }[args.command](args)
