@@ -376,6 +376,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     rows = [r for r in rows if r["method"] in methods]
     print(f"## {suite.name}: {suite.description}\n")
     print(bench.results_table(rows, methods, "throughput" if objective == "throughput" else "makespan"))
+    if any("simulated" in r for r in rows):
+        print("\n" + bench.results_table(rows, methods, "simulated"))
     if "exact" in methods and "split" in methods:
         print("\n" + bench.runtime_table(rows))
     try:
