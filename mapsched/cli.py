@@ -26,6 +26,8 @@ from .solve import DEFAULT_METHOD, solve
 from .validate import validate
 
 BUILTIN = "builtin:"
+DOPPLER_KINDS = ("chainmm", "ffnn", "llama-block", "llama-layer")
+"""DOPPLER's workloads (``mapsched.generators.doppler``), sharded over ``--devices`` GPUs."""
 
 
 def _process_age() -> float:
@@ -243,6 +245,42 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from .simulate import simulate
+
+    check_output(args.output, [args.problem, args.schedule])
+    problem = load_problem(args.problem)
+    schedule = Schedule.read(args.schedule)
+    result = simulate(problem, schedule.mapping(), args.noise, args.seed,
+                      method=f"simulate: {schedule.method or 'schedule'}", lower_bound=schedule.lower_bound)
+    result.write(args.output)
+    print(f"static makespan {_fmt(schedule.makespan, 6)} ms, work-conserving {_fmt(result.makespan, 6)} ms"
+          f"{f' (noise {args.noise:g}, seed {args.seed}; durations drawn)' if args.noise else ''}; "
+          f"wrote {args.output}")
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from .convert import read_doppler
+
+    check_output(args.output, [args.file])
+    p = read_doppler(args.file, args.devices)
+    p.write(args.output)
+    print(f"wrote {p!r} to {args.output} (times in DOPPLER's simulator units: comp / 1e10)")
+    return 0
+
+
+def _noise(text: str) -> float:
+    """An argparse type: a non-negative, finite number."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}")
+    return value
+
+
 def cmd_bound(args: argparse.Namespace) -> int:
     from .bounds import lower_bound
     from .split import full_bound
@@ -338,6 +376,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     rows = [r for r in rows if r["method"] in methods]
     print(f"## {suite.name}: {suite.description}\n")
     print(bench.results_table(rows, methods, "throughput" if objective == "throughput" else "makespan"))
+    if any("simulated" in r for r in rows):
+        print("\n" + bench.results_table(rows, methods, "simulated"))
     if "exact" in methods and "split" in methods:
         print("\n" + bench.runtime_table(rows))
     try:
@@ -364,6 +404,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
             raise OptionError("--batch: transformer-train is one training step (latency); its batch of 8 sequences "
                               "is inside the op shapes")
         p = generators.transformer_train(args.layers, platform=generators.platform(args.system), seed=args.seed)
+    elif args.kind in DOPPLER_KINDS:
+        if args.batch > 1:
+            raise OptionError(f"--batch: {args.kind} is one forward pass (latency), its batch inside the op shapes")
+        system = generators.platform(args.system) if args.system != "cpu-t4-a100" else None
+        p = getattr(generators, args.kind.replace("-", "_"))(args.devices, platform=system, seed=args.seed)
     elif args.kind == "gpt3":
         system = generators.platform(args.system) if args.system != "cpu-t4-a100" else None
         p = generators.gpt3(args.layers, platform=system, objective=objective, seed=args.seed)
@@ -574,6 +619,27 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("problem", help=prob_help)
     v.add_argument("schedule")
 
+    sm = sub.add_parser("simulate", help="re-time a schedule's mapping under the work-conserving runtime model",
+                        description="Keep the schedule's mapping and re-time it as a work-conserving runtime runs "
+                                    "it: each idle device starts its ready task that became ready first (ties: "
+                                    "the task listed first), transfers take no resource. Latency problems only.")
+    sm.add_argument("problem", help=prob_help)
+    sm.add_argument("schedule")
+    sm.add_argument("-o", "--output", required=True, help="schedule file to write")
+    sm.add_argument("--noise", type=_noise, default=0.0,
+                    help="lognormal sigma on task durations (mean 1; default 0: the latencies as given)")
+    sm.add_argument("--seed", type=_count(0), default=0, help="seed of the noise")
+
+    cv = sub.add_parser("convert", help="write the problem of another tool's graph file (DOPPLER's)",
+                        description="Read a graph file of DOPPLER's public code (compute_graph/*.txt: node count, "
+                                    "input ids, edge sources, edge targets, then 'comp,comm' per op) and write it "
+                                    "as a problem on N identical GPUs, times and transfers as DOPPLER's simulator "
+                                    "takes them (comp / 1e10, comm / 1e10).")
+    cv.add_argument("file")
+    cv.add_argument("--from", dest="source", choices=("doppler",), required=True, help="the file's format")
+    cv.add_argument("--devices", type=_count(1), required=True, help="identical GPUs to run it on")
+    cv.add_argument("-o", "--output", required=True, help="problem file to write")
+
     b = sub.add_parser("bound", help="print a proved lower bound on the makespan")
     b.add_argument("problem", help=prob_help)
     b.add_argument("--json", action="store_true")
@@ -592,7 +658,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("generate", help="write a seeded synthetic problem (mapsched.problem/1)")
     g.add_argument("kind", choices=("stack", "random-dag", "vgg", "resnet", "inception", "transformer", "gpt3",
-                                    "transformer-train"))
+                                    "transformer-train", *DOPPLER_KINDS))
     g.add_argument("-o", "--output", required=True)
     g.add_argument("--seed", type=_count(0), default=0)
     g.add_argument("--batch", type=_count(1), default=1, help="inputs L; above 1 the objective is throughput")
@@ -604,7 +670,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--system", default="cpu-t4-a100", help="system preset (gpt3: multi-node unless given)")
     g.add_argument("--layers", type=_count(1), default=12, help="gpt3, transformer-train: decoder layers")
     g.add_argument("--tasks", type=_count(1), default=1000, help="random-dag: tasks")
-    g.add_argument("--devices", type=_count(1), default=4, help="random-dag: devices")
+    g.add_argument("--devices", type=_count(1), default=4,
+                   help="random-dag: devices; chainmm, ffnn, llama-block, llama-layer: the GPUs they are sharded over "
+                        "(identical GPUs unless --system)")
 
     bn = sub.add_parser("bench", help="run a benchmark suite (resumable) and print its tables")
     bn.add_argument("suite")
@@ -706,7 +774,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if extra:
             raise OptionError(f"unrecognized arguments: {' '.join(extra)}")
         return {
-            "validate": cmd_validate, "bound": cmd_bound, "methods": cmd_methods,
+            "validate": cmd_validate, "simulate": cmd_simulate, "convert": cmd_convert, "bound": cmd_bound,
+            "methods": cmd_methods,
             "plot": cmd_plot, "demo": cmd_demo, "bench": cmd_bench, "generate": cmd_generate,
             "profile": cmd_profile, "trace": cmd_trace, "run": cmd_run, "calibrate": cmd_calibrate,
         }[args.command](args)

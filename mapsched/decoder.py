@@ -43,21 +43,23 @@ __all__ = [
 ]
 
 
-def ready_order(problem: Problem, priority: np.ndarray) -> list[int]:
+def ready_order(problem: Problem, priority: np.ndarray, tie: Sequence[int] | None = None) -> list[int]:
     """Topological order taking, at each step, the ready task of highest priority
-    (ties: lowest index). O(n log n + E)."""
+    (ties: lowest ``tie[i]``, by default the index; a random permutation breaks them
+    uniformly at random). O(n log n + E)."""
     p = problem
+    tie = range(p.n) if tie is None else tie
     indeg = np.bincount(p.dst, minlength=p.n).tolist()
-    heap = [(-priority[i], i) for i in range(p.n) if indeg[i] == 0]
+    heap = [(-priority[i], tie[i], i) for i in range(p.n) if indeg[i] == 0]
     heapq.heapify(heap)
     order = []
     while heap:
-        _, i = heapq.heappop(heap)
+        i = heapq.heappop(heap)[2]
         order.append(i)
         for j in p.succ[i]:
             indeg[j] -= 1
             if indeg[j] == 0:
-                heapq.heappush(heap, (-priority[j], j))
+                heapq.heappush(heap, (-priority[j], tie[j], j))
     return order
 
 

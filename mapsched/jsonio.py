@@ -15,7 +15,7 @@ from typing import Any
 from .errors import MapschedError, shown
 from .files import write_file
 
-__all__ = ["check_fields", "check_format", "check_list", "dumps", "loads", "read_json", "write_json"]
+__all__ = ["check_fields", "check_format", "check_list", "dumps", "loads", "read_json", "read_text", "write_json"]
 
 
 # ------------------------------------------------------------------ shapes
@@ -60,16 +60,20 @@ def loads(text: str, source: str, err: type[MapschedError]) -> Any:
         raise err(f"{source}: JSON nested too deeply; the formats nest at most 4 levels") from None
 
 
-def read_json(path: str, err: type[MapschedError]) -> Any:
-    """Read a JSON file; a missing file or malformed JSON becomes a one-line ``err``."""
+def read_text(path: str, err: type[MapschedError]) -> str:
+    """Read a UTF-8 text file; a missing or binary file becomes a one-line ``err``."""
     try:
         with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+            return fh.read()
     except OSError as exc:
         raise err(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise err(f"{path}: not a UTF-8 text file") from None
-    return loads(text, path, err)
+
+
+def read_json(path: str, err: type[MapschedError]) -> Any:
+    """Read a JSON file; a missing file or malformed JSON becomes a one-line ``err``."""
+    return loads(read_text(path, err), path, err)
 
 
 def write_json(path: str, data: dict) -> None:

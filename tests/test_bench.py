@@ -32,6 +32,10 @@ def test_run_resume_and_tables(tmp_path):
     assert table.count("\n| a |") + table.count("\n| b |") == 2 and "**" in table
     assert table.splitlines()[0] == "| instance | met | heft | exact | split | bound |"
     assert "x |" in runtime_table(rows)
+    # each latency result scored under the work-conserving model too, above the same bounds
+    assert all(r["simulated"] >= r["lower_bound"] - 1e-9 for r in runs)
+    wc = results_table(rows, SUITE.methods, "simulated")
+    assert "work-conserving" in wc and wc.splitlines()[0] == table.splitlines()[0]
     pytest.importorskip("matplotlib")
     png = tmp_path / "q.png"
     plot_quality(rows, str(png))

@@ -113,3 +113,49 @@ def test_generate_writes_valid_problems(tmp_path, capsys):
     assert Problem.read(str(out)).n == 50
     assert main(["generate", "stack", "--system", "moon", "-o", str(out)]) == 2
     assert "unknown system preset 'moon'" in capsys.readouterr().err
+
+
+def test_simulate_retimes_a_schedule(tmp_path, capsys):
+    sched, out = tmp_path / "s.json", tmp_path / "wc.json"
+    assert main(["solve", "builtin:topcuoglu2002", "-m", "heft", "-o", str(sched)]) == 0
+    capsys.readouterr()
+    assert main(["simulate", "builtin:topcuoglu2002", str(sched), "-o", str(out)]) == 0
+    assert "work-conserving" in capsys.readouterr().out
+    s, static = Schedule.read(str(out)), Schedule.read(str(sched))
+    assert validate(instances.load(), s) == [] and s.method == "simulate: heft"
+    assert s.mapping() == static.mapping() and s.lower_bound == static.lower_bound
+    assert main(["simulate", "builtin:topcuoglu2002", str(sched), "-o", str(out), "--noise", "0.2", "--seed", "1"]) == 0
+    assert "noise 0.2" in capsys.readouterr().out
+
+
+def test_simulate_refusals_write_nothing(tmp_path, capsys):
+    sched, out = tmp_path / "s.json", tmp_path / "wc.json"
+    assert main(["solve", "builtin:topcuoglu2002", "-m", "heft", "-o", str(sched)]) == 0
+    data = json.loads(sched.read_text())
+    data["jobs"] = [j for j in data["jobs"] if j["task"] != "t5"]
+    sched.write_text(json.dumps(data))
+    capsys.readouterr()
+    for argv, message in [
+        ([str(sched)], "task 't5' has inputs on no device"),
+        ([str(sched), "--noise", "-1"], "--noise: expected a non-negative number"),
+        ([str(sched), "--noise", "nan"], "--noise: expected a non-negative number"),
+        ([str(tmp_path / "missing.json")], "missing.json"),
+    ]:
+        assert main(["simulate", "builtin:topcuoglu2002", *argv, "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1 and err.startswith("mapsched: error:")
+        assert not out.exists()
+
+
+def test_generate_doppler_workloads(tmp_path, capsys):
+    from mapsched import Problem
+
+    out = tmp_path / "p.json"
+    for kind, n in [("chainmm", 16), ("ffnn", 24), ("llama-block", 76), ("llama-layer", 84)]:
+        assert main(["generate", kind, "--devices", "4", "-o", str(out)]) == 0
+        p = Problem.read(str(out))
+        assert (p.n, p.m) == (n, 4) and p.device_names == ("gpu0", "gpu1", "gpu2", "gpu3")
+    assert main(["generate", "chainmm", "--devices", "2", "--system", "4-gpu-server", "-o", str(out)]) == 0
+    assert Problem.read(str(out)).m == 5
+    assert main(["generate", "ffnn", "--batch", "4", "-o", str(out)]) == 2
+    assert "--batch: ffnn is one forward pass" in capsys.readouterr().err

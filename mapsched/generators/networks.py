@@ -31,9 +31,16 @@ class _Net:
     def __init__(self, name: str) -> None:
         self.name = name
         self.ops: list[tuple[str, float, float, float, float, tuple[str, ...]]] = []
+        self.sizes: dict[tuple[str, str], float] = {}  # bytes of an edge, where not its source's output
 
-    def op(self, name: str, flops: float, weight: float, out: float, parents: Sequence[str] = ()) -> str:
-        inp = sum(next(o[4] for o in self.ops if o[0] == q) for q in parents)
+    def op(self, name: str, flops: float, weight: float, out: float, parents: Sequence[str] = (),
+           sizes: Sequence[float] | None = None) -> str:
+        """Add an op; ``sizes`` gives the bytes it reads from each parent (default: their outputs)."""
+        if sizes is None:
+            inp = sum(next(o[4] for o in self.ops if o[0] == q) for q in parents)
+        else:
+            inp = sum(sizes)
+            self.sizes.update({(q, name): float(b) for q, b in zip(parents, sizes)})
         self.ops.append((name, float(flops), float(weight), float(inp), float(out), tuple(parents)))
         return name
 
@@ -51,7 +58,7 @@ class _Net:
                          for _, f, w, i, o, _ in self.ops])
         lat = plat.latencies(base, sizes, np.random.default_rng(seed))
         tasks = [Task(n, lat[k], w, i, o) for k, (n, _, w, i, o, _) in enumerate(self.ops)]
-        edges = [Edge(q, n) for n, *_, ps in self.ops for q in ps]
+        edges = [Edge(q, n, self.sizes.get((q, n))) for n, *_, ps in self.ops for q in ps]
         return Problem(tasks, edges, plat.system(sizes), objective, self.name)
 
 
