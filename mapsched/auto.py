@@ -31,7 +31,7 @@ Examples
 from __future__ import annotations
 
 from .heuristics.cp_search import improve
-from .portfolio import best_list_schedule
+from .portfolio import best_start
 from .problem import Problem
 from .registry import Option, get, register
 from .schedule import Schedule
@@ -49,6 +49,7 @@ time limit: CP-SAT improves on the list schedulers there within seconds."""
     "the default: exact on small problems with a time limit, else the best list schedule "
     "improved by critical-path search",
     options=(Option("moves", int, 200, "critical-path moves without a time limit"),),
+    initial=True,
 )
 def auto(problem: Problem, ctx: SolveContext, moves: int) -> Schedule:
     """O(the list schedulers) + O(moves (n + E)), or ``exact`` within the time limit."""
@@ -58,7 +59,7 @@ def auto(problem: Problem, ctx: SolveContext, moves: int) -> Schedule:
         s = m.fn(p, ctx, **m.parse_options({}))
         s.method = "auto: exact"
         return s
-    s = best_list_schedule(p, ctx)
+    s = best_start(p, ctx.initial, ctx)
     ctx.improved(s.makespan)
     ran = [s.method]
     if p.L == 1:

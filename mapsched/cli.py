@@ -196,11 +196,57 @@ def _left(args: argparse.Namespace, reserve: float = 0.0) -> float | None:
     return max(0.01, args.time_limit - (time.perf_counter() - args.started) - reserve)
 
 
+def _solve_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of every command that solves: method, limits, seed, output."""
+    p.add_argument("--method", "-m", default=DEFAULT_METHOD,
+                   help="default: auto, a pipeline chosen by the problem's size and the time limit")
+    p.add_argument("--time-limit", type=_seconds, default=None, help="seconds, start-up included")
+    p.add_argument("--seed", type=_count(0), default=0)
+    p.add_argument("--threads", type=_count(0), default=None, help="solver threads (0: every core)")
+    p.add_argument("--log", action="store_true", help="print the solver's log to stderr")
+    p.add_argument("-o", "--output", help="schedule file to write (default: print it)")
+
+
+def cmd_adapt(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    outputs = [o for o in (args.output, args.problem_output) if o]
+    for o in outputs:
+        check_output(o, [args.problem, args.schedule])
+    if len(set(outputs)) < len(outputs):
+        raise OptionError("--problem-output: the same file as -o; give two files")
+    if not args.remove and not args.add:
+        raise OptionError("--remove/--add: no device change given; name a device to remove or add")
+    problem = load_problem(args.problem)
+    schedule = Schedule.read(args.schedule)
+    like = {}
+    for spec in args.add:
+        new, sep, old = spec.partition("=")
+        if not sep or not new or not old:
+            raise OptionError(f"--add: expected NEW=OLD (a new device copying device OLD), got {spec!r}")
+        like[new] = old
+    changed = problem.without_devices(args.remove) if args.remove else problem
+    if like:
+        changed = changed.with_devices(like)
+    options = _method_options(extra)
+    options["initial"] = schedule
+    if args.problem_output:
+        changed.write(args.problem_output)
+        print(f"wrote the changed problem, devices {', '.join(changed.device_names)}, to {args.problem_output}",
+              file=sys.stderr)
+    return _solve_and_write(args, changed, options)
+
+
 def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
     if args.output:
-        check_output(args.output, [args.problem])
+        check_output(args.output, [args.problem] + ([args.initial] if args.initial else []))
     problem = load_problem(args.problem)
     options = _method_options(extra)
+    if args.initial:
+        options["initial"] = Schedule.read(args.initial)
+    return _solve_and_write(args, problem, options)
+
+
+def _solve_and_write(args: argparse.Namespace, problem: Problem, options: dict[str, Any]) -> int:
+    """Solve with the command's method, limit and seed; write or print the schedule."""
     with ProgressBar(args.method or "solve", args.time_limit) as bar, interrupt.graceful():
         try:
             # Kept back: writing the schedule, about 10 µs a job.
@@ -224,6 +270,9 @@ def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
     else:
         print(result.to_json())
         print(_summary(result), file=sys.stderr)
+    if "initial" in options:  # solve() puts what became of the initial placement first in the log
+        print("".join(result.log.splitlines(keepends=True)[:2]), end="",
+              file=sys.stdout if args.output else sys.stderr)
     if args.log and result.log:
         print(result.log, file=sys.stderr)
     if stopped:
@@ -607,13 +656,20 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("solve", help="solve a problem and write a schedule",
                        epilog="Method options follow as --name value; see 'mapsched methods'.")
     s.add_argument("problem", help=prob_help)
-    s.add_argument("--method", "-m", default=DEFAULT_METHOD,
-                   help="default: auto, a pipeline chosen by the problem's size and the time limit")
-    s.add_argument("--time-limit", type=_seconds, default=None, help="seconds, start-up included")
-    s.add_argument("--seed", type=_count(0), default=0)
-    s.add_argument("--threads", type=_count(0), default=None, help="solver threads (0: every core)")
-    s.add_argument("--log", action="store_true", help="print the solver's log to stderr")
-    s.add_argument("-o", "--output", help="schedule file to write (default: print it)")
+    _solve_arguments(s)
+    s.add_argument("--initial", metavar="SCHEDULE", help="start from this schedule's placement (latency; "
+                   "methods auto, cp-search, sa, ea, exact)")
+
+    ad = sub.add_parser("adapt", help="re-place a schedule after devices are removed or added",
+                        epilog="Method options follow as --name value; see 'mapsched methods'.")
+    ad.add_argument("problem", help=prob_help)
+    ad.add_argument("schedule", help="the schedule in use, placed before the change")
+    ad.add_argument("--remove", action="append", default=[], metavar="DEVICE", help="a device taken away "
+                    "(repeat for more)")
+    ad.add_argument("--add", action="append", default=[], metavar="NEW=OLD",
+                    help="a new device, a copy of device OLD (repeat for more)")
+    ad.add_argument("--problem-output", metavar="FILE", help="also write the changed problem")
+    _solve_arguments(ad)
 
     v = sub.add_parser("validate", help="check a schedule against every rule")
     v.add_argument("problem", help=prob_help)
@@ -769,8 +825,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args, extra = parser.parse_known_args(argv)
         args.started = started
-        if args.command == "solve":
-            return cmd_solve(args, extra)
+        if args.command in ("solve", "adapt"):
+            return (cmd_solve if args.command == "solve" else cmd_adapt)(args, extra)
         if extra:
             raise OptionError(f"unrecognized arguments: {' '.join(extra)}")
         return {

@@ -12,7 +12,7 @@ import time
 from .problem import Problem
 from .schedule import Schedule
 
-__all__ = ["LIST_SCHEDULERS", "best_list_schedule"]
+__all__ = ["LIST_SCHEDULERS", "best_list_schedule", "best_start"]
 
 LIST_SCHEDULERS = {"latency": ("heft", "cpop", "m-etf"), "throughput": ("bheft",)}
 """The list schedulers tried, first to last, per objective: each takes about a second at
@@ -61,3 +61,13 @@ def best_list_schedule(problem: Problem, ctx=None) -> Schedule:
             best = s
     best.log += f"list schedulers: {', '.join(tried)}; best {best.method}\n"
     return best
+
+
+def best_start(problem: Problem, initial: Schedule | None, ctx=None) -> Schedule:
+    """The better of :func:`best_list_schedule` (given ``ctx``) and ``initial``, a solve's
+    initial placement (:attr:`SolveContext.initial`), if any; the list schedule on ties."""
+    s = best_list_schedule(problem, ctx)
+    if initial is not None and initial.makespan < s.makespan:
+        s = initial
+        s.method = "initial"
+    return s

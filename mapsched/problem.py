@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -595,6 +595,84 @@ class Problem:
         edges = [e for e in self.edges if e.src in names and e.dst in names]
         return Problem(out, edges, self.system, self.objective, name or f"{self.name}[{len(keep)}]",
                        self.calibration)
+
+    def without_devices(self, names: Iterable[str]) -> Problem:
+        """The problem after ``names`` are taken away: their links and latencies go too.
+
+        Raises :class:`ProblemError` naming the first task that no remaining device can
+        run, with the devices it could use. O((n + E) m).
+
+        Examples
+        --------
+        >>> from mapsched import instances
+        >>> instances.load("topcuoglu2002").without_devices(["p3"]).device_names
+        ('p1', 'p2')
+        """
+        gone = set(names)
+        for d in gone:
+            if d not in self.device_index:
+                raise ProblemError(f"--remove: unknown device {shown(d)}; expected one of {sorted(self.device_index)}")
+        for t in self.tasks:
+            if not set(t.latency) - gone:
+                raise ProblemError(f"--remove: task {shown(t.name)} runs only on {sorted(t.latency)}, all removed; "
+                                   "keep one of them")
+        devices = tuple(d for d in self.system.devices if d.name not in gone)
+        links = tuple(ln for ln in self.system.links if ln.a not in gone and ln.b not in gone)
+        tasks = [Task(t.name, {d: v for d, v in t.latency.items() if d not in gone}, t.weight_bytes,
+                      t.input_bytes, t.output_bytes) for t in self.tasks]
+        cal = self.calibration
+        if cal is not None:
+            cal = replace(cal, overhead={d: v for d, v in cal.overhead.items() if d not in gone},
+                          sync={ab: v for ab, v in cal.sync.items() if not gone & set(ab)})
+        return Problem(tasks, self.edges, System(devices, links), self.objective, self.name, cal)
+
+    def with_devices(self, like: Mapping[str, str]) -> Problem:
+        """The problem with new devices, each a copy of an existing one: ``{new: old}``.
+
+        A copy has the old device's memory, batch sizes and server, runs every task in
+        the old device's time, and has a copy of each of its links (to the other copies
+        too); between a copy and its original goes a copy of the original's fastest link
+        (the highest bandwidth, then the lowest latency). O((n + E) m).
+
+        Examples
+        --------
+        >>> from mapsched import instances
+        >>> p = instances.load("topcuoglu2002").with_devices({"p4": "p3"})
+        >>> p.device_names, float(p.dur[0, 3]) == float(p.dur[0, 2])
+        (('p1', 'p2', 'p3', 'p4'), True)
+        """
+        for new, old in like.items():
+            if old not in self.device_index:
+                raise ProblemError(f"--add: {new}={old}: unknown device {shown(old)}; "
+                                   f"expected one of {sorted(self.device_index)}")
+            if new in self.device_index:
+                raise ProblemError(f"--add: {new}={old}: device {shown(new)} exists already; choose a new name")
+        of = {d.name: d for d in self.system.devices}
+        devices = self.system.devices + tuple(replace(of[old], name=new) for new, old in like.items())
+
+        def between(x: str, y: str, ox: str, oy: str) -> list[Link]:
+            """Links for x and y, whose originals are ox and oy: copies of the originals'."""
+            if ox == oy:  # a copy and its original, or two copies of one device
+                mine = [ln for ln in self.system.links if ox in (ln.a, ln.b)]
+                best = max(mine, key=lambda ln: (ln.bandwidth, -ln.latency), default=None)
+                return [] if best is None else [Link(x, y, best.bandwidth, best.latency)]
+            return [replace(ln, a=x if ln.a == ox else y, b=y if ln.b == oy else x)
+                    for ln in self.system.links if {ln.a, ln.b} == {ox, oy}]
+
+        links = list(self.system.links)
+        added = list(like.items())
+        for k, (new, old) in enumerate(added):
+            for d in self.system.devices:
+                links += between(new, d.name, old, d.name)
+            for new2, old2 in added[k + 1:]:
+                links += between(new, new2, old, old2)
+        tasks = [Task(t.name, {**t.latency, **{new: t.latency[old] for new, old in like.items() if old in t.latency}},
+                      t.weight_bytes, t.input_bytes, t.output_bytes) for t in self.tasks]
+        cal = self.calibration
+        if cal is not None:
+            cal = replace(cal, overhead={**cal.overhead, **{new: cal.overhead[old] for new, old in like.items()
+                                                             if old in cal.overhead}})
+        return Problem(tasks, self.edges, System(devices, tuple(links)), self.objective, self.name, cal)
 
     def __repr__(self) -> str:
         obj = self.objective.kind

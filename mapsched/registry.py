@@ -66,6 +66,7 @@ class Method:
     objectives: tuple[str, ...]
     options: tuple[Option, ...] = field(default_factory=tuple)
     exact: bool = False
+    initial: bool = False  # starts from ``solve(..., initial=...)`` when given
 
     def parse_options(self, given: dict[str, Any]) -> dict[str, Any]:
         """Defaults overridden by ``given``; unknown names are an :class:`OptionError`."""
@@ -92,13 +93,15 @@ def register(
     objectives: tuple[str, ...] = ("latency", "throughput"),
     options: tuple[Option, ...] = (),
     exact: bool = False,
+    initial: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator that registers a method under ``name``."""
+    """Decorator that registers a method under ``name``; ``initial``: it starts from
+    ``SolveContext.initial`` when a solve gives one."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         if name in _REGISTRY:
             raise ValueError(f"method {name!r} is registered twice")
-        _REGISTRY[name] = Method(name, fn, description, objectives, tuple(options), exact)
+        _REGISTRY[name] = Method(name, fn, description, objectives, tuple(options), exact, initial)
         return fn
 
     return wrap

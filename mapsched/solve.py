@@ -46,6 +46,9 @@ class SolveContext:
     fast_bound : float
         A proved lower bound on the optimal makespan: :func:`mapsched.bounds.lower_bound`,
         computed once by :func:`solve` for the method and for the result.
+    initial : Schedule or None
+        The valid schedule of ``solve(..., initial=...)`` (see :mod:`mapsched.initial`), for
+        methods registered with ``initial=True`` to start from; their result is never worse.
     """
 
     time_limit: float | None = None
@@ -56,6 +59,7 @@ class SolveContext:
     fast_bound: float = 0.0
     started: float = field(default_factory=time.perf_counter)
     history: list[tuple[float, float]] = field(default_factory=list)
+    initial: Schedule | None = None
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -92,6 +96,7 @@ def solve(
     threads: int | None = None,
     callback: Progress | None = None,
     log: bool = False,
+    initial: Any = None,
     **options: Any,
 ) -> Schedule:
     """Map and schedule ``problem`` with a registered method.
@@ -114,6 +119,11 @@ def solve(
         ``callback(seconds, makespan)`` on every improvement.
     log : bool
         Keep the solver's log in ``Schedule.log``.
+    initial : Schedule or mapping, optional
+        A placement to start from (latency; methods that take one: see ``mapsched methods``):
+        a schedule, perhaps of an earlier version of the problem, or task names mapped to
+        device names. Tasks on devices that are gone or cannot run them are placed afresh
+        (:mod:`mapsched.initial`); the log says how many, and how many the result moved.
     **options
         Method options (see ``mapsched methods``).
 
@@ -145,6 +155,9 @@ def solve(
     if threads is not None and threads < 0:
         raise OptionError(f"--threads: expected a positive number of threads (0 for every core), got {threads!r}")
     opts = m.parse_options(options)
+    if initial is not None and not m.initial:
+        takes = ", ".join(x.name for x in registry.all_methods() if x.initial)
+        raise OptionError(f"--initial: method {method!r} does not start from a placement; these do: {takes}")
     from .bounds import lower_bound  # SciPy's LP: loaded on first solve, not at start-up
 
     loaded = time.perf_counter()
@@ -157,7 +170,16 @@ def solve(
     # a share of it: without the LP the critical path and the work still hold.
     bound = lower_bound(problem, None if time_limit is None else BOUND_SHARE * time_limit).value
     ctx = SolveContext(time_limit, rng, threads or os.cpu_count() or 1, callback, log, bound, started=started)
+    start = None
+    if initial is not None:
+        from .initial import initial_schedule, moved
+
+        start = initial_schedule(problem, initial)
+        ctx.initial = start.schedule
     result: Schedule = m.fn(problem, ctx, **opts)
+    if start is not None:
+        result.log = (start.describe() + f"the result runs {moved(problem, start.schedule, result)} task(s) "
+                      "elsewhere than the initial placement\n" + result.log)
     # The time limit counts the loading (once a process); solve_seconds is the solve alone, the
     # history counts from the call.
     result.solve_seconds = time.perf_counter() - loaded

@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from ..errors import InfeasibleError
-from ..portfolio import best_list_schedule
+from ..portfolio import best_start
 from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
@@ -33,6 +33,7 @@ from .milp import build_model, set_start, solve_model
     "exact model (latency or batched throughput): CP-SAT (default) or a Pyomo MILP with HiGHS",
     objectives=("latency", "throughput"),
     exact=True,
+    initial=True,
     options=(
         Option("backend", str, "cpsat", "solver", choices=("cpsat", "highs")),
         Option("resolution", float, 0.0, "CP-SAT ticks per ms (0: automatic)"),
@@ -63,7 +64,7 @@ def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, 
     """
     # Symmetry cuts keep an optimum (see mapsched.symmetry), so the warm start stays a
     # valid schedule of the model; user plugins may cut anything.
-    return improve(problem, best_list_schedule(problem), ctx, backend, resolution,
+    return improve(problem, best_start(problem, ctx.initial), ctx, backend, resolution,
                    tuple(plugins) + symmetry_plugins(problem, symmetry), hint_only=bool(plugins),
                    solver_symmetry=solver_symmetry, load_cut_terms=load_cuts)
 

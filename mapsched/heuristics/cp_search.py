@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..decoder import Decoder, as_owner
-from ..portfolio import best_list_schedule
+from ..portfolio import best_start
 from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
@@ -211,12 +211,13 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, moves: int) ->
 
 @register(
     "cp-search",
-    "local search on the critical path, from the best list schedule",
+    "local search on the critical path, from the best list schedule (or the initial placement)",
     objectives=("latency",),
     options=(Option("moves", int, 2000, "moves to evaluate at most"),),
+    initial=True,
 )
 def cp_search(problem: Problem, ctx: SolveContext, moves: int) -> Schedule:
     """O(list schedulers) + O(moves (n + E))."""
-    start = best_list_schedule(problem, ctx)
+    start = best_start(problem, ctx.initial, ctx)
     ctx.improved(start.makespan)
     return improve(problem, start, ctx, moves)

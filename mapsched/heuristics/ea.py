@@ -1,7 +1,7 @@
 """``ea``: the biased (1+1) evolutionary algorithm.
 
 It starts from every task on its fastest device (hence "biased"; repaired to
-fit memory and links if needed), mutates each gene with probability 1/n, and
+fit memory and links if needed), or from the solve's initial placement, mutates each gene with probability 1/n, and
 keeps the child when it is no worse. The result is never worse than the start.
 """
 
@@ -26,11 +26,12 @@ def start_mapping(problem: Problem) -> np.ndarray:
     "ea",
     "biased (1+1) evolutionary algorithm from the fastest-device mapping",
     options=(Option("iterations", int, 5000, "children to try"),),
+    initial=True,
 )
 def ea(problem: Problem, ctx: SolveContext, iterations: int) -> Schedule:
     """O(iterations (n + E)) for latency."""
     space = MappingSpace(problem)
-    cur = start_mapping(problem)
+    cur = start_mapping(problem) if ctx.initial is None else space.feasible(space.from_schedule(ctx.initial))
     f_cur = space.fitness(cur)
     ctx.improved(f_cur)
     rng, n = ctx.rng, problem.n
@@ -48,4 +49,6 @@ def ea(problem: Problem, ctx: SolveContext, iterations: int) -> Schedule:
             if f < f_cur:
                 ctx.improved(f)
             cur, f_cur = child, f
-    return space.schedule(cur)
+    s = space.schedule(cur)
+    # The initial placement's own schedule (re-timed with insertion) may beat the decoded string.
+    return ctx.initial if ctx.initial is not None and ctx.initial.makespan < s.makespan else s

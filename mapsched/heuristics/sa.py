@@ -25,13 +25,15 @@ from .search import MappingSpace
     options=(
         Option("iterations", int, 5000, "moves to try"),
         Option("t0", float, 0.05, "initial temperature, relative to the starting makespan"),
-        Option("init", str, "heft", "starting mapping", choices=("heft", "met")),
+        Option("init", str, "heft", "starting mapping (unless the solve gives an initial one)",
+               choices=("heft", "met")),
     ),
+    initial=True,
 )
 def sa(problem: Problem, ctx: SolveContext, iterations: int, t0: float, init: str) -> Schedule:
     """O(iterations (n + E)) for latency."""
     space = MappingSpace(problem)
-    start = solve(problem, ("b" if problem.L > 1 else "") + init)
+    start = ctx.initial or solve(problem, ("b" if problem.L > 1 else "") + init)
     cur = space.feasible(space.from_schedule(start))
     f_cur = space.fitness(cur)
     best, f_best = cur.copy(), f_cur
@@ -51,5 +53,6 @@ def sa(problem: Problem, ctx: SolveContext, iterations: int, t0: float, init: st
             if f < f_best:
                 best, f_best = cand.copy(), f
                 ctx.improved(f_best)
-    # The start's own schedule (HEFT's, with insertion) may beat every decoded string.
+    # The start's own schedule (HEFT's or the initial one, with insertion) may beat every
+    # decoded string.
     return start if start.makespan <= f_best else space.schedule(best)

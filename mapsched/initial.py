@@ -1,0 +1,120 @@
+"""Starting a solve from an existing placement (``solve(..., initial=...)``, ``--initial``).
+
+The placement may come from another version of the problem: a schedule made before a
+device was removed, or a mapping written by hand. Its tasks keep their devices where
+the device still exists and can still run them; the others, and tasks it does not
+mention, are *placed afresh*: the feasibility repair puts them on their fastest device
+that memory and links allow (moving as few of the kept tasks as it can). The result is
+re-timed by insertion in upward-rank order (a valid schedule of this very problem keeps
+its own timing when that is better), a valid schedule that a search method can start
+from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .decoder import Decoder, as_owner
+from .errors import OptionError
+from .problem import Problem
+from .schedule import Schedule
+from .validate import validate
+
+__all__ = ["Initial", "initial_schedule", "moved"]
+
+
+class Initial:
+    """An initial placement made valid for a problem.
+
+    Attributes
+    ----------
+    schedule : Schedule
+        Its re-timed schedule.
+    afresh : int
+        Tasks placed afresh: unmentioned, or on a device that is gone or cannot run them.
+    repaired : int
+        Further tasks the feasibility repair moved to fit memory or links.
+    """
+
+    def __init__(self, schedule: Schedule, afresh: int, repaired: int) -> None:
+        self.schedule, self.afresh, self.repaired = schedule, afresh, repaired
+
+    def describe(self) -> str:
+        return (f"initial placement: {self.afresh} task(s) placed afresh, {self.repaired} moved to fit "
+                f"memory or links; it ends at {self.schedule.makespan:.6g}\n")
+
+
+def _devices(problem: Problem, initial: Any) -> dict[str, str]:
+    """Task name -> device name of a Schedule or a mapping; unknown tasks refused in one line."""
+    if isinstance(initial, Schedule):
+        mapping = {j.task: j.device for j in initial.jobs}
+    elif isinstance(initial, Mapping):
+        mapping = {str(t): str(d) for t, d in initial.items()}
+    else:
+        raise OptionError(f"--initial: expected a schedule or a mapping of tasks to devices, got "
+                          f"{type(initial).__name__}")
+    known = problem.task_index
+    for t in mapping:
+        if t not in known:
+            raise OptionError(f"--initial: task {t!r} is not in problem {problem.name!r}; give a schedule "
+                              "of this problem (or of an earlier version of it)")
+    return mapping
+
+
+def initial_schedule(problem: Problem, initial: Any) -> Initial:
+    """The valid schedule of ``initial`` (a Schedule or a mapping of task names to device
+    names) on ``problem``; see the module docstring.
+
+    Raises
+    ------
+    OptionError
+        On a throughput problem, or a task that ``problem`` does not have.
+
+    Notes
+    -----
+    O(n m + E) and one decode; the repair (CP-SAT) only when memory or links require it.
+
+    Examples
+    --------
+    >>> import mapsched
+    >>> p = mapsched.instances.load("topcuoglu2002")
+    >>> start = initial_schedule(p, {"t1": "p3", "t2": "gone"})
+    >>> start.afresh, mapsched.validate(p, start.schedule)
+    (9, [])
+    """
+    from .heuristics.common import rank_order, repair, upward_rank
+
+    p = problem
+    if p.L != 1:
+        raise OptionError("--initial: latency problems only (a throughput placement splits inputs)")
+    mapping = _devices(p, initial)
+    owner = np.full(p.n, -1, dtype=np.int64)
+    for t, d in mapping.items():
+        i, u = p.task_index[t], p.device_index.get(d, -1)
+        if u >= 0 and p.can_run[i, u]:
+            owner[i] = u
+    afresh = int((owner < 0).sum())
+    order = rank_order(p, upward_rank(p))
+    decoder = Decoder(p, order, insertion=True)
+    if afresh == 0 and decoder.infeasibility(owner[:, None]) is None:
+        s = decoder.schedule(owner[:, None])
+        # A valid schedule of this very problem keeps its own timing when that is better.
+        if isinstance(initial, Schedule) and initial.makespan < s.makespan and not validate(p, initial):
+            s = initial
+        return Initial(s, 0, 0)
+    prefer = np.zeros((p.n, p.m), dtype=np.int64)
+    kept = np.flatnonzero(owner >= 0)
+    prefer[kept, owner[kept]] = 1
+    s = repair(p, order, prefer, insertion=True)
+    now = as_owner(p, s.mapping())[:, 0]
+    return Initial(s, afresh, int((now[kept] != owner[kept]).sum()))
+
+
+def moved(problem: Problem, start: Schedule, result: Schedule) -> int:
+    """How many tasks ``result`` runs on another device than ``start`` (latency)."""
+    a = as_owner(problem, start.mapping())[:, 0]
+    b = as_owner(problem, result.mapping())[:, 0]
+    return int((a != b).sum())

@@ -1,0 +1,100 @@
+"""Starting from an existing placement (``initial``), and device changes (``adapt``)."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import problems
+
+import mapsched
+from mapsched import OptionError, ProblemError, Schedule, instances, solve, validate
+
+
+@settings(max_examples=30, deadline=None)
+@given(problems(max_tasks=8, max_devices=3), st.sampled_from(["sa", "ea", "exact", "cp-search", "auto"]),
+       st.integers(0, 3))
+def test_a_valid_initial_schedule_is_never_made_worse(p, method, seed):
+    start = solve(p, "random", samples=3, seed=seed)
+    r = solve(p, method, time_limit=5, seed=seed, initial=start, **({"iterations": 200} if method in ("sa", "ea")
+                                                                     else {}))
+    assert validate(p, r) == [] and r.makespan <= start.makespan + 1e-9
+    assert "initial placement: 0 task(s) placed afresh" in r.log
+
+
+def test_tasks_on_removed_devices_are_placed_afresh_and_counted():
+    p = mapsched.generators.random_dag(60, 4, seed=2)
+    s = solve(p, "heft")
+    on_d1 = sum(j.device == "d1" for j in s.jobs)
+    q = p.without_devices(["d1"])
+    assert q.device_names == ("d0", "d2", "d3") and q.L == 1
+    r = solve(q, "sa", initial=s, iterations=300)
+    assert validate(q, r) == [] and f"initial placement: {on_d1} task(s) placed afresh" in r.log
+    assert "task(s) elsewhere than the initial placement" in r.log
+
+
+def test_an_initial_mapping_may_name_some_tasks_only():
+    p = instances.load("topcuoglu2002")
+    r = solve(p, "cp-search", initial={"t1": "p3"})
+    assert validate(p, r) == [] and "initial placement: 9 task(s) placed afresh" in r.log
+
+
+def test_bad_initial_placements_are_refused_in_one_line():
+    p = instances.load("topcuoglu2002")
+    with pytest.raises(OptionError, match="task 'nope' is not in problem"):
+        solve(p, "sa", initial={"nope": "p1"})
+    with pytest.raises(OptionError, match="method 'heft' does not start from a placement"):
+        solve(p, "heft", initial={"t1": "p1"})
+    thr = mapsched.generators.random_dag(10, 2, seed=1, objective=mapsched.Objective("throughput", 4))
+    with pytest.raises(OptionError, match="latency problems only"):
+        solve(thr, "sa", initial={"t0": "d0"})
+
+
+def test_removing_every_device_of_a_task_names_it():
+    p = mapsched.Problem.from_arrays([[1.0, np.inf], [1.0, 2.0]], [(0, 1)])
+    with pytest.raises(ProblemError, match=r"task 't0' runs only on \['p0'\], all removed"):
+        p.without_devices(["p0"])
+    with pytest.raises(ProblemError, match="unknown device 'x'"):
+        p.without_devices(["x"])
+
+
+def test_added_devices_copy_their_original():
+    p = mapsched.generators.random_dag(40, 3, seed=4)
+    q = p.with_devices({"d3": "d0", "d4": "d0"})
+    assert q.device_names == ("d0", "d1", "d2", "d3", "d4")
+    assert np.array_equal(q.dur[:, 3], p.dur[:, 0]) and np.array_equal(q.dur[:, 4], p.dur[:, 0])
+    assert q.mem[3] == p.mem[0]
+    # Copies reach every device as their original does, and each other by the original's fastest link.
+    assert np.array_equal(q.link_latency[3, :3], p.link_latency[0, :3])
+    assert np.isfinite(q.link_latency[3, 0]) and np.isfinite(q.link_latency[3, 4])
+    assert mapsched.Problem.from_json(q.to_json()) == q
+    r = solve(q, "cp-search", initial=solve(p, "heft"))
+    assert validate(q, r) == []
+    with pytest.raises(ProblemError, match="exists already"):
+        p.with_devices({"d1": "d0"})
+
+
+def run(*args):
+    proc = subprocess.run([sys.executable, "-m", "mapsched", *map(str, args)], capture_output=True, text=True)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_adapt_command(tmp_path):
+    prob, sched = tmp_path / "p.json", tmp_path / "s.json"
+    mapsched.generators.random_dag(80, 4, seed=3).write(str(prob))
+    assert run("solve", prob, "-m", "heft", "-o", sched)[0] == 0
+    new, newp = tmp_path / "new.json", tmp_path / "newp.json"
+    code, out, err = run("adapt", prob, sched, "--remove", "d2", "--add", "d5=d0", "-m", "sa", "--iterations",
+                         "200", "--problem-output", newp, "-o", new)
+    assert code == 0, err
+    assert "task(s) placed afresh" in out and "elsewhere than the initial placement" in out
+    q = mapsched.Problem.read(str(newp))
+    assert q.device_names == ("d0", "d1", "d3", "d5") and validate(q, Schedule.read(str(new))) == []
+    for bad, needle in ((["--remove", "zz"], "--remove: unknown device 'zz'"),
+                        (["--add", "d9"], "--add: expected NEW=OLD"),
+                        ([], "no device change given")):
+        code, _, err = run("adapt", prob, sched, *bad, "-o", tmp_path / "x.json")
+        assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err, err
+        assert not (tmp_path / "x.json").exists()
