@@ -3,8 +3,10 @@
 The placement may come from another version of the problem: a schedule made before a
 device was removed, or a mapping written by hand. Its tasks keep their devices where
 the device still exists and can still run them; the others, and tasks it does not
-mention, are *placed afresh*: the feasibility repair puts them on their fastest device
-that memory and links allow (moving as few of the kept tasks as it can). The result is
+mention, are *placed afresh*: in upward-rank order, each goes where it finishes first
+beside the kept ones, as HEFT would place it (when memory or links leave a task
+nowhere, the feasibility repair finishes the placement, moving as few kept tasks as
+it can). The result is
 re-timed by insertion in upward-rank order (a valid schedule of this very problem keeps
 its own timing when that is better), a valid schedule that a search method can start
 from.
@@ -85,7 +87,7 @@ def initial_schedule(problem: Problem, initial: Any) -> Initial:
     >>> start.afresh, mapsched.validate(p, start.schedule)
     (9, [])
     """
-    from .heuristics.common import rank_order, repair, upward_rank
+    from .heuristics.common import construct, finish, rank_order, upward_rank
 
     p = problem
     if p.L != 1:
@@ -105,10 +107,15 @@ def initial_schedule(problem: Problem, initial: Any) -> Initial:
         if isinstance(initial, Schedule) and initial.makespan < s.makespan and not validate(p, initial):
             s = initial
         return Initial(s, 0, 0)
-    prefer = np.zeros((p.n, p.m), dtype=np.int64)
+    # The others go where they finish first among the kept ones, as HEFT would place them
+    # (the construction falls back to the feasibility repair if memory or links dead-end).
     kept = np.flatnonzero(owner >= 0)
-    prefer[kept, owner[kept]] = 1
-    s = repair(p, order, prefer, insertion=True)
+    dev = owner.tolist()
+
+    def rule(i: int, tried: list, b: Any) -> Any:
+        return next((t for t in tried if t[0][0][0] == dev[i]), None) or min(tried, key=lambda t: finish(t[1]))
+
+    s = construct(p, order, rule, insertion=True)
     now = as_owner(p, s.mapping())[:, 0]
     return Initial(s, afresh, int((now[kept] != owner[kept]).sum()))
 

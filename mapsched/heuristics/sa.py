@@ -25,7 +25,7 @@ from .search import MappingSpace
     options=(
         Option("iterations", int, 5000, "moves to try"),
         Option("t0", float, 0.05, "initial temperature, relative to the starting makespan"),
-        Option("init", str, "heft", "starting mapping (unless the solve gives an initial one)",
+        Option("init", str, "heft", "starting mapping (or the solve's initial one, if better)",
                choices=("heft", "met")),
     ),
     initial=True,
@@ -33,7 +33,9 @@ from .search import MappingSpace
 def sa(problem: Problem, ctx: SolveContext, iterations: int, t0: float, init: str) -> Schedule:
     """O(iterations (n + E)) for latency."""
     space = MappingSpace(problem)
-    start = ctx.initial or solve(problem, ("b" if problem.L > 1 else "") + init)
+    start = solve(problem, ("b" if problem.L > 1 else "") + init)
+    if ctx.initial is not None and ctx.initial.makespan < start.makespan:
+        start = ctx.initial
     cur = space.feasible(space.from_schedule(start))
     f_cur = space.fitness(cur)
     best, f_best = cur.copy(), f_cur
