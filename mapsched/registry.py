@@ -106,8 +106,9 @@ def register(
 
 def _load(name: str | None = None) -> None:
     """Import the method modules, which register their methods, on first use rather than at
-    start-up; the heuristics first, so that ``heft`` loads no MILP or CP-SAT solver."""
-    for package in ("heuristics", "auto", "split", "formulations"):
+    start-up; the heuristics first, so that ``heft`` loads no MILP or CP-SAT solver (nor
+    ``learned`` PyTorch: its methods import it when they run)."""
+    for package in ("heuristics", "auto", "split", "formulations", "learned"):
         if name in _REGISTRY:
             return
         import_module(f"mapsched.{package}")
