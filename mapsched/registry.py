@@ -66,6 +66,13 @@ class Method:
     objectives: tuple[str, ...]
     options: tuple[Option, ...] = field(default_factory=tuple)
     exact: bool = False
+    requires: tuple[str, ...] = ()  # optional packages it imports when it runs (e.g. "torch")
+
+    def available(self) -> bool:
+        """Whether the optional packages it needs are installed (without importing them)."""
+        from importlib.util import find_spec
+
+        return all(find_spec(name) is not None for name in self.requires)
 
     def parse_options(self, given: dict[str, Any]) -> dict[str, Any]:
         """Defaults overridden by ``given``; unknown names are an :class:`OptionError`."""
@@ -92,13 +99,15 @@ def register(
     objectives: tuple[str, ...] = ("latency", "throughput"),
     options: tuple[Option, ...] = (),
     exact: bool = False,
+    requires: tuple[str, ...] = (),
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator that registers a method under ``name``."""
+    """Decorator that registers a method under ``name``; ``requires`` names the optional
+    packages it imports when it runs (it stays listed without them)."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         if name in _REGISTRY:
             raise ValueError(f"method {name!r} is registered twice")
-        _REGISTRY[name] = Method(name, fn, description, objectives, tuple(options), exact)
+        _REGISTRY[name] = Method(name, fn, description, objectives, tuple(options), exact, tuple(requires))
         return fn
 
     return wrap

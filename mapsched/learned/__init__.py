@@ -38,6 +38,7 @@ def torch_module(name: str, method: str) -> ModuleType:
     "critical-path and Stage II REINFORCE under the work-conserving model, on this problem or from a "
     "trained --policy; best assignment seen, simulated (needs torch)",
     objectives=("latency",),
+    requires=("torch",),
     options=(
         Option("policy", str, "", "a policy file from 'mapsched train doppler' (default: train on this problem)"),
         Option("episodes", int, None, "episodes per stage (default: 100 without --policy, 0 with one: its "
