@@ -58,6 +58,20 @@ def test_training_beats_the_untrained_policy(problem, trained):
     assert trained.best_makespan <= fresh.best_makespan
 
 
+def test_batched_log_probs_match_the_rollout(problem, trained):
+    # The update re-scores a recorded rollout in one padded batch; on a greedy rollout, every
+    # step's batched argmax must be the action the step-by-step rollout took.
+    with one_thread(), torch.no_grad():
+        t = Trainer.from_checkpoint(problem, trained.checkpoint(("il", "sim"), 20), seed=0)  # leaves the fixture be
+        parts = t._parts()
+        rec, value = t._rollout(parts, 0.0)
+        sel_logp, mask, _, plc_logp, valid = t.log_probs(rec, parts)
+    assert value < float("inf") and len(rec.ops) == problem.n
+    assert sel_logp.argmax(1).tolist() == rec.picked and plc_logp.argmax(1).tolist() == rec.devices
+    assert torch.allclose(sel_logp.exp().sum(1), torch.ones(len(rec.ops)))
+    assert (plc_logp.exp() * ~valid).sum() == 0 and (sel_logp.exp() * ~mask).sum() == 0
+
+
 def test_checkpoint_round_trip(problem, trained, tmp_path):
     path = str(tmp_path / "policy.pt")
     save_checkpoint(path, trained.checkpoint(("il", "sim"), 20))

@@ -367,10 +367,11 @@ class Trainer:
         return value
 
     # ------------------------------------------------------------- learning
-    def _loss(self, rec: Record, parts: tuple[torch.Tensor, ...], stage: str, advantage: float | None) -> torch.Tensor:
-        """Both policies' losses on a rollout, every step's log-probabilities in one padded batch."""
+    def log_probs(self, rec: Record, parts: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        """Every step's log-probabilities in one padded batch: SEL's (T, most candidates), its
+        mask and teacher targets, PLC's (T, devices) and its mask."""
         sel_part, plc_part, H = parts
-        T, cfg = len(rec.ops), self.cfg
+        T = len(rec.ops)
         K = max(len(c) for c in rec.cands)
         cand = np.zeros((T, K), dtype=np.int64)
         mask = np.zeros((T, K), dtype=bool)
@@ -389,11 +390,18 @@ class Trainer:
         placed = contrib.cumsum(0) - contrib  # before step t: the ops of steps < t, per device
         plc_logits = self.plc.logits(plc_part, ops, torch.tensor(rec.feats, dtype=torch.float32), valid, placed)
         plc_logp = F.log_softmax(plc_logits, dim=1)
+        return sel_logp, mask_t, torch.from_numpy(sel_target), plc_logp, valid
+
+    def _loss(self, rec: Record, parts: tuple[torch.Tensor, ...], stage: str, advantage: float | None) -> torch.Tensor:
+        """Both policies' losses on a rollout (DOPPLER's Eq. 2 and 3, plus the entropy term)."""
+        T, cfg = len(rec.ops), self.cfg
+        sel_logp, mask_t, sel_target, plc_logp, valid = self.log_probs(rec, parts)
+        devices = torch.tensor(rec.devices)
         if stage == "il":
             plc_target = torch.zeros(T, self.p.m, dtype=torch.bool)
             for t, ties in enumerate(rec.plc_ties):
                 plc_target[t, ties] = True
-            loss = imitation_loss(sel_logp, torch.from_numpy(sel_target)) + imitation_loss(plc_logp, plc_target)
+            loss = imitation_loss(sel_logp, sel_target) + imitation_loss(plc_logp, plc_target)
             weight = cfg.il_entropy
         else:
             returns = step_returns(T, advantage or 0.0, cfg.gamma)
