@@ -312,6 +312,7 @@ class Trainer:
         self.best_makespan, self.best_assignment = math.inf, None
         self.eval_makespan, self.best_policy = math.inf, None
         self.rollouts = 0
+        self.seconds = 0.0  # the last episode's duration: none is started that would end past the deadline
 
     # ------------------------------------------------------------- acting
     def _parts(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -359,8 +360,10 @@ class Trainer:
     def evaluate(self) -> float:
         """Greedy (epsilon 0) rollout of the current policy; keeps the policy if it is the best so far.
         Returns its makespan (``inf`` on a dead end)."""
+        started = time.perf_counter()
         with torch.no_grad():
             _, value = self._rollout(self._parts(), 0.0)
+        self.seconds = max(self.seconds, time.perf_counter() - started)  # an episode takes longer
         if value < self.eval_makespan or self.best_policy is None:
             self.eval_makespan = value
             self.best_policy = {"sel": _state(self.sel), "plc": _state(self.plc)}
@@ -448,16 +451,18 @@ class Trainer:
             if now >= deadline or stop():
                 return
             stage_deadline = now + (deadline - now) / (len(stages) - k)
-            while self.done[stage] < episodes and time.perf_counter() < stage_deadline and not stop():
+            while self.done[stage] < episodes and time.perf_counter() + self.seconds < stage_deadline and not stop():
                 i = self.done[stage]
+                started = time.perf_counter()
                 self.episode(stage, i, episodes)
+                self.seconds = time.perf_counter() - started
                 if (i + 1) % self.cfg.eval_every == 0 or i + 1 == episodes:
                     self.evaluate()
                 if progress is not None:
                     progress(stage, i + 1, self.best_makespan)
                 if checkpoint is not None and checkpoint_every and (i + 1) % checkpoint_every == 0:
                     checkpoint()
-            if self.done[stage] < episodes and time.perf_counter() < deadline and not stop():
+            if self.done[stage] < episodes and time.perf_counter() + self.seconds < deadline and not stop():
                 self.evaluate()  # the stage's share is spent, not the time limit: keep what it learnt
 
     # ------------------------------------------------------------- files

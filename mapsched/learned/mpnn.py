@@ -63,8 +63,8 @@ class GraphTensors:
         Shape (2E, 2): the edge's mean transfer time (binned past ``EDGE_LEVELS`` distinct
         values), z-scored, and +1 forward / -1 reverse.
     bpath, tpath : tuple of Tensor
-        ``(rows, cols)`` index pairs: node ``rows[k]``'s longest path to an exit (b) or from an
-        entry (t) passes through ``cols[k]`` (itself included); summed by ``index_add``.
+        Each node's longest path to an exit (b) or from an entry (t), itself included, as an
+        Euler tour (:func:`_paths`) for :func:`path_sums`.
     b_level : numpy.ndarray
         Raw b-levels (the Critical Path teacher's priority).
     """
@@ -73,8 +73,8 @@ class GraphTensors:
     src: torch.Tensor
     dst: torch.Tensor
     edge_attr: torch.Tensor
-    bpath: tuple[torch.Tensor, torch.Tensor]
-    tpath: tuple[torch.Tensor, torch.Tensor]
+    bpath: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    tpath: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
     b_level: np.ndarray
 
     @property
@@ -82,21 +82,36 @@ class GraphTensors:
         return int(self.x.shape[0])
 
 
-def _paths(n: int, nxt: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Index pairs (v, u) for every u on the chain v, nxt[v], nxt[nxt[v]], ... (-1 ends it)."""
-    rows: list[int] = []
-    cols: list[int] = []
-    for v in range(n):
-        u = v
-        while u >= 0:
-            rows.append(v)
-            cols.append(u)
-            u = nxt[u]
-    return torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long)
+def _paths(n: int, nxt: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The chains v, nxt[v], nxt[nxt[v]], ... (-1 ends one) as an Euler tour of the forest whose
+    parent pointers are ``nxt``: each node entered (+1) then left (-1) in depth-first order, so
+    that a chain's sum is a prefix sum of the tour up to its first node's entry. O(n) memory,
+    however long the chains (listing every chain's nodes would take n x depth)."""
+    children: list[list[int]] = [[] for _ in range(n)]
+    for v, u in enumerate(nxt):
+        if u >= 0:
+            children[u].append(v)
+    tour: list[int] = []
+    sign: list[float] = []
+    entry = [0] * n
+    for root in (v for v in range(n) if nxt[v] < 0):
+        stack = [(root, False)]
+        while stack:
+            v, leaving = stack.pop()
+            if leaving:
+                tour.append(v)
+                sign.append(-1.0)
+                continue
+            entry[v] = len(tour)
+            tour.append(v)
+            sign.append(1.0)
+            stack.append((v, True))
+            stack.extend((c, False) for c in reversed(children[v]))
+    return torch.tensor(tour, dtype=torch.long), torch.tensor(sign).unsqueeze(1), torch.tensor(entry, dtype=torch.long)
 
 
 def graph_tensors(problem: Problem) -> GraphTensors:
-    """The features and paths of ``problem``'s graph (module docstring). O(n x depth + E).
+    """The features and paths of ``problem``'s graph (module docstring). O(n + E).
 
     Times are means over the devices that can run a task (and over links for transfers), as
     HEFT's ranks take them; on DOPPLER's identical GPUs they are the paper's comp and comm.
@@ -193,7 +208,14 @@ class MPNN(nn.Module):
         return self(g.x, g.src, g.dst, g.edge_attr)
 
 
-def path_sums(h: torch.Tensor, path: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """Row v: the sum of ``h`` over the nodes of v's path (:attr:`GraphTensors.bpath`)."""
-    rows, cols = path
-    return torch.zeros_like(h).index_add(0, rows, h[cols])
+def path_sums(h: torch.Tensor, path: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Row v: the sum of ``h`` over the nodes of v's path (:attr:`GraphTensors.bpath`).
+
+    Examples
+    --------
+    >>> tour = _paths(3, [1, 2, -1])  # the chain 0 -> 1 -> 2
+    >>> path_sums(torch.tensor([[1.0], [10.0], [100.0]]), tour).squeeze(1).tolist()
+    [111.0, 110.0, 100.0]
+    """
+    tour, sign, entry = path
+    return (h[tour] * sign).cumsum(0)[entry]
