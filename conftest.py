@@ -1,5 +1,6 @@
 import importlib.util
 
-# The harness needs the optional extra mapsched[torch]; without it, its doctests
-# cannot even be imported. tests/test_harness.py skips itself the same way.
-collect_ignore_glob = [] if importlib.util.find_spec("torch") else ["mapsched/harness/*"]
+# The harness and the learned methods' torch modules need the optional extra
+# mapsched[torch]; without it, their doctests cannot even be imported.
+# tests/test_harness.py and tests/test_doppler.py skip themselves the same way.
+collect_ignore_glob = [] if importlib.util.find_spec("torch") else ["mapsched/harness/*", "mapsched/learned/[!_]*.py"]

@@ -371,7 +371,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     problem = instances.load(args.instance)
     print(f"{problem!r}")
     results = [solve(problem, m.name, args.time_limit, args.seed)
-               for m in registry.all_methods() if problem.objective.kind in m.objectives]
+               for m in registry.all_methods() if problem.objective.kind in m.objectives and m.available()]
     # Every method's proved bound holds for all of them: report each gap to the best one.
     bound = max(r.lower_bound for r in results if r.lower_bound is not None)
     rows = []
@@ -467,6 +467,50 @@ def cmd_generate(args: argparse.Namespace) -> int:
     p.write(args.output)
     print(f"wrote {p!r} to {args.output}")
     return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from .learned import torch_module
+
+    doppler = torch_module("doppler", "doppler")
+    reinforce = torch_module("reinforce", "doppler")
+    stages = doppler.parse_stages(args.stages)
+    if args.resume and not os.path.isfile(args.output):
+        raise OptionError(f"--resume: no policy file {args.output!r} to resume; leave out --resume to start one")
+    check_output(args.output, [args.problem])
+    problem = load_problem(args.problem)
+    if problem.objective.kind != "latency":
+        raise OptionError("problem: doppler trains on latency problems only; this one's objective is throughput")
+    # Kept back from the time limit: the last evaluation, writing the file and the exit.
+    deadline = math.inf if args.time_limit is None else args.started + args.time_limit - 0.4
+    with reinforce.one_thread():
+        if args.resume:
+            data = reinforce.load_checkpoint(args.output, "doppler", problem.m, flag="--resume")
+            trainer = doppler.Trainer.from_checkpoint(problem, data, args.seed, resume=True, flag="--resume")
+        else:
+            trainer = doppler.Trainer(problem, doppler.Config(hidden=args.hidden, rounds=args.rounds), args.seed)
+
+        def save() -> None:
+            reinforce.save_checkpoint(args.output, trainer.checkpoint(stages, args.episodes))
+
+        with ProgressBar("train doppler, best", args.time_limit) as bar, interrupt.graceful():
+            def progress(stage: str, done: int, best: float) -> None:
+                bar.method = f"train doppler {stage} {done}/{args.episodes}, best"
+                if best < math.inf:
+                    bar(time.perf_counter() - args.started, best)
+
+            if trainer.best_policy is None:
+                trainer.evaluate()
+            trainer.run(stages, args.episodes, deadline, progress, save, args.checkpoint_every,
+                        stop=interrupt.requested)
+            stopped = interrupt.requested()
+        save()
+    done = sum(trainer.done[s] for s in stages)
+    note = " (interrupted)" if stopped else " (time limit)" if done < len(stages) * args.episodes else ""
+    print(f"trained doppler {', '.join(f'{s} {trainer.done[s]}/{args.episodes}' for s in stages)} episodes{note}: "
+          f"greedy policy {_fmt(trainer.eval_makespan, 6)} ms, best assignment seen {_fmt(trainer.best_makespan, 6)} "
+          f"ms; wrote {args.output}")
+    return 130 if stopped else 0
 
 
 def _harness() -> Any:
@@ -809,6 +853,27 @@ def build_parser() -> argparse.ArgumentParser:
     cb.add_argument("--schedules", type=_count(1), default=6, help="schedules to run (default 6)")
     cb.add_argument("-o", "--output", required=True, help="the calibrated problem file to write")
 
+    tn = sub.add_parser(
+        "train", help="train a learned method's policy on a problem (needs torch)",
+        description="Train DOPPLER's SEL/PLC policy on a problem: Stage I (il) imitates critical-path on the "
+                    "learner's own rollouts, Stage II (sim) is REINFORCE against the work-conserving model's "
+                    "makespan. The file keeps the best policy by greedy evaluation (for 'solve -m doppler "
+                    "--policy FILE') and the last state (for --resume); it is written every --checkpoint-every "
+                    "episodes and at the end.")
+    tn.add_argument("method", choices=("doppler",))
+    tn.add_argument("problem", help=prob_help)
+    tn.add_argument("-o", "--output", required=True, help="policy file to write (.pt)")
+    tn.add_argument("--stages", default="il,sim", help="il, sim or il,sim (real: not implemented yet)")
+    tn.add_argument("--episodes", type=_count(1), default=100, help="episodes per stage (default 100)")
+    tn.add_argument("--seed", type=_count(0), default=0)
+    tn.add_argument("--time-limit", type=_seconds, default=None, help="seconds, start-up included")
+    tn.add_argument("--hidden", type=_count(1), default=128, help="embedding width (default 128)")
+    tn.add_argument("--rounds", type=_count(1), default=6, help="message-passing rounds (default 6)")
+    tn.add_argument("--checkpoint-every", type=_count(0), default=25,
+                    help="episodes between checkpoints (0: only at the end; default 25)")
+    tn.add_argument("--resume", action="store_true",
+                    help="continue the training saved in -o (same problem; --episodes counts from its start)")
+
     d = sub.add_parser("demo", help="run every method on a built-in instance")
     d.add_argument("--instance", default=instances.DEFAULT, choices=instances.names())
     d.add_argument("--time-limit", type=_seconds, default=5.0, help="seconds per method")
@@ -834,6 +899,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "methods": cmd_methods,
             "plot": cmd_plot, "demo": cmd_demo, "bench": cmd_bench, "generate": cmd_generate,
             "profile": cmd_profile, "trace": cmd_trace, "run": cmd_run, "calibrate": cmd_calibrate,
+            "train": cmd_train,
         }[args.command](args)
     except MapschedError as exc:
         print(f"mapsched: error: {exc}", file=sys.stderr)

@@ -67,6 +67,13 @@ class Method:
     options: tuple[Option, ...] = field(default_factory=tuple)
     exact: bool = False
     initial: bool = False  # starts from ``solve(..., initial=...)`` when given
+    requires: tuple[str, ...] = ()  # optional packages it imports when it runs (e.g. "torch")
+
+    def available(self) -> bool:
+        """Whether the optional packages it needs are installed (without importing them)."""
+        from importlib.util import find_spec
+
+        return all(find_spec(name) is not None for name in self.requires)
 
     def parse_options(self, given: dict[str, Any]) -> dict[str, Any]:
         """Defaults overridden by ``given``; unknown names are an :class:`OptionError`."""
@@ -94,14 +101,17 @@ def register(
     options: tuple[Option, ...] = (),
     exact: bool = False,
     initial: bool = False,
+    requires: tuple[str, ...] = (),
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator that registers a method under ``name``; ``initial``: it starts from
-    ``SolveContext.initial`` when a solve gives one."""
+    ``SolveContext.initial`` when a solve gives one; ``requires`` names the optional
+    packages it imports when it runs (it stays listed without them)."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         if name in _REGISTRY:
             raise ValueError(f"method {name!r} is registered twice")
-        _REGISTRY[name] = Method(name, fn, description, objectives, tuple(options), exact, initial)
+        _REGISTRY[name] = Method(name, fn, description, objectives, tuple(options), exact, initial,
+                                 tuple(requires))
         return fn
 
     return wrap
@@ -109,8 +119,9 @@ def register(
 
 def _load(name: str | None = None) -> None:
     """Import the method modules, which register their methods, on first use rather than at
-    start-up; the heuristics first, so that ``heft`` loads no MILP or CP-SAT solver."""
-    for package in ("heuristics", "auto", "split", "formulations"):
+    start-up; the heuristics first, so that ``heft`` loads no MILP or CP-SAT solver (nor
+    ``learned`` PyTorch: its methods import it when they run)."""
+    for package in ("heuristics", "auto", "split", "formulations", "learned"):
         if name in _REGISTRY:
             return
         import_module(f"mapsched.{package}")

@@ -22,7 +22,7 @@ from mapsched.generators import random_dag, stack
 from mapsched.split import bound, full_bound, windows
 from mapsched.split.milp_split import pick_chain
 
-LATENCY = [m.name for m in registry.all_methods() if "latency" in m.objectives]
+LATENCY = [m.name for m in registry.all_methods() if "latency" in m.objectives and m.available()]
 
 
 def slack(limit: float) -> float:

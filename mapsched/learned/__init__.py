@@ -1,0 +1,55 @@
+"""Learned methods: policies trained by imitation and reinforcement learning (need PyTorch).
+
+This module registers the methods and imports nothing heavy, so that ``import mapsched``
+and ``mapsched methods`` work without PyTorch; the torch modules (:mod:`.mpnn`,
+:mod:`.reinforce`, :mod:`.doppler`) load when a method runs, and without PyTorch the
+method stops with one line saying ``pip install 'mapsched[torch]'``.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from ..errors import OptionError
+from ..problem import Problem
+from ..registry import Option, register
+from ..schedule import Schedule
+
+__all__ = ["torch_module"]
+
+
+def torch_module(name: str, method: str) -> ModuleType:
+    """Import ``mapsched.learned.<name>``, or refuse ``method`` in one line when PyTorch is missing."""
+    from importlib import import_module
+
+    try:
+        return import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != "torch" and not (exc.name or "").startswith("torch."):
+            raise
+        raise OptionError(f"method {method!r} needs PyTorch, which is not installed; "
+                          "pip install 'mapsched[torch]'") from None
+
+
+@register(
+    "doppler",
+    "DOPPLER's learned dual policy (SEL picks the next op, PLC its device): Stage I imitation of "
+    "critical-path and Stage II REINFORCE under the work-conserving model, on this problem or from a "
+    "trained --policy; best assignment seen, simulated (needs torch)",
+    objectives=("latency",),
+    requires=("torch",),
+    options=(
+        Option("policy", str, "", "a policy file from 'mapsched train doppler' (default: train on this problem)"),
+        Option("episodes", int, None, "episodes per stage (default: 100 without --policy, 0 with one: its "
+                                      "greedy assignment only; more fine-tune it here)"),
+        Option("stages", str, "il,sim", "il (imitate critical-path), sim (REINFORCE on the simulated makespan), "
+                                        "or il,sim"),
+        Option("hidden", int, 128, "embedding width of a new policy", positive=True),
+        Option("rounds", int, 6, "message-passing rounds of a new policy", positive=True),
+    ),
+)
+def doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None, stages: str, hidden: int,
+            rounds: int) -> Schedule:
+    """DOPPLER (Yao et al. 2025), Stages I and II: :func:`mapsched.learned.doppler.solve_doppler`."""
+    return torch_module("doppler", "doppler").solve_doppler(problem, ctx, policy, episodes, stages, hidden, rounds)

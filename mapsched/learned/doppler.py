@@ -1,0 +1,571 @@
+"""DOPPLER's dual policy (Yao et al. 2025), Stages I and II: learned device assignment.
+
+An assignment is built one op at a time (an episode of n steps): SEL picks the next op
+among the candidates (unassigned ops whose parents are all assigned), PLC picks its
+device. Only the assignment matters: the work-conserving runtime model
+(:func:`mapsched.simulate.simulate`) times it, and its makespan is the episode's cost.
+
+Networks (two, no shared weights; ``hidden`` 128 and ``rounds`` 6 as in the paper):
+
+- an :class:`~mapsched.learned.mpnn.MPNN` each, run once per episode over the static graph;
+- SEL scores candidate v from ``[Z_v | H_v | z(sum of H over v's longest path to an exit)
+  | z(... from an entry)]``, Z an embedding of the candidates' static features z-scored
+  among the candidates;
+- PLC scores device d for the selected v from ``[Y_d | Z_v | H_v | z(sum of H over the ops
+  already on d)]``, Y an embedding of seven device features z-scored over the devices:
+  DOPPLER's five (time already on d, time of v's parents on d, their earliest start and
+  latest end there, v's earliest start on d in the list schedule built so far) and two
+  for heterogeneous devices (v's time on d, and its earliest finish there).
+
+Devices that cannot run v, hold it in memory or receive its parents' data are masked out.
+
+Stages (``stages``, in order; ``episodes`` each; one Adam step per policy per episode):
+
+- ``il`` (Stage I): imitate the Critical Path teacher (:mod:`mapsched.heuristics.critical_path`)
+  on the states the learner's own epsilon-greedy rollouts visit: the SEL target is the
+  candidates of highest b-level, the PLC target the devices of earliest start, every tie
+  a target. lr 1e-3, epsilon 1 -> 0, entropy weight 1e-3 (the released configuration).
+- ``sim`` (Stage II): REINFORCE against the simulated makespan; reward at the last step,
+  relative to the mean makespan so far, discounted by gamma 0.99 back to each step;
+  lr 1e-4, epsilon 0.2 -> 0, no entropy term.
+- ``real`` (Stage III, measured runs) is not implemented.
+
+Speed: an episode records a no-grad rollout (candidates, device features, actions), then
+recomputes every step's log-probabilities in one padded batch for the update; the
+message passing runs once per episode and serves both (its parameters do not change in
+between). The best policy by greedy (epsilon 0) evaluation is kept, and so is the best
+assignment any rollout produced.
+
+Examples
+--------
+>>> import mapsched
+>>> from mapsched.generators import chainmm
+>>> p = chainmm(2)
+>>> r = mapsched.solve(p, "doppler", seed=0, episodes=4, hidden=16, rounds=2)
+>>> mapsched.validate(p, r), r.method
+([], 'doppler')
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..errors import InfeasibleError, OptionError
+from ..problem import Problem
+from ..schedule import Schedule
+from ..simulate import simulate
+from .mpnn import MPNN, GraphTensors, graph_tensors, path_sums, zscore
+from .reinforce import (
+    Baseline,
+    entropy_term,
+    epsilon,
+    first_line,
+    imitation_loss,
+    load_checkpoint,
+    one_thread,
+    policy_gradient_loss,
+    step_returns,
+)
+
+__all__ = ["STAGES", "Config", "Placer", "Selector", "Trainer", "parse_stages", "solve_doppler"]
+
+NODE_FEATURES, EDGE_FEATURES, DEVICE_FEATURES = 5, 2, 7
+STAGES = ("il", "sim")
+MASKED = -1e9  # the logit of an invalid action: finite, so that 0 * log p stays 0 in the gradients
+
+
+@dataclass(frozen=True)
+class Config:
+    """Hyper-parameters (the DOPPLER notes, section 3.4: the released configuration)."""
+
+    hidden: int = 128
+    rounds: int = 6
+    head_hidden: int = 64
+    gamma: float = 0.99
+    il_lr: float = 1e-3
+    il_eps_start: float = 1.0
+    il_eps_end: float = 0.0
+    il_entropy: float = 1e-3
+    sim_lr: float = 1e-4
+    sim_eps_start: float = 0.2
+    sim_eps_end: float = 0.0
+    sim_entropy: float = 0.0
+    eval_every: int = 10
+
+
+def parse_stages(text: str | tuple[str, ...]) -> tuple[str, ...]:
+    """``"il,sim"`` as a tuple, refusing in one line an unknown stage, a repeated one, or ``real``."""
+    names = tuple(s.strip() for s in text.split(",")) if isinstance(text, str) else tuple(text)
+    for s in names:
+        if s == "real":
+            raise OptionError("--stages: 'real' (Stage III, rewards measured by running each assignment) is not "
+                              "implemented yet; use il, sim or il,sim")
+        if s not in STAGES:
+            raise OptionError(f"--stages: unknown stage {s!r}; expected il, sim or il,sim")
+    if not names or len(set(names)) != len(names):
+        raise OptionError(f"--stages: expected il, sim or il,sim (each once), got {','.join(names)!r}")
+    return names
+
+
+def _linear(inputs: int, outputs: int) -> nn.Linear:
+    """A head layer: orthogonal weights, zero bias (as DOPPLER's heads)."""
+    layer = nn.Linear(inputs, outputs)
+    nn.init.orthogonal_(layer.weight)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+def _leaky(x: torch.Tensor) -> torch.Tensor:
+    return F.leaky_relu(x, 0.1)
+
+
+class Selector(nn.Module):
+    """SEL: a score per candidate op. Its first head layer is split in two: the part of the
+    per-node inputs (``H``, path sums) is computed once per episode (:meth:`node_part`), the
+    part of the candidates' features at every step (:meth:`logits`); the same sum."""
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__()
+        h = self.h = cfg.hidden
+        self.mpnn = MPNN(NODE_FEATURES, EDGE_FEATURES, h, cfg.rounds)
+        self.embed = _linear(NODE_FEATURES, h)
+        self.hidden = _linear(4 * h, cfg.head_hidden)  # [Z | H | z(hb) | z(ht)]
+        self.out = _linear(cfg.head_hidden, 1)
+
+    def node_part(self, g: GraphTensors) -> torch.Tensor:
+        """Shape (n, head_hidden)."""
+        H = self.mpnn.encode(g)
+        per_node = torch.cat([H, zscore(path_sums(H, g.bpath)), zscore(path_sums(H, g.tpath))], 1)
+        return per_node @ self.hidden.weight[:, self.h:].T + self.hidden.bias
+
+    def logits(self, part: torch.Tensor, x: torch.Tensor, cand: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Scores of ``cand`` (B, K) padded, ``mask`` (B, K) true on real candidates: (B, K)."""
+        z = _leaky(self.embed(zscore(x[cand], mask)))
+        hid = _leaky(part[cand] + z @ self.hidden.weight[:, :self.h].T)
+        return self.out(hid).squeeze(-1).masked_fill(~mask, MASKED)
+
+
+class Placer(nn.Module):
+    """PLC: a score per device for the selected op (split first layer as in :class:`Selector`)."""
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__()
+        h = self.h = cfg.hidden
+        self.mpnn = MPNN(NODE_FEATURES, EDGE_FEATURES, h, cfg.rounds)
+        self.embed = _linear(NODE_FEATURES, h)
+        self.embed_device = _linear(DEVICE_FEATURES, h)
+        self.hidden = _linear(4 * h, cfg.head_hidden)  # [Y | Z | H | z(h_d)]
+        self.out = _linear(cfg.head_hidden, 1)
+
+    def node_part(self, g: GraphTensors) -> tuple[torch.Tensor, torch.Tensor]:
+        """Shape (n, head_hidden), and the embeddings H (n, hidden) that :meth:`logits` sums per device."""
+        H = self.mpnn.encode(g)
+        z = _leaky(self.embed(g.x))
+        part = torch.cat([z, H], 1) @ self.hidden.weight[:, self.h:3 * self.h].T + self.hidden.bias
+        return part, H
+
+    def logits(self, part: torch.Tensor, ops: torch.Tensor, feats: torch.Tensor, valid: torch.Tensor,
+               placed: torch.Tensor) -> torch.Tensor:
+        """Scores (B, D) of the devices for ``ops`` (B,): device features (B, D, 7), ``valid`` (B, D),
+        ``placed`` (B, D, hidden) the sum of H over the ops already on each device."""
+        w = self.hidden.weight
+        y = _leaky(self.embed_device(zscore(feats, valid)))
+        hid = _leaky(part[ops].unsqueeze(1) + y @ w[:, :self.h].T + zscore(placed) @ w[:, 3 * self.h:].T)
+        return self.out(hid).squeeze(-1).masked_fill(~valid, MASKED)
+
+
+@dataclass
+class Record:
+    """One rollout: what the batched update needs. Step t selected ``ops[t]``, candidate
+    ``picked[t]`` of ``cands[t]``, and put it on ``devices[t]``."""
+
+    cands: list[list[int]] = field(default_factory=list)
+    picked: list[int] = field(default_factory=list)
+    sel_ties: list[list[int]] = field(default_factory=list)
+    ops: list[int] = field(default_factory=list)
+    feats: list[list[list[float]]] = field(default_factory=list)
+    valid: list[list[bool]] = field(default_factory=list)
+    devices: list[int] = field(default_factory=list)
+    plc_ties: list[list[int]] = field(default_factory=list)
+    assignment: list[int] | None = None  # None: a dead end (memory or links left an op no device)
+
+
+class _Env:
+    """The assignment MDP on a problem, with the Critical Path bookkeeping (a list schedule
+    without insertion: each op starts at its earliest start on its device) that the device
+    features and the teacher read."""
+
+    def __init__(self, p: Problem, b_level: np.ndarray) -> None:
+        self.n, self.m = p.n, p.m
+        self.dur = np.where(p.can_run, p.dur, 0.0).tolist()
+        self.ok = p.can_run.tolist()
+        self.need = (p.weight + p.act).tolist()
+        self.mem = (p.mem * (1 + 1e-9)).tolist()
+        self.llat, self.mpb = p.link_latency.tolist(), p.link_ms_per_byte.tolist()
+        nb, src, dst = p.nbytes.tolist(), p.src.tolist(), p.dst.tolist()
+        self.ins = [[(src[e], nb[e]) for e in p.in_edges[i]] for i in range(p.n)]
+        self.outs = [[dst[e] for e in p.out_edges[i]] for i in range(p.n)]
+        self.b = b_level.tolist()
+
+    def rollout(self, select: Callable[[list[int]], int], place: Callable[[int, list, list[bool]], int]) -> Record:
+        """Run one episode: ``select(cands)`` returns an index into the candidates,
+        ``place(v, feats, valid)`` a valid device."""
+        n, m, dur, llat, mpb = self.n, self.m, self.dur, self.llat, self.mpb
+        dev, st, en = [-1] * n, [0.0] * n, [0.0] * n
+        avail, load, used = [0.0] * m, [0.0] * m, [0.0] * m
+        missing = [len(x) for x in self.ins]
+        cands = [i for i in range(n) if not missing[i]]
+        rec = Record()
+        for _ in range(n):
+            levels = [self.b[c] for c in cands]
+            top = max(levels)
+            sel_ties = [k for k, x in enumerate(levels) if x >= top - 1e-9 * max(1.0, abs(top))]
+            k = select(cands)
+            v = cands[k]
+            feats, valid, est = [], [], []
+            for d in range(m):
+                ok = self.ok[v][d] and used[d] + self.need[v] <= self.mem[d]
+                arrive, comp, first, last = 0.0, 0.0, math.inf, 0.0
+                for u, nbytes in self.ins[v]:
+                    du = dev[u]
+                    if du == d:
+                        arrive = max(arrive, en[u])
+                        comp += dur[u][d]
+                        first, last = min(first, st[u]), max(last, en[u])
+                    elif llat[du][d] == math.inf:
+                        ok = False
+                    else:
+                        arrive = max(arrive, en[u] + llat[du][d] + nbytes * mpb[du][d])
+                start = max(arrive, avail[d])
+                valid.append(ok)
+                est.append(start if ok else math.inf)
+                feats.append([load[d], comp, first if first < math.inf else 0.0, last, start, dur[v][d],
+                              start + dur[v][d]] if ok else [0.0] * DEVICE_FEATURES)
+            if not any(valid):
+                return rec
+            best = min(est)
+            plc_ties = [d for d in range(m) if est[d] <= best + 1e-9 * max(1.0, abs(best))]
+            d = place(v, feats, valid)
+            rec.cands.append(list(cands))
+            rec.picked.append(k)
+            rec.sel_ties.append(sel_ties)
+            rec.ops.append(v)
+            rec.feats.append(feats)
+            rec.valid.append(valid)
+            rec.devices.append(d)
+            rec.plc_ties.append(plc_ties)
+            cands.pop(k)
+            dev[v], st[v], en[v] = d, est[d], est[d] + dur[v][d]
+            avail[d], load[d], used[d] = en[v], load[d] + dur[v][d], used[d] + self.need[v]
+            for w in self.outs[v]:
+                missing[w] -= 1
+                if not missing[w]:
+                    cands.append(w)
+        rec.assignment = dev
+        return rec
+
+    def teacher(self) -> Record:
+        """The Critical Path rule itself (first of tied ops and devices): the fallback assignment."""
+        return self.rollout(lambda cands: int(np.argmax([self.b[c] for c in cands])),
+                            lambda v, feats, valid: min((f[4], d) for d, f in enumerate(feats) if valid[d])[1])
+
+
+def _state(module: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+class Trainer:
+    """DOPPLER's policies on one problem: rollouts, Stage I and II updates, evaluation, checkpoints.
+
+    Parameters
+    ----------
+    problem : Problem
+        A latency problem.
+    config : Config
+    seed : int
+        Seeds the networks' initialisation (inside :func:`torch.random.fork_rng`, so the global
+        torch generator is left as it was) and the rollouts' numpy generator.
+    """
+
+    def __init__(self, problem: Problem, config: Config, seed: int) -> None:
+        self.p, self.cfg, self.seed = problem, config, seed
+        self.g = graph_tensors(problem)
+        self.env = _Env(problem, self.g.b_level)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.sel, self.plc = Selector(config), Placer(config)
+        self.opt = {"sel": torch.optim.Adam(self.sel.parameters(), lr=config.il_lr),
+                    "plc": torch.optim.Adam(self.plc.parameters(), lr=config.il_lr)}
+        self.rng = np.random.default_rng(seed)
+        self.baseline = Baseline()
+        self.done = dict.fromkeys(STAGES, 0)
+        self.best_makespan, self.best_assignment = math.inf, None
+        self.eval_makespan, self.best_policy = math.inf, None
+        self.rollouts = 0
+        self.seconds = 0.0  # the last episode's duration: none is started that would end past the deadline
+
+    # ------------------------------------------------------------- acting
+    def _parts(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        sel_part = self.sel.node_part(self.g)
+        plc_part, H = self.plc.node_part(self.g)
+        return sel_part, plc_part, H
+
+    def _rollout(self, parts: tuple[torch.Tensor, ...], eps: float) -> tuple[Record, float]:
+        """A rollout with exploration ``eps``, and its makespan (``inf`` on a dead end)."""
+        sel_part, plc_part, H = (t.detach() for t in parts)
+        x, rng = self.g.x, self.rng
+        placed = torch.zeros(self.p.m, self.cfg.hidden)
+
+        def select(cands: list[int]) -> int:
+            if len(cands) == 1:
+                return 0
+            if eps > 0 and rng.random() < eps:
+                return int(rng.integers(len(cands)))
+            c = torch.tensor([cands])
+            return int(torch.argmax(self.sel.logits(sel_part, x, c, torch.ones_like(c, dtype=torch.bool))))
+
+        def place(v: int, feats: list, valid: list[bool]) -> int:
+            if eps > 0 and rng.random() < eps:
+                allowed = [d for d, ok in enumerate(valid) if ok]
+                d = allowed[int(rng.integers(len(allowed)))]
+            else:
+                logits = self.plc.logits(plc_part, torch.tensor([v]), torch.tensor([feats], dtype=torch.float32),
+                                         torch.tensor([valid]), placed.unsqueeze(0))
+                d = int(torch.argmax(logits))
+            placed[d] += H[v]
+            return d
+
+        with torch.no_grad():
+            rec = self.env.rollout(select, place)
+        self.rollouts += 1
+        value = math.inf if rec.assignment is None else self.makespan(rec.assignment)
+        if value < self.best_makespan:
+            self.best_makespan, self.best_assignment = value, list(rec.assignment)
+        return rec, value
+
+    def makespan(self, assignment: list[int]) -> float:
+        """The work-conserving makespan of an assignment (device index per task)."""
+        return simulate(self.p, np.asarray(assignment, dtype=np.int64)).makespan
+
+    def evaluate(self) -> float:
+        """Greedy (epsilon 0) rollout of the current policy; keeps the policy if it is the best so far.
+        Returns its makespan (``inf`` on a dead end)."""
+        started = time.perf_counter()
+        with torch.no_grad():
+            _, value = self._rollout(self._parts(), 0.0)
+        self.seconds = max(self.seconds, time.perf_counter() - started)  # an episode takes longer
+        if value < self.eval_makespan or self.best_policy is None:
+            self.eval_makespan = value
+            self.best_policy = {"sel": _state(self.sel), "plc": _state(self.plc)}
+        return value
+
+    # ------------------------------------------------------------- learning
+    def log_probs(self, rec: Record, parts: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        """Every step's log-probabilities in one padded batch: SEL's (T, most candidates), its
+        mask and teacher targets, PLC's (T, devices) and its mask."""
+        sel_part, plc_part, H = parts
+        T = len(rec.ops)
+        K = max(len(c) for c in rec.cands)
+        cand = np.zeros((T, K), dtype=np.int64)
+        mask = np.zeros((T, K), dtype=bool)
+        sel_target = np.zeros((T, K), dtype=bool)
+        for t, c in enumerate(rec.cands):
+            cand[t, :len(c)] = c
+            mask[t, :len(c)] = True
+            sel_target[t, rec.sel_ties[t]] = True
+        mask_t = torch.from_numpy(mask)
+        sel_logp = F.log_softmax(self.sel.logits(sel_part, self.g.x, torch.from_numpy(cand), mask_t), dim=1)
+        ops = torch.tensor(rec.ops)
+        devices = torch.tensor(rec.devices)
+        valid = torch.tensor(rec.valid)
+        onehot = F.one_hot(devices, self.p.m).to(H.dtype)
+        contrib = onehot.unsqueeze(2) * H[ops].unsqueeze(1)
+        placed = contrib.cumsum(0) - contrib  # before step t: the ops of steps < t, per device
+        plc_logits = self.plc.logits(plc_part, ops, torch.tensor(rec.feats, dtype=torch.float32), valid, placed)
+        plc_logp = F.log_softmax(plc_logits, dim=1)
+        return sel_logp, mask_t, torch.from_numpy(sel_target), plc_logp, valid
+
+    def _loss(self, rec: Record, parts: tuple[torch.Tensor, ...], stage: str, advantage: float | None) -> torch.Tensor:
+        """Both policies' losses on a rollout (DOPPLER's Eq. 2 and 3, plus the entropy term)."""
+        T, cfg = len(rec.ops), self.cfg
+        sel_logp, mask_t, sel_target, plc_logp, valid = self.log_probs(rec, parts)
+        devices = torch.tensor(rec.devices)
+        if stage == "il":
+            plc_target = torch.zeros(T, self.p.m, dtype=torch.bool)
+            for t, ties in enumerate(rec.plc_ties):
+                plc_target[t, ties] = True
+            loss = imitation_loss(sel_logp, sel_target) + imitation_loss(plc_logp, plc_target)
+            weight = cfg.il_entropy
+        else:
+            returns = step_returns(T, advantage or 0.0, cfg.gamma)
+            loss = (policy_gradient_loss(sel_logp, torch.tensor(rec.picked), returns)
+                    + policy_gradient_loss(plc_logp, devices, returns))
+            weight = cfg.sim_entropy
+        if weight:
+            loss = loss + weight * (entropy_term(sel_logp, mask_t) + entropy_term(plc_logp, valid))
+        return loss
+
+    def episode(self, stage: str, index: int, episodes: int) -> float:
+        """One episode of ``stage`` (index ``index`` of ``episodes``): rollout, update. Returns its
+        makespan (``inf`` on a dead end, which updates only by imitation: it has no reward)."""
+        cfg = self.cfg
+        lr = cfg.il_lr if stage == "il" else cfg.sim_lr
+        eps = epsilon(cfg.il_eps_start, cfg.il_eps_end, index, episodes) if stage == "il" else \
+            epsilon(cfg.sim_eps_start, cfg.sim_eps_end, index, episodes)
+        for opt in self.opt.values():
+            for group in opt.param_groups:
+                group["lr"] = lr
+        parts = self._parts()
+        rec, value = self._rollout(parts, eps)
+        advantage = None if stage == "il" or value == math.inf else self.baseline.advantage(value)
+        if rec.ops and (stage == "il" or advantage is not None):
+            for opt in self.opt.values():
+                opt.zero_grad()
+            self._loss(rec, parts, stage, advantage).backward()
+            for opt in self.opt.values():
+                opt.step()
+        self.done[stage] = index + 1
+        return value
+
+    def run(self, stages: tuple[str, ...], episodes: int, deadline: float = math.inf,
+            progress: Callable[[str, int, float], None] | None = None,
+            checkpoint: Callable[[], None] | None = None, checkpoint_every: int = 0,
+            stop: Callable[[], bool] = lambda: False) -> None:
+        """Train ``episodes`` episodes of each stage in order (continuing from :attr:`done`), until
+        ``deadline`` (``time.perf_counter()``) or ``stop()``: each stage left gets an equal share of
+        the time left. Evaluates greedily every ``eval_every`` episodes and at each stage's end;
+        calls ``progress(stage, episodes done, best makespan)`` after each episode and
+        ``checkpoint()`` every ``checkpoint_every`` episodes."""
+        for k, stage in enumerate(stages):
+            now = time.perf_counter()
+            if now >= deadline or stop():
+                return
+            stage_deadline = now + (deadline - now) / (len(stages) - k)
+            while self.done[stage] < episodes and time.perf_counter() + self.seconds < stage_deadline and not stop():
+                i = self.done[stage]
+                started = time.perf_counter()
+                self.episode(stage, i, episodes)
+                self.seconds = time.perf_counter() - started
+                if (i + 1) % self.cfg.eval_every == 0 or i + 1 == episodes:
+                    self.evaluate()
+                if progress is not None:
+                    progress(stage, i + 1, self.best_makespan)
+                if checkpoint is not None and checkpoint_every and (i + 1) % checkpoint_every == 0:
+                    checkpoint()
+            if self.done[stage] < episodes and time.perf_counter() + self.seconds < deadline and not stop():
+                self.evaluate()  # the stage's share is spent, not the time limit: keep what it learnt
+
+    # ------------------------------------------------------------- files
+    def checkpoint(self, stages: tuple[str, ...], episodes: int) -> dict[str, Any]:
+        """The checkpoint data (:mod:`mapsched.learned.reinforce`): the best policy by evaluation,
+        and the state to resume from."""
+        p = self.p
+        return {
+            "method": "doppler", "config": asdict(self.cfg), "devices": p.m,
+            "policy": self.best_policy or {"sel": _state(self.sel), "plc": _state(self.plc)},
+            "eval_makespan": self.eval_makespan, "best_makespan": self.best_makespan,
+            "best_assignment": self.best_assignment, "problem": {"tasks": p.n, "edges": p.E},
+            "resume": {"sel": _state(self.sel), "plc": _state(self.plc),
+                       "opt_sel": self.opt["sel"].state_dict(), "opt_plc": self.opt["plc"].state_dict(),
+                       "rng": json.dumps(self.rng.bit_generator.state), "baseline": self.baseline.state(),
+                       "done": dict(self.done), "stages": list(stages), "episodes": episodes, "seed": self.seed,
+                       "rollouts": self.rollouts},
+        }
+
+    @classmethod
+    def from_checkpoint(cls, problem: Problem, data: dict[str, Any], seed: int, resume: bool = False,
+                        flag: str = "--policy") -> Trainer:
+        """A trainer holding a checkpoint's best policy (``resume``: its last state, optimisers,
+        generator and counters, to continue training), refusing a damaged file in one line."""
+        try:
+            cfg = Config(**data["config"])
+            state = data["resume"] if resume else data["policy"]
+            t = cls(problem, cfg, state["seed"] if resume else seed)
+            t.sel.load_state_dict(state["sel"])
+            t.plc.load_state_dict(state["plc"])
+            if resume:
+                if data["problem"] != {"tasks": problem.n, "edges": problem.E}:
+                    was = data["problem"]
+                    raise OptionError(f"--resume: the checkpoint was trained on a problem of {was['tasks']} tasks "
+                                      f"and {was['edges']} edges, not this one; resume on the same problem, or "
+                                      "start a new file")
+                t.opt["sel"].load_state_dict(state["opt_sel"])
+                t.opt["plc"].load_state_dict(state["opt_plc"])
+                t.rng.bit_generator.state = json.loads(state["rng"])
+                t.baseline = Baseline(**state["baseline"])
+                t.done.update(state["done"])
+                t.rollouts = state["rollouts"]
+                t.best_policy = data["policy"]
+                t.eval_makespan = data["eval_makespan"]
+                t.best_makespan = data["best_makespan"]
+                t.best_assignment = data["best_assignment"]
+        except OptionError:
+            raise
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise OptionError(f"{flag}: the policy file is damaged ({first_line(exc)}); train it again") from None
+        return t
+
+
+def _fallback(p: Problem, env: _Env) -> tuple[list[int] | None, str]:
+    """The Critical Path rule's assignment, for when no rollout finished (time limit, or memory and
+    links leaving an op no device); dead-ended too, the feasibility repair finishes it."""
+    rec = env.teacher()
+    if rec.assignment is not None:
+        return rec.assignment, "no rollout of the policy finished; Critical Path's assignment"
+    from ..heuristics.common import repair_placement
+
+    owner = np.full(p.n, -1, dtype=np.int64)
+    owner[rec.ops] = rec.devices
+    s = repair_placement(p, owner)
+    return s.mapping(), "no rollout finished and Critical Path dead-ended; the feasibility repair's assignment"
+
+
+def solve_doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None, stages: str, hidden: int,
+                  rounds: int) -> Schedule:
+    """The ``doppler`` method (registered in :mod:`mapsched.learned`): see its option help."""
+    p = problem
+    names = parse_stages(stages)
+    deadline = time.perf_counter() + ctx.remaining()
+    seed = int(ctx.rng.integers(2**31 - 1))
+    with one_thread():
+        if policy:
+            trainer = Trainer.from_checkpoint(p, load_checkpoint(policy, "doppler", p.m), seed)
+        else:
+            trainer = Trainer(p, Config(hidden=hidden, rounds=rounds), seed)
+        count = episodes if episodes is not None else (0 if policy else DEFAULT_EPISODES)
+        if time.perf_counter() < deadline:
+            trainer.evaluate()
+            if trainer.best_makespan < math.inf:
+                ctx.improved(trainer.best_makespan)
+
+        def progress(stage: str, done: int, best: float) -> None:
+            if best < math.inf:
+                ctx.improved(best)
+
+        trainer.run(names, count, deadline, progress, stop=lambda: ctx.remaining() <= 0)
+    assignment, note = trainer.best_assignment, None
+    if assignment is None:
+        assignment, note = _fallback(p, trainer.env)
+    try:
+        s = simulate(p, assignment if isinstance(assignment, dict) else np.asarray(assignment), method="doppler")
+    except InfeasibleError as exc:  # cannot happen: every device was checked before being offered
+        raise InfeasibleError(f"doppler: {exc}") from None
+    trained = ", ".join(f"{trainer.done[stage]} {stage}" for stage in names)
+    s.log += (f"doppler: {trainer.rollouts} rollouts ({trained} episodes"
+              f"{', from ' + policy if policy else ''}); greedy policy {trainer.eval_makespan:.6g}, "
+              f"best assignment {s.makespan:.6g}\n" + (f"{note}\n" if note else ""))
+    return s
+
+
+DEFAULT_EPISODES = 100
+"""Episodes per stage of ``doppler`` without a policy (the paper trains 2,000 to 4,000)."""
