@@ -443,8 +443,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     check_output(args.output)
     objective = Objective("throughput", args.batch) if args.batch > 1 else Objective()
-    if args.kind == "random-dag":
-        p = generators.random_dag(args.tasks, args.devices, args.seed, objective=objective)
+    if args.kind == "giph":
+        if args.batch > 1:
+            raise OptionError("--batch: GiPH's workloads are latency problems (one input); leave --batch at 1")
+        p = _giph(args)
+    elif args.kind == "random-dag":
+        p = generators.random_dag(args.tasks or 1000, args.devices or 4, args.seed, objective=objective)
     elif args.kind in ("vgg", "resnet", "inception", "transformer"):
         p = getattr(generators, args.kind)(platform=generators.platform(args.system), objective=objective,
                                            seed=args.seed)
@@ -457,7 +461,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         if args.batch > 1:
             raise OptionError(f"--batch: {args.kind} is one forward pass (latency), its batch inside the op shapes")
         system = generators.platform(args.system) if args.system != "cpu-t4-a100" else None
-        p = getattr(generators, args.kind.replace("-", "_"))(args.devices, platform=system, seed=args.seed)
+        p = getattr(generators, args.kind.replace("-", "_"))(args.devices or 4, platform=system, seed=args.seed)
     elif args.kind == "gpt3":
         system = generators.platform(args.system) if args.system != "cpu-t4-a100" else None
         p = generators.gpt3(args.layers, platform=system, objective=objective, seed=args.seed)
@@ -467,6 +471,42 @@ def cmd_generate(args: argparse.Namespace) -> int:
     p.write(args.output)
     print(f"wrote {p!r} to {args.output}")
     return 0
+
+
+def _giph(args: argparse.Namespace) -> Any:
+    """``generate giph``: one graph on one network, or case ``--case`` of an experiment set."""
+    from .generators import giph
+
+    if args.experiment is None:
+        graph = giph.giph_graph(args.tasks or 10, args.alpha, args.conn_prob, args.seed)
+        seed = args.seed if args.network_seed is None else args.network_seed
+        return giph.giph_problem(graph, giph.giph_network(args.devices or 20, seed, type_prob=args.type_prob))
+    if args.experiment == "adapt":
+        nets, _, graphs = giph.giph_adapt()
+        total = len(graphs) * len(nets)
+        if args.case >= total:
+            raise OptionError(f"--case: adapt has {total} cases (graph x network version, graph-major); "
+                              f"give 0..{total - 1}")
+        g, k = divmod(args.case, len(nets))
+        return giph.giph_problem(graphs[g], nets[k], name=f"giph-adapt-g{g}-v{k}")
+    exp = giph.giph_experiment(args.experiment)
+    graphs, nets = exp.specs(args.split, "graphs"), exp.specs(args.split, "networks")
+    total = len(graphs) * len(nets)
+    if args.case >= total:
+        raise OptionError(f"--case: {args.experiment} {args.split} has {total} cases (graph x network, "
+                          f"graph-major); give 0..{total - 1}")
+    g, k = divmod(args.case, len(nets))
+    return giph.giph_problem(giph.giph_graph(**graphs[g]), giph.giph_network(**nets[k]))
+
+
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text!r}")
+    return value
 
 
 def _harness() -> Any:
@@ -714,7 +754,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("generate", help="write a seeded synthetic problem (mapsched.problem/1)")
     g.add_argument("kind", choices=("stack", "random-dag", "vgg", "resnet", "inception", "transformer", "gpt3",
-                                    "transformer-train", *DOPPLER_KINDS))
+                                    "transformer-train", *DOPPLER_KINDS, "giph"))
     g.add_argument("-o", "--output", required=True)
     g.add_argument("--seed", type=_count(0), default=0)
     g.add_argument("--batch", type=_count(1), default=1, help="inputs L; above 1 the objective is throughput")
@@ -725,10 +765,22 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--graph", choices=("er", "ws", "ba"), default="er", help="stack: random graph model")
     g.add_argument("--system", default="cpu-t4-a100", help="system preset (gpt3: multi-node unless given)")
     g.add_argument("--layers", type=_count(1), default=12, help="gpt3, transformer-train: decoder layers")
-    g.add_argument("--tasks", type=_count(1), default=1000, help="random-dag: tasks")
-    g.add_argument("--devices", type=_count(1), default=4,
-                   help="random-dag: devices; chainmm, ffnn, llama-block, llama-layer: the GPUs they are sharded over "
-                        "(identical GPUs unless --system)")
+    g.add_argument("--tasks", type=_count(1), default=None,
+                   help="random-dag: tasks (default 1000); giph: GiPH's size knob v (default 10; alpha 0.3 gives "
+                        "about 2v tasks)")
+    g.add_argument("--devices", type=_count(1), default=None,
+                   help="random-dag: devices (default 4); chainmm, ffnn, llama-block, llama-layer: the GPUs they are "
+                        "sharded over (identical GPUs unless --system; default 4); giph: devices (default 20)")
+    g.add_argument("--alpha", type=_positive_float, default=0.3, help="giph: graph shape (0.1 deep .. 0.3 wider)")
+    g.add_argument("--conn-prob", type=_probability, default=0.1, help="giph: edge probability to earlier levels")
+    g.add_argument("--type-prob", type=_probability, default=0.2,
+                   help="giph: probability that a device supports each of the 5 hardware types")
+    g.add_argument("--network-seed", type=_count(0), default=None, help="giph: the network's seed (default --seed)")
+    g.add_argument("--experiment", choices=("single", "multi", "multi-diff", "adapt"),
+                   help="giph: write case --case of GiPH's experiment set (graph x network, graph-major); the "
+                        "size and shape options are then the set's")
+    g.add_argument("--split", choices=("train", "test"), default="test", help="giph --experiment: which split")
+    g.add_argument("--case", type=_count(0), default=0, help="giph --experiment: the case's index")
 
     bn = sub.add_parser("bench", help="run a benchmark suite (resumable) and print its tables")
     bn.add_argument("suite")
