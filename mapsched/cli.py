@@ -300,7 +300,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     check_output(args.output, [args.problem, args.schedule])
     problem = load_problem(args.problem)
     schedule = Schedule.read(args.schedule)
-    result = simulate(problem, schedule.mapping(), args.noise, args.seed,
+    result = simulate(problem, schedule.mapping(), args.noise, args.seed, args.noise_model,
                       method=f"simulate: {schedule.method or 'schedule'}", lower_bound=schedule.lower_bound)
     result.write(args.output)
     print(f"static makespan {_fmt(schedule.makespan, 6)} ms, work-conserving {_fmt(result.makespan, 6)} ms"
@@ -723,7 +723,10 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("schedule")
     sm.add_argument("-o", "--output", required=True, help="schedule file to write")
     sm.add_argument("--noise", type=_noise, default=0.0,
-                    help="lognormal sigma on task durations (mean 1; default 0: the latencies as given)")
+                    help="lognormal sigma on task durations (mean 1; default 0: the latencies as given); with "
+                         "--noise-model giph, the fraction s of GiPH's noise (its experiments: 0.2)")
+    sm.add_argument("--noise-model", choices=("lognormal", "giph"), default="lognormal",
+                    help="giph: durations U(w(1-s), w(1+s)), transfers normal(c, s c) clipped to c(1 +- s)")
     sm.add_argument("--seed", type=_count(0), default=0, help="seed of the noise")
 
     cv = sub.add_parser("convert", help="write the problem of another tool's graph file (DOPPLER's)",

@@ -168,3 +168,25 @@ def test_slr_and_solves_validate():
     s = solve(p, "heft", seed=0)
     assert validate(p, s) == []
     assert slr(p, s) == pytest.approx(s.makespan / critical_path_bound(p)) and slr(p, s) >= 1
+
+
+def test_simulate_giph_noise(tmp_path, capsys):
+    from mapsched.simulate import simulate
+
+    p = giph_problem(giph_graph(10, 0.3, 0.1, 2), giph_network(20, 1))
+    mapping = solve(p, "heft", seed=0).mapping()
+    base = simulate(p, mapping)
+    assert validate(p, base) == []
+    a = simulate(p, mapping, 0.2, 5, "giph")
+    assert a.makespan == simulate(p, mapping, 0.2, 5, "giph").makespan != base.makespan
+    for j in a.jobs:  # every duration within +-20% of its latency
+        w = p.dur[p.task_index[j.task], p.device_index[j.device]]
+        assert 0.8 * w - 1e-9 <= j.end - j.start <= 1.2 * w + 1e-9
+    from mapsched.errors import OptionError
+    with pytest.raises(OptionError, match="at most 1"):
+        simulate(p, mapping, 1.5, 0, "giph")
+    sched, out = tmp_path / "s.json", tmp_path / "o.json"
+    prob = tmp_path / "p.json"
+    p.write(str(prob))
+    solve(p, "heft", seed=0).write(str(sched))
+    assert main(["simulate", str(prob), str(sched), "--noise", "0.2", "--noise-model", "giph", "-o", str(out)]) == 0
