@@ -427,6 +427,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(bench.results_table(rows, methods, "throughput" if objective == "throughput" else "makespan"))
     if any("simulated" in r for r in rows):
         print("\n" + bench.results_table(rows, methods, "simulated"))
+    if any("slr_simulated" in r for r in rows):
+        print("\n" + bench.results_table(rows, methods, "slr_simulated"))
     if "exact" in methods and "split" in methods:
         print("\n" + bench.runtime_table(rows))
     try:
@@ -478,9 +480,8 @@ def _giph(args: argparse.Namespace) -> Any:
     from .generators import giph
 
     if args.experiment is None:
-        graph = giph.giph_graph(args.tasks or 10, args.alpha, args.conn_prob, args.seed)
-        seed = args.seed if args.network_seed is None else args.network_seed
-        return giph.giph_problem(graph, giph.giph_network(args.devices or 20, seed, type_prob=args.type_prob))
+        return giph.giph_instance(args.tasks or 10, args.alpha, args.conn_prob, args.seed, args.devices or 20,
+                                  args.network_seed, args.type_prob)
     if args.experiment == "adapt":
         nets, _, graphs = giph.giph_adapt()
         total = len(graphs) * len(nets)

@@ -190,3 +190,43 @@ def test_simulate_giph_noise(tmp_path, capsys):
     p.write(str(prob))
     solve(p, "heft", seed=0).write(str(sched))
     assert main(["simulate", str(prob), str(sched), "--noise", "0.2", "--noise-model", "giph", "-o", str(out)]) == 0
+
+
+def test_baselines_validate_and_are_deterministic():
+    from mapsched.simulate import simulate
+
+    p = giph_problem(giph_graph(10, 0.2, 0.1, 3), giph_network(20, 2))
+    heft = solve(p, "heft", seed=0)
+    runs = {"heft": simulate(p, heft.mapping())}
+    for method, opts in (("random", dict(samples=0, evaluator="simulate")), ("random-eft", {})):
+        r = solve(p, method, seed=0, **opts)
+        assert validate(p, r) == [], method
+        assert r.makespan == solve(p, method, seed=0, **opts).makespan  # ctx.rng only
+        assert r.makespan == pytest.approx(simulate(p, r.mapping()).makespan)  # scored by the runtime model
+        assert slr(p, r) >= 1
+        runs[method] = r
+    assert validate(p, runs["heft"]) == []
+    # random-eft starts from a random mapping and keeps the best run: never above its own start,
+    # and on this instance below the best of 2|V| random samples
+    assert runs["random-eft"].makespan < runs["random"].makespan
+    from mapsched.errors import OptionError
+    from mapsched.instances import load
+    with pytest.raises(OptionError):
+        solve(p, "random", evaluator="exhaustive")
+    assert load("topcuoglu2002").n == 10
+
+
+def test_bench_rows_and_slr_table(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mapsched.bench import Case, Suite, results_table, run_suite
+    from mapsched.generators.giph import giph_instance
+
+    suite = Suite("g", (Case("g0", giph_instance, {"seed": 0, "network_seed": 1}),), ("heft", "random-eft"), 5.0)
+    with ThreadPoolExecutor(1) as pool:
+        rows = run_suite(suite, str(tmp_path / "r.jsonl"), executor=pool)
+    for r in rows:
+        assert r["slr"] == pytest.approx(r["makespan"] / r["critical_path"])
+        assert r["slr_simulated"] == pytest.approx(r["simulated"] / r["critical_path"])
+    table = results_table(rows, suite.methods, "slr_simulated")
+    assert "GiPH's metric" in table and table.splitlines()[0] == "| instance | heft | random-eft | bound |"

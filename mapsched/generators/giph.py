@@ -52,7 +52,7 @@ from ..problem import Device, Edge, Link, Problem, System, Task
 
 __all__ = [
     "GIPH_SETS", "GiphChange", "GiphExperiment", "GiphGraph", "GiphNetwork", "giph_adapt", "giph_experiment",
-    "giph_graph", "giph_network", "giph_problem",
+    "giph_graph", "giph_instance", "giph_network", "giph_problem",
 ]
 
 
@@ -260,6 +260,15 @@ def giph_problem(graph: GiphGraph, network: GiphNetwork, name: str | None = None
         name = (f"giph-v{gp.get('v')}-a{gp.get('alpha')}-p{gp.get('conn_prob')}-s{gp.get('seed')}"
                 f"-m{np_.get('m')}-s{np_.get('seed')}")
     return Problem(tasks, edges, system, name=name)
+
+
+def giph_instance(v: int = 10, alpha: float = 0.3, conn_prob: float = 0.1, seed: int = 0, m: int = 20,
+                  network_seed: int | None = None, type_prob: float = 0.2) -> Problem:
+    """``giph_problem(giph_graph(v, alpha, conn_prob, seed), giph_network(m, network_seed,
+    type_prob=type_prob))`` with the paper's other defaults (``network_seed`` defaults to
+    ``seed``): a one-call recipe for benchmark cases and the command line."""
+    net = giph_network(m, seed if network_seed is None else network_seed, type_prob=type_prob)
+    return giph_problem(giph_graph(v, alpha, conn_prob, seed), net)
 
 
 # ---------------------------------------------------------------- experiment sets (parameters/*.txt)
