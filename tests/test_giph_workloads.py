@@ -230,3 +230,12 @@ def test_bench_rows_and_slr_table(tmp_path):
         assert r["slr_simulated"] == pytest.approx(r["simulated"] / r["critical_path"])
     table = results_table(rows, suite.methods, "slr_simulated")
     assert "GiPH's metric" in table and table.splitlines()[0] == "| instance | heft | random-eft | bound |"
+
+
+def test_giph_suite_builds():
+    from mapsched.suites import SUITES
+
+    suite = SUITES["giph"]
+    assert len(suite.cases) == 12 and "random-eft" in suite.methods
+    sizes = [case.build().n for case in suite.cases]
+    assert min(sizes) >= 11 and max(sizes) <= 49
