@@ -239,3 +239,19 @@ def test_giph_suite_builds():
     assert len(suite.cases) == 12 and "random-eft" in suite.methods
     sizes = [case.build().n for case in suite.cases]
     assert min(sizes) >= 11 and max(sizes) <= 49
+
+
+def test_baselines_with_giph_noise():
+    from mapsched.errors import OptionError
+    from mapsched.simulate import simulate
+
+    p = giph_problem(giph_graph(10, 0.3, 0.2, 4), giph_network(20, 3))
+    for method, opts in (("random", dict(samples=0, evaluator="simulate", noise=0.2)), ("random-eft", {"noise": 0.2})):
+        r = solve(p, method, seed=1, **opts)
+        assert validate(p, r) == [], method  # the noiseless run of the best noisy mapping
+        assert r.makespan == pytest.approx(simulate(p, r.mapping()).makespan)
+        assert r.makespan == solve(p, method, seed=1, **opts).makespan
+    with pytest.raises(OptionError, match="--noise"):
+        solve(p, "random", noise=0.2)
+    with pytest.raises(OptionError, match="at most 1"):
+        solve(p, "random-eft", noise=2.0)
