@@ -255,3 +255,17 @@ def test_baselines_with_giph_noise():
         solve(p, "random", noise=0.2)
     with pytest.raises(OptionError, match="at most 1"):
         solve(p, "random-eft", noise=2.0)
+
+
+def test_initial_placement_matches_public_code():
+    from mapsched.generators import giph_initial
+    from mapsched.simulate import simulate
+
+    g, net = giph_graph(10, 0.3, 0.1, 0), giph_network(20, 1)
+    m = giph_initial(g, net)  # PlacementEnv.random_mapping(..., seed=20) of the public code
+    assert list(m.values())[:8] == ["d16", "d9", "d13", "d11", "d5", "d10", "d16", "d2"]
+    p = giph_problem(g, net)
+    start = simulate(p, m)
+    assert validate(p, start) == []
+    r = solve(p, "cp-search", seed=0, initial=m)
+    assert validate(p, r) == [] and r.makespan <= start.makespan + 1e-9

@@ -12,6 +12,7 @@ from .giph import (
     giph_adapt,
     giph_experiment,
     giph_graph,
+    giph_initial,
     giph_instance,
     giph_network,
     giph_problem,
@@ -23,8 +24,8 @@ from .training import transformer_train
 
 __all__ = [
     "GIPH_SETS", "SYSTEMS", "DeviceProfile", "GiphChange", "GiphExperiment", "GiphGraph", "GiphNetwork", "Platform",
-    "chainmm", "cpu_t4_a100", "ffnn", "giph_adapt", "giph_experiment", "giph_graph", "giph_instance", "giph_network",
-    "giph_problem", "gpt3", "gpu_server", "identical_gpus",
+    "chainmm", "cpu_t4_a100", "ffnn", "giph_adapt", "giph_experiment", "giph_graph", "giph_initial", "giph_instance",
+    "giph_network", "giph_problem", "gpt3", "gpu_server", "identical_gpus",
     "inception", "llama_block", "llama_layer", "module_graph", "multi_node", "platform", "random_dag",
     "random_wired", "resnet", "stack", "transformer", "transformer_train", "vgg",
 ]

@@ -52,7 +52,7 @@ from ..problem import Device, Edge, Link, Problem, System, Task
 
 __all__ = [
     "GIPH_SETS", "GiphChange", "GiphExperiment", "GiphGraph", "GiphNetwork", "giph_adapt", "giph_experiment",
-    "giph_graph", "giph_instance", "giph_network", "giph_problem",
+    "giph_graph", "giph_initial", "giph_instance", "giph_network", "giph_problem",
 ]
 
 
@@ -260,6 +260,28 @@ def giph_problem(graph: GiphGraph, network: GiphNetwork, name: str | None = None
         name = (f"giph-v{gp.get('v')}-a{gp.get('alpha')}-p{gp.get('conn_prob')}-s{gp.get('seed')}"
                 f"-m{np_.get('m')}-s{np_.get('seed')}")
     return Problem(tasks, edges, system, name=name)
+
+
+def giph_initial(graph: GiphGraph, network: GiphNetwork, seed: int = 20) -> dict[str, str]:
+    """GiPH's starting placement (``PlacementEnv.random_mapping``; its tests use seed 20 for
+    every search method): each task on a uniformly drawn device supporting its type, from
+    ``RandomState(seed)``. A mapping for ``solve(..., initial=...)`` and ``simulate``.
+
+    Examples
+    --------
+    >>> g, net = giph_graph(10, 0.3, 0.1, seed=0), giph_network(20, seed=1)
+    >>> m = giph_initial(g, net)
+    >>> len(m), m["t0"]
+    (21, 'd16')
+    """
+    rs = np.random.RandomState(seed)
+    out = {}
+    for i in range(graph.n):
+        ks = [k for k in range(network.m) if int(graph.types[i]) in network.types[k]]
+        if not ks:
+            raise ValueError(f"task t{i} needs hardware type {int(graph.types[i])}, which no device supports")
+        out[f"t{i}"] = f"d{int(rs.choice(ks))}"
+    return out
 
 
 def giph_instance(v: int = 10, alpha: float = 0.3, conn_prob: float = 0.1, seed: int = 0, m: int = 20,
