@@ -91,9 +91,12 @@ def _run_one(case: Case, method: str, time_limit: float, options: dict[str, Any]
     row |= {"makespan": r.makespan, "throughput": r.throughput, "lower_bound": r.lower_bound,
             "status": r.status, "seconds": r.solve_seconds, "history": r.history}
     if p.objective.kind == "latency":  # the same mapping under the work-conserving runtime model
+        from .bounds import critical_path_bound
         from .simulate import simulate
 
+        cp = critical_path_bound(p)
         row["simulated"] = simulate(p, r.mapping()).makespan
+        row |= {"critical_path": cp, "slr": r.makespan / cp, "slr_simulated": row["simulated"] / cp}
     return row
 
 
@@ -165,8 +168,10 @@ def _best_bounds(rows: Iterable[dict[str, Any]]) -> dict[str, float]:
 def results_table(rows: Sequence[dict[str, Any]], methods: Sequence[str] | None = None,
                   objective: str = "makespan") -> str:
     """Markdown table: makespan (or throughput, or ``simulated``: the makespan of each result's
-    mapping under the work-conserving runtime model of :mod:`mapsched.simulate`) per instance
-    and method, best in bold, second best in italics, the best bound and each cell's gap to it."""
+    mapping under the work-conserving runtime model of :mod:`mapsched.simulate`, or ``slr`` and
+    ``slr_simulated``: those makespans over :func:`mapsched.bounds.critical_path_bound`, GiPH's
+    metric) per instance and method, best in bold, second best in italics, the best bound
+    (for SLR, over the critical path too) and each cell's gap to it."""
     methods = [m for m in (methods or dict.fromkeys(r["method"] for r in rows)) if m != BOUND]
     bounds = _best_bounds(rows)
     cell: dict[tuple[str, str], dict[str, Any]] = {(r["instance"], r["method"]): r for r in rows}
@@ -185,7 +190,7 @@ def results_table(rows: Sequence[dict[str, Any]], methods: Sequence[str] | None 
                 out.append("-" if (inst, m) not in cell else "fail")
                 continue
             text = f"{v:.4g}"
-            span = cell[inst, m].get("simulated" if objective == "simulated" else "makespan")
+            span = cell[inst, m].get("simulated" if objective in ("simulated", "slr_simulated") else "makespan")
             if b is not None and span:
                 text += f" ({100 * (span - b) / span:.0f}%)"
             if ranked and v == ranked[0]:
@@ -194,11 +199,16 @@ def results_table(rows: Sequence[dict[str, Any]], methods: Sequence[str] | None 
                 text = f"*{text}*"
             out.append(text)
         inputs = next(r["inputs"] for (i, _), r in cell.items() if i == inst)
+        cp = next((r["critical_path"] for (i, _), r in cell.items() if i == inst and r.get("critical_path")), None)
+        if objective.startswith("slr"):
+            b = None if b is None or cp is None else b / cp
         bound = "-" if b is None else (f"{1000 * inputs / b:.4g}" if higher else f"{b:.4g}")
         lines.append(f"| {inst} | " + " | ".join(out) + f" | {bound} |")
     lines.append("")
-    what = "makespan of each mapping run by the work-conserving runtime model" if objective == "simulated" \
-        else objective
+    what = {"simulated": "makespan of each mapping run by the work-conserving runtime model",
+            "slr": "SLR: makespan / critical-path bound",
+            "slr_simulated": "SLR of each mapping run by the work-conserving runtime model (makespan / critical-path "
+                             "bound, GiPH's metric)"}.get(objective, objective)
     lines.append(f"{what}; in brackets the gap of each makespan to the best proved lower bound "
                  "(the bound column; for throughput, the upper bound it implies). Best in bold, second in italics.")
     return "\n".join(lines)

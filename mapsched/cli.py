@@ -300,7 +300,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     check_output(args.output, [args.problem, args.schedule])
     problem = load_problem(args.problem)
     schedule = Schedule.read(args.schedule)
-    result = simulate(problem, schedule.mapping(), args.noise, args.seed,
+    result = simulate(problem, schedule.mapping(), args.noise, args.seed, args.noise_model,
                       method=f"simulate: {schedule.method or 'schedule'}", lower_bound=schedule.lower_bound)
     result.write(args.output)
     print(f"static makespan {_fmt(schedule.makespan, 6)} ms, work-conserving {_fmt(result.makespan, 6)} ms"
@@ -427,6 +427,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(bench.results_table(rows, methods, "throughput" if objective == "throughput" else "makespan"))
     if any("simulated" in r for r in rows):
         print("\n" + bench.results_table(rows, methods, "simulated"))
+    if any("slr_simulated" in r for r in rows):
+        print("\n" + bench.results_table(rows, methods, "slr_simulated"))
     if "exact" in methods and "split" in methods:
         print("\n" + bench.runtime_table(rows))
     try:
@@ -443,8 +445,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     check_output(args.output)
     objective = Objective("throughput", args.batch) if args.batch > 1 else Objective()
-    if args.kind == "random-dag":
-        p = generators.random_dag(args.tasks, args.devices, args.seed, objective=objective)
+    if args.kind == "giph":
+        if args.batch > 1:
+            raise OptionError("--batch: GiPH's workloads are latency problems (one input); leave --batch at 1")
+        p = _giph(args)
+    elif args.kind == "random-dag":
+        p = generators.random_dag(args.tasks or 1000, args.devices or 4, args.seed, objective=objective)
     elif args.kind in ("vgg", "resnet", "inception", "transformer"):
         p = getattr(generators, args.kind)(platform=generators.platform(args.system), objective=objective,
                                            seed=args.seed)
@@ -457,7 +463,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         if args.batch > 1:
             raise OptionError(f"--batch: {args.kind} is one forward pass (latency), its batch inside the op shapes")
         system = generators.platform(args.system) if args.system != "cpu-t4-a100" else None
-        p = getattr(generators, args.kind.replace("-", "_"))(args.devices, platform=system, seed=args.seed)
+        p = getattr(generators, args.kind.replace("-", "_"))(args.devices or 4, platform=system, seed=args.seed)
     elif args.kind == "gpt3":
         system = generators.platform(args.system) if args.system != "cpu-t4-a100" else None
         p = generators.gpt3(args.layers, platform=system, objective=objective, seed=args.seed)
@@ -511,6 +517,41 @@ def cmd_train(args: argparse.Namespace) -> int:
           f"greedy policy {_fmt(trainer.eval_makespan, 6)} ms, best assignment seen {_fmt(trainer.best_makespan, 6)} "
           f"ms; wrote {args.output}")
     return 130 if stopped else 0
+
+
+def _giph(args: argparse.Namespace) -> Any:
+    """``generate giph``: one graph on one network, or case ``--case`` of an experiment set."""
+    from .generators import giph
+
+    if args.experiment is None:
+        return giph.giph_instance(args.tasks or 10, args.alpha, args.conn_prob, args.seed, args.devices or 20,
+                                  args.network_seed, args.type_prob)
+    if args.experiment == "adapt":
+        nets, _, graphs = giph.giph_adapt()
+        total = len(graphs) * len(nets)
+        if args.case >= total:
+            raise OptionError(f"--case: adapt has {total} cases (graph x network version, graph-major); "
+                              f"give 0..{total - 1}")
+        g, k = divmod(args.case, len(nets))
+        return giph.giph_problem(graphs[g], nets[k], name=f"giph-adapt-g{g}-v{k}")
+    exp = giph.giph_experiment(args.experiment)
+    graphs, nets = exp.specs(args.split, "graphs"), exp.specs(args.split, "networks")
+    total = len(graphs) * len(nets)
+    if args.case >= total:
+        raise OptionError(f"--case: {args.experiment} {args.split} has {total} cases (graph x network, "
+                          f"graph-major); give 0..{total - 1}")
+    g, k = divmod(args.case, len(nets))
+    return giph.giph_problem(giph.giph_graph(**graphs[g]), giph.giph_network(**nets[k]))
+
+
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text!r}")
+    return value
 
 
 def _harness() -> Any:
@@ -727,7 +768,10 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("schedule")
     sm.add_argument("-o", "--output", required=True, help="schedule file to write")
     sm.add_argument("--noise", type=_noise, default=0.0,
-                    help="lognormal sigma on task durations (mean 1; default 0: the latencies as given)")
+                    help="lognormal sigma on task durations (mean 1; default 0: the latencies as given); with "
+                         "--noise-model giph, the fraction s of GiPH's noise (its experiments: 0.2)")
+    sm.add_argument("--noise-model", choices=("lognormal", "giph"), default="lognormal",
+                    help="giph: durations U(w(1-s), w(1+s)), transfers normal(c, s c) clipped to c(1 +- s)")
     sm.add_argument("--seed", type=_count(0), default=0, help="seed of the noise")
 
     cv = sub.add_parser("convert", help="write the problem of another tool's graph file (DOPPLER's)",
@@ -758,7 +802,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("generate", help="write a seeded synthetic problem (mapsched.problem/1)")
     g.add_argument("kind", choices=("stack", "random-dag", "vgg", "resnet", "inception", "transformer", "gpt3",
-                                    "transformer-train", *DOPPLER_KINDS))
+                                    "transformer-train", *DOPPLER_KINDS, "giph"))
     g.add_argument("-o", "--output", required=True)
     g.add_argument("--seed", type=_count(0), default=0)
     g.add_argument("--batch", type=_count(1), default=1, help="inputs L; above 1 the objective is throughput")
@@ -769,10 +813,22 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--graph", choices=("er", "ws", "ba"), default="er", help="stack: random graph model")
     g.add_argument("--system", default="cpu-t4-a100", help="system preset (gpt3: multi-node unless given)")
     g.add_argument("--layers", type=_count(1), default=12, help="gpt3, transformer-train: decoder layers")
-    g.add_argument("--tasks", type=_count(1), default=1000, help="random-dag: tasks")
-    g.add_argument("--devices", type=_count(1), default=4,
-                   help="random-dag: devices; chainmm, ffnn, llama-block, llama-layer: the GPUs they are sharded over "
-                        "(identical GPUs unless --system)")
+    g.add_argument("--tasks", type=_count(1), default=None,
+                   help="random-dag: tasks (default 1000); giph: GiPH's size knob v (default 10; alpha 0.3 gives "
+                        "about 2v tasks)")
+    g.add_argument("--devices", type=_count(1), default=None,
+                   help="random-dag: devices (default 4); chainmm, ffnn, llama-block, llama-layer: the GPUs they are "
+                        "sharded over (identical GPUs unless --system; default 4); giph: devices (default 20)")
+    g.add_argument("--alpha", type=_positive_float, default=0.3, help="giph: graph shape (0.1 deep .. 0.3 wider)")
+    g.add_argument("--conn-prob", type=_probability, default=0.1, help="giph: edge probability to earlier levels")
+    g.add_argument("--type-prob", type=_probability, default=0.2,
+                   help="giph: probability that a device supports each of the 5 hardware types")
+    g.add_argument("--network-seed", type=_count(0), default=None, help="giph: the network's seed (default --seed)")
+    g.add_argument("--experiment", choices=("single", "multi", "multi-diff", "adapt"),
+                   help="giph: write case --case of GiPH's experiment set (graph x network, graph-major); the "
+                        "size and shape options are then the set's")
+    g.add_argument("--split", choices=("train", "test"), default="test", help="giph --experiment: which split")
+    g.add_argument("--case", type=_count(0), default=0, help="giph --experiment: the case's index")
 
     bn = sub.add_parser("bench", help="run a benchmark suite (resumable) and print its tables")
     bn.add_argument("suite")

@@ -78,6 +78,7 @@ def simulate(
     mapping: Any,
     noise: float = 0.0,
     rng: np.random.Generator | int | None = None,
+    noise_model: str = "lognormal",
     **kwargs: Any,
 ) -> Schedule:
     """Run a mapping under the work-conserving runtime model (module docstring).
@@ -97,6 +98,11 @@ def simulate(
         and its makespan, not one the validator accepts (rule 2 checks durations).
     rng : numpy.random.Generator or int, optional
         The source of the noise (a seed is accepted); default seed 0.
+    noise_model : str
+        ``"lognormal"`` (above) or ``"giph"``, GiPH's simulator (its experiments use
+        ``noise=0.2``): each duration ``w`` drawn from ``U(w(1 - noise), w(1 + noise))`` and
+        each transfer between devices ``c`` (start-up delay included) from a normal of mean c
+        and deviation ``noise c`` clipped to ``[c(1 - noise), c(1 + noise)]`` (``noise`` at most 1).
     **kwargs
         Passed on to :class:`~mapsched.schedule.Schedule` (``method``, ``status``...).
 
@@ -135,12 +141,21 @@ def simulate(
                           "this problem's objective is throughput")
     if not noise >= 0.0 or noise == float("inf"):
         raise OptionError(f"--noise: expected a non-negative number, got {noise!r}")
+    if noise_model not in ("lognormal", "giph"):
+        raise OptionError(f"noise_model: expected 'lognormal' or 'giph', got {noise_model!r}")
+    if noise_model == "giph" and noise > 1:
+        raise OptionError(f"--noise: GiPH's noise is a fraction of each time, at most 1; got {noise!r}")
     dev = _owner(p, mapping)
     n = p.n
     dur = p.dur[np.arange(n), dev]
+    comm = None  # per edge: a factor on its transfer time (GiPH's noise)
     if noise > 0:
         gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(0 if rng is None else rng)
-        dur = dur * np.exp(noise * gen.standard_normal(n) - noise * noise / 2)
+        if noise_model == "giph":
+            dur = dur * gen.uniform(1 - noise, 1 + noise, n)
+            comm = np.clip(gen.normal(1.0, noise, p.E), 1 - noise, 1 + noise).tolist()
+        else:
+            dur = dur * np.exp(noise * gen.standard_normal(n) - noise * noise / 2)
     dur = dur.tolist()
     llat, mpb, nb = p.link_latency.tolist(), p.link_ms_per_byte.tolist(), p.nbytes.tolist()
     out = [[(int(p.dst[e]), e) for e in p.out_edges[i]] for i in range(n)]
@@ -180,7 +195,7 @@ def simulate(
             touched.add(u)
             for j, e in out[i]:
                 v = dev[j]
-                a = t if v == u else t + llat[u][v] + nb[e] * mpb[u][v]
+                a = t if v == u else t + (llat[u][v] + nb[e] * mpb[u][v]) * (1.0 if comm is None else comm[e])
                 if a > ready[j]:
                     ready[j] = a
                 missing[j] -= 1

@@ -7,7 +7,7 @@ handle the suite's objective) are left out, so suites grow as methods land.
 """
 
 from .bench import BOUND, Case, Suite
-from .generators import random_wired, stack
+from .generators import giph_instance, random_wired, stack
 from .problem import Objective
 
 LATENCY_METHODS = ("single-best", "met", "greedy", "heft", "ea", "sa", "exact", "split", BOUND)
@@ -30,6 +30,16 @@ SUITES = {
     "paper-throughput": Suite(
         "paper-throughput", _stack_cases(Objective("throughput", 16)), THROUGHPUT_METHODS, time_limit=45.0,
         description="Table IV of the seed paper: the same stacks, throughput with B=16"),
+    "giph": Suite(
+        "giph", tuple(Case(f"v{v}-a{a}-p{p}-net{k % 10}", giph_instance,
+                           {"v": v, "alpha": a, "conn_prob": p, "seed": 25, "m": 20, "network_seed": k % 10})
+                      for k, (a, v, p) in enumerate((a, v, p) for a in (0.1, 0.2, 0.3) for v in (10, 15)
+                                                    for p in (0.1, 0.2))),
+        ("random", "random-eft", "heft", "cp-search", "sa", "exact", BOUND), time_limit=10.0,
+        options={"random": {"samples": 0, "evaluator": "simulate"}},
+        description="GiPH's test graphs (seed 25, one per point of its grid) on its networks (seeds 0-9, 20 "
+                    "devices); random: best of 2|V| mappings run by the work-conserving model; the SLR table "
+                    "is GiPH's metric"),
     "smoke": Suite(
         "smoke", tuple(Case(f"er10-seed{s}", random_wired, {"n": 10, "seed": s}) for s in range(2)),
         ("met", "heft", "sa", "exact", "split", BOUND), time_limit=2.0,

@@ -6,6 +6,6 @@ and :func:`mapsched.split.full_bound` combines them with these."""
 
 from .load import load_bound
 from .lower import Bound, lower_bound
-from .simple import critical_path_bound, min_work, work_bound
+from .simple import critical_path_bound, min_work, slr, work_bound
 
-__all__ = ["Bound", "critical_path_bound", "load_bound", "lower_bound", "min_work", "work_bound"]
+__all__ = ["Bound", "critical_path_bound", "load_bound", "lower_bound", "min_work", "slr", "work_bound"]

@@ -3,13 +3,29 @@
 from .costs import PRESETS as SYSTEMS
 from .costs import DeviceProfile, Platform, cpu_t4_a100, gpu_server, multi_node, platform
 from .doppler import chainmm, ffnn, identical_gpus, llama_block, llama_layer
+from .giph import (
+    GIPH_SETS,
+    GiphChange,
+    GiphExperiment,
+    GiphGraph,
+    GiphNetwork,
+    giph_adapt,
+    giph_experiment,
+    giph_graph,
+    giph_initial,
+    giph_instance,
+    giph_network,
+    giph_problem,
+)
 from .networks import gpt3, inception, resnet, transformer, vgg
 from .random_dag import random_dag
 from .random_wired import module_graph, random_wired, stack
 from .training import transformer_train
 
 __all__ = [
-    "SYSTEMS", "DeviceProfile", "Platform", "chainmm", "cpu_t4_a100", "ffnn", "gpt3", "gpu_server", "identical_gpus",
+    "GIPH_SETS", "SYSTEMS", "DeviceProfile", "GiphChange", "GiphExperiment", "GiphGraph", "GiphNetwork", "Platform",
+    "chainmm", "cpu_t4_a100", "ffnn", "giph_adapt", "giph_experiment", "giph_graph", "giph_initial", "giph_instance",
+    "giph_network", "giph_problem", "gpt3", "gpu_server", "identical_gpus",
     "inception", "llama_block", "llama_layer", "module_graph", "multi_node", "platform", "random_dag",
     "random_wired", "resnet", "stack", "transformer", "transformer_train", "vgg",
 ]

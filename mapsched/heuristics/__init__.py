@@ -10,10 +10,11 @@ from . import (
     greedy,
     heft,
     met,
+    random_eft,
     random_search,
     sa,
     single_best,
 )
 
 __all__ = ["baechi", "celeritas", "cp_search", "cpop", "critical_path", "ea", "greedy", "heft", "met",
-           "random_search", "sa", "single_best"]
+           "random_eft", "random_search", "sa", "single_best"]

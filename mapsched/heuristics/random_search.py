@@ -1,11 +1,13 @@
-"""``random``: the best of N random mappings, each decoded in breadth-first order."""
+"""``random``: the best of N random mappings, each decoded in breadth-first order, or run
+by the work-conserving runtime model (``evaluator="simulate"``; GiPH's random-sampling
+baseline is ``samples=0``, 2|V| mappings, with that evaluator)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..decoder import Decoder
-from ..errors import InfeasibleError
+from ..errors import InfeasibleError, OptionError
 from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
@@ -25,13 +27,23 @@ def random_owner(problem: Problem, rng: np.random.Generator) -> np.ndarray:
 @register(
     "random",
     "best of N random mappings",
-    options=(Option("samples", int, 100, "number of random mappings to try"),),
+    options=(Option("samples", int, 100, "number of random mappings to try (0: 2 per task, GiPH's budget)"),
+             Option("evaluator", str, "decoder", "decoder: each mapping decoded in breadth-first order; simulate: "
+                    "run by the work-conserving runtime model (mapsched.simulate, latency only)",
+                    choices=("decoder", "simulate")),
+             Option("noise", float, 0.0, "with --evaluator simulate: GiPH's noise on every sampled run (its noisy "
+                    "runs: 0.2); the best one's mapping is returned as the noiseless model runs it")),
 )
-def random_search(problem: Problem, ctx: SolveContext, samples: int) -> Schedule:
+def random_search(problem: Problem, ctx: SolveContext, samples: int, evaluator: str = "decoder",
+                  noise: float = 0.0) -> Schedule:
     """Sample ``samples`` mappings (stopping early at the time limit). O(samples (n + E))."""
+    if evaluator == "simulate":
+        return _random_simulated(problem, ctx, samples or 2 * problem.n, noise)
+    if noise:
+        raise OptionError("--noise: only --evaluator simulate runs mappings with noise; add it or drop --noise")
     dec = Decoder(problem)
     best, best_owner = np.inf, None
-    for _ in range(max(1, samples)):
+    for _ in range(max(1, samples or 2 * problem.n)):
         owner = random_owner(problem, ctx.rng)
         ms = dec.makespan(owner)
         if ms < best:
@@ -45,3 +57,32 @@ def random_search(problem: Problem, ctx: SolveContext, samples: int) -> Schedule
             "try more --samples or another method"
         )
     return dec.schedule(best_owner)
+
+
+def _random_simulated(problem: Problem, ctx: SolveContext, samples: int, noise: float) -> Schedule:
+    """``random`` with ``evaluator="simulate"``: the best run of the work-conserving model."""
+    from ..simulate import simulate
+
+    if problem.objective.kind != "latency":
+        raise OptionError("--evaluator: simulate runs latency problems only; use --evaluator decoder")
+    best, best_owner = None, None
+    for _ in range(max(1, samples)):
+        owner = random_owner(problem, ctx.rng)[:, 0]
+        try:
+            s = simulate(problem, owner, noise, ctx.rng, "giph") if noise else simulate(problem, owner)
+        except InfeasibleError:  # memory or a missing link
+            s = None
+        if s is not None and (best is None or s.makespan < best.makespan):
+            best, best_owner = s, owner
+            if not noise:  # noisy makespans are not the returned schedule's
+                ctx.improved(s.makespan)
+        if ctx.expired():
+            break
+    if best is not None and noise:
+        best = simulate(problem, best_owner)
+    if best is None:
+        raise InfeasibleError(
+            f"random: none of {samples} random mappings fits the devices' memory and links; "
+            "try more --samples or another method"
+        )
+    return best

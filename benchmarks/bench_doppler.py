@@ -1,0 +1,53 @@
+"""DOPPLER's Table 2 shape: the four workloads over 4 GPUs, every row timed by the
+work-conserving runtime model (:mod:`mapsched.simulate`).
+
+Rows: one device; ``critical-path`` (best of 50 randomised runs); ``heft`` and ``sa``
+(their mappings re-timed by the runtime model); ``exact`` given --exact-time seconds
+(its mapping re-timed, with its proved bound, which bounds every work-conserving run
+too); ``doppler`` after Stages I and II (--episodes per stage). Each row gives the
+simulated makespan, its ratio to ``critical-path`` and the seconds the method took
+(training included for ``doppler``). Stage III (measured rewards) and Placeto are not
+implemented. Prints a markdown table.
+
+    python benchmarks/bench_doppler.py [--episodes 400] [--exact-time 60] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from mapsched import solve
+from mapsched.generators import chainmm, ffnn, llama_block, llama_layer
+from mapsched.simulate import simulate
+
+WORKLOADS = {"ChainMM": chainmm, "FFNN": ffnn, "Llama-block": llama_block, "Llama-layer": llama_layer}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=int, default=400, help="doppler episodes per stage")
+    ap.add_argument("--exact-time", type=float, default=60.0)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    print("| workload | ops | method | simulated | / critical-path | bound | seconds |")
+    print("|---|---|---|---|---|---|---|")
+    for label, make in WORKLOADS.items():
+        p = make(devices=4)
+        rows = []
+        for name, kw in (("single-best", {}), ("critical-path", {}), ("heft", {}), ("sa", {}),
+                         ("exact", {"time_limit": a.exact_time}), ("doppler", {"episodes": a.episodes})):
+            opts = {k: v for k, v in kw.items() if k != "time_limit"}
+            t = time.perf_counter()
+            r = solve(p, name, time_limit=kw.get("time_limit"), seed=a.seed, **opts)
+            seconds = time.perf_counter() - t
+            rows.append((name, simulate(p, r.mapping()).makespan, r.lower_bound if name == "exact" else None,
+                         seconds))
+        cp = rows[1][1]
+        for name, sim, bound, seconds in rows:
+            b = "" if bound is None else f"{bound:.4g}"
+            print(f"| {label} | {p.n} | {name} | {sim:.4g} | {sim / cp:.3f} | {b} | {seconds:.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
