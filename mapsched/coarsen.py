@@ -52,8 +52,8 @@ import numpy as np
 
 from .decoder import Decoder, ready_order
 from .errors import OptionError
-from .heuristics.common import downward_rank, mean_comm, upward_rank
 from .problem import Edge, Problem, Task
+from .ranks import downward_rank, mean_comm, upward_rank
 from .schedule import Schedule
 
 __all__ = ["coplace", "cpd_topo", "dfs_topo", "expand", "fuse_intervals", "quotient"]
@@ -228,7 +228,7 @@ def cpd_topo(problem: Problem) -> np.ndarray:
     Each task's critical-path length ``cpath = tlevel + blevel`` is the longest
     path through it, its own cost and communication included (CPOP's priority;
     on heterogeneous devices, mean cost over the devices that run the task and
-    mean communication over the links, as in :func:`~mapsched.heuristics.common.upward_rank`).
+    mean communication over the links, as in :func:`~mapsched.ranks.upward_rank`).
     Kahn's algorithm then runs with a deque (:func:`dfs_topo`): the sources start
     in decreasing ``cpath``; when a task is output, its successors that become
     ready are pushed to the head in increasing ``cpath``, so the most critical

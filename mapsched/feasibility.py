@@ -16,9 +16,9 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from .errors import InfeasibleError
-from .formulations.common import byte_unit
 from .problem import Problem
 from .splits import batch_options
+from .units import byte_unit
 
 __all__ = ["feasible_counts"]
 

@@ -22,6 +22,7 @@ import numpy as np
 from .decoder import Decoder, as_owner
 from .errors import OptionError
 from .problem import Problem
+from .ranks import rank_order, upward_rank
 from .schedule import Schedule
 from .validate import validate
 
@@ -87,7 +88,7 @@ def initial_schedule(problem: Problem, initial: Any) -> Initial:
     >>> start.afresh, mapsched.validate(p, start.schedule)
     (9, [])
     """
-    from .heuristics.common import construct, finish, rank_order, upward_rank
+    from .construct import construct, finish
 
     p = problem
     if p.L != 1:

@@ -7,9 +7,9 @@ from strategies import problems
 import mapsched
 from mapsched import InfeasibleError, Problem, instances, solve, validate
 from mapsched.feasibility import feasible_counts
-from mapsched.heuristics.common import downward_rank, upward_rank
 from mapsched.heuristics.ea import start_mapping
 from mapsched.heuristics.search import MappingSpace
+from mapsched.ranks import downward_rank, upward_rank
 
 TOPCUOGLU = instances.load("topcuoglu2002")
 
@@ -118,7 +118,7 @@ def test_heft_scales_to_10000_tasks():
 
 def test_split_beam_matches_enumeration_when_it_keeps_everything(monkeypatch):
     from mapsched.generators import gpu_server, random_wired
-    from mapsched.heuristics import common
+    from mapsched import construct as common
 
     p = random_wired(4, seed=0, platform=gpu_server(2), objective=mapsched.Objective("throughput", 4))
     for i in range(p.n):

@@ -11,7 +11,7 @@ Variables follow the paper: ``x[i, u, l]`` (input l of task i on device u),
 4./5. ``sum_l x[i, u, l] == sum_k k b[i, u, k]`` and ``sum_k b[i, u, k] <= 1``: the paper's
    "b = 1 iff the batch has k inputs", which this pair states exactly, with no big-M;
 6. ``sum_i (im + om)[i] sum_l x[i, u, l] + wm[i] sum_k b[i, u, k] <= mem[u]``, in units of
-   :func:`~.common.byte_unit`;
+   :func:`~mapsched.units.byte_unit`;
 7. per device and pair of tasks that can both use it, with ``z`` the order and
    ``w = 2 - use[i, u] - use[j, u]``:
    ``s[j, u] >= s[i, u] + D[i, u] - M7 (1 - z) - M7 w`` and its mirror.
@@ -38,8 +38,9 @@ import pyomo.environ as pyo
 from ..problem import Problem
 from ..schedule import Schedule
 from ..splits import batch_options
+from ..units import byte_unit
 from ..validate import floating_bound
-from .common import HIGHS_BYTES, Plugin, apply_plugins, byte_unit, capped
+from .common import HIGHS_BYTES, Plugin, apply_plugins, capped
 from .milp import run_highs
 
 __all__ = ["MilpBatched"]

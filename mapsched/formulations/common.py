@@ -5,7 +5,6 @@ hook, and turning a solver's answer back into a valid schedule.
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple, Protocol
 
@@ -17,7 +16,7 @@ from ..problem import Problem
 from ..schedule import Schedule
 
 __all__ = [
-    "HIGHS_BYTES", "LOAD_CUT_TERMS", "LoadCut", "Margins", "ModelView", "Plugin", "apply_plugins", "byte_unit",
+    "HIGHS_BYTES", "LOAD_CUT_TERMS", "LoadCut", "Margins", "ModelView", "Plugin", "apply_plugins",
     "capped", "clamp_times", "device_load_cuts", "device_windows", "edge_comm", "load_cuts", "retime",
     "retime_jobs", "time_windows",
 ]
@@ -87,19 +86,6 @@ def capped(problem: Problem, cap: float) -> Problem:
 
 HIGHS_BYTES = 2.0**40
 """Largest size the HiGHS models state in a memory row (see :func:`byte_unit`)."""
-
-
-def byte_unit(largest: float, most: float) -> float:
-    """The least power of two, 1 or more, that brings ``largest`` bytes down to ``most`` units.
-
-    Sizes reach 1e18 bytes: a memory row in bytes overflows CP-SAT's 64-bit sums, and
-    HiGHS refuses coefficients beyond 1e15. Models state such rows in this unit instead;
-    a power of two divides every size exactly.
-    """
-    if not largest > most:
-        return 1.0
-    mantissa, k = math.frexp(largest / most)  # ratio = mantissa 2^k, mantissa in [0.5, 1)
-    return 2.0 ** (k - 1 if mantissa == 0.5 else k)
 
 
 def time_windows(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

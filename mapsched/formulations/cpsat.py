@@ -39,7 +39,8 @@ from ortools.sat.python import cp_model
 from .. import interrupt
 from ..problem import Problem
 from ..schedule import Schedule
-from .common import Plugin, apply_plugins, byte_unit, capped, device_load_cuts, device_windows, edge_comm, time_windows
+from ..units import byte_unit
+from .common import Plugin, apply_plugins, capped, device_load_cuts, device_windows, edge_comm, time_windows
 
 __all__ = ["CpSatModel", "default_resolution", "memory_row", "portfolio", "run_cpsat"]
 
@@ -52,7 +53,7 @@ def memory_row(sizes: np.ndarray, capacity: float, most: float) -> tuple[list[in
 
     In whole bytes, a fractional size rounded up and the capacity down (exact for sizes
     in whole bytes), unless ``most`` passes 2**61: then (sizes reach 1e18 bytes, and
-    their sum would overflow 64 bits) in units of :func:`~.common.byte_unit`, all rounded
+    their sum would overflow 64 bits) in units of :func:`~mapsched.units.byte_unit`, all rounded
     down. That keeps every schedule in the model, so the bound sound; a schedule of the
     model then overfills the device by less than a unit per task and input, which stays
     within the validator's 1e-9 of the capacity unless there are tens of thousands of

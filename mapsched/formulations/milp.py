@@ -13,7 +13,7 @@ Constraints
     for each linked pair u != v dearer than ``cmin[e]``,
     ``s[j] >= s[i] + D[i] + com(e, u, v) (x[i, u] + x[j, v] - 1)``, which binds only
     when both are chosen and needs no big-M; without a link, ``x[i, u] + x[j, v] <= 1``;
-    memory: ``sum_i (w[i] + a[i]) x[i, u] <= mem[u]``, in units of :func:`~.common.byte_unit`;
+    memory: ``sum_i (w[i] + a[i]) x[i, u] <= mem[u]``, in units of :func:`~mapsched.units.byte_unit`;
     no overlap, for each pair (i, j) no path orders and each device u both can use::
 
         s[j] >= s[i] + t[i, u] - M1 (1 - y[i, j]) - M1 (2 - x[i, u] - x[j, u])
@@ -52,12 +52,12 @@ from .. import interrupt
 from ..closure import Closure
 from ..problem import Problem
 from ..schedule import Schedule
+from ..units import byte_unit
 from ..validate import floating_bound
 from .common import (
     HIGHS_BYTES,
     Plugin,
     apply_plugins,
-    byte_unit,
     capped,
     clamp_times,
     device_load_cuts,

@@ -39,8 +39,9 @@ import numpy as np
 
 from ..portfolio import best_list_schedule
 from ..problem import Problem
+from ..units import byte_unit
 from ..validate import floating_bound
-from .common import HIGHS_BYTES, LoadCut, Margins, byte_unit
+from .common import HIGHS_BYTES, LoadCut, Margins
 
 __all__ = ["MARGIN_TASKS", "RELAXATION_TASKS", "relaxation_bound"]
 

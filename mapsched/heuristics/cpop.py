@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..construct import construct, finish
 from ..decoder import ready_order
 from ..problem import Problem
+from ..ranks import downward_rank, upward_rank
 from ..registry import register
 from ..schedule import Schedule
 from ..solve import SolveContext
-from .common import construct, downward_rank, finish, upward_rank
 
 
 def critical_path(problem: Problem, priority: np.ndarray) -> list[int]:

@@ -23,18 +23,19 @@ start); those are bugs, not reproduced here.
 
 Memory and missing links: a device that cannot hold the task or receive its data
 is not an option; when no option is left the run is finished by the feasibility
-repair of :mod:`mapsched.heuristics.common`.
+repair of :mod:`mapsched.construct`.
 """
 
 from __future__ import annotations
 
+from ..construct import construct
 from ..decoder import ready_order
 from ..problem import Problem
+from ..ranks import upward_rank
 from ..registry import Option, register
 from ..schedule import Schedule
 from ..simulate import simulate
 from ..solve import SolveContext
-from .common import construct, upward_rank
 
 
 @register(

@@ -3,11 +3,11 @@ latency of everything scheduled so far grows least, communication included."""
 
 from __future__ import annotations
 
+from ..construct import construct, finish
 from ..problem import Problem
 from ..registry import register
 from ..schedule import Schedule
 from ..solve import SolveContext
-from .common import construct, finish
 
 
 def _greedy(problem: Problem, ctx: SolveContext) -> Schedule:

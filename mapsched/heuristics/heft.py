@@ -9,11 +9,12 @@ ranks with mean batch times and chooses among input splits.
 
 from __future__ import annotations
 
+from ..construct import construct, finish
 from ..problem import Problem
+from ..ranks import rank_order, upward_rank
 from ..registry import register
 from ..schedule import Schedule
 from ..solve import SolveContext
-from .common import construct, finish, rank_order, upward_rank
 
 
 def _heft(problem: Problem, ctx: SolveContext) -> Schedule:

@@ -7,11 +7,11 @@ among the options memory and links still allow; then it is list-scheduled.
 
 from __future__ import annotations
 
+from ..construct import construct, finish, job_time
 from ..problem import Problem
 from ..registry import register
 from ..schedule import Schedule
 from ..solve import SolveContext
-from .common import construct, finish, job_time
 
 
 def _met(problem: Problem, ctx: SolveContext) -> Schedule:

@@ -55,7 +55,7 @@ class MappingSpace:
 
     def fastest(self) -> np.ndarray:
         """Every task on its fastest device (latency), or its fastest split (throughput)."""
-        from .common import _splits
+        from ..construct import _splits
 
         p = self.p
         counts = np.zeros((p.n, p.m), dtype=np.int64)

@@ -522,7 +522,7 @@ def _fallback(p: Problem, env: _Env) -> tuple[list[int] | None, str]:
     rec = env.teacher()
     if rec.assignment is not None:
         return rec.assignment, "no rollout of the policy finished; Critical Path's assignment"
-    from ..heuristics.common import repair_placement
+    from ..construct import repair_placement
 
     owner = np.full(p.n, -1, dtype=np.int64)
     owner[rec.ops] = rec.devices

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..heuristics.common import downward_rank, mean_comm, mean_cost, upward_rank
 from ..problem import Problem
+from ..ranks import downward_rank, mean_comm, mean_cost, upward_rank
 
 __all__ = ["EPS", "MPNN", "GraphTensors", "graph_tensors", "path_sums", "zscore"]
 

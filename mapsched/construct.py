@@ -1,4 +1,5 @@
-"""Pieces shared by the heuristics: ranks, per-task options, and list construction.
+"""Pieces shared by the heuristics: per-task options and list construction (the ranks are in
+:mod:`mapsched.ranks`).
 
 Every constructive heuristic is one loop: take tasks in a priority order, try
 each option of the current task with the :class:`~mapsched.decoder.Builder`,
@@ -16,10 +17,11 @@ from itertools import product
 
 import numpy as np
 
-from ..decoder import Builder, Decoder, owner_counts, split_masks
-from ..problem import Problem
-from ..schedule import Schedule
-from ..splits import batch_options, owner_from_counts
+from .decoder import Builder, Decoder, owner_counts, split_masks
+from .problem import Problem
+from .ranks import rank_order, upward_rank
+from .schedule import Schedule
+from .splits import batch_options, owner_from_counts
 
 Option = list[tuple[int, int]]  # the jobs of one task: (device, input bitmask)
 Trial = list[tuple[int, int, float, float, int]]  # Builder.trial output
@@ -29,52 +31,14 @@ MAX_SPLITS = 64  # candidate splits kept per task for batched heuristics
 _ENUMERATE = 50_000  # above this many count vectors, _splits grows them by a beam instead
 
 
-def mean_cost(problem: Problem) -> np.ndarray:
-    """Mean job time of each task over the (device, batch) pairs that can run it, shape (n,)."""
-    usable = problem.batch_sizes <= problem.L
-    lat = np.where(np.isfinite(problem.lat[:, :, usable]), problem.lat[:, :, usable], np.nan)
-    if problem.L == 1:
-        lat = np.where(problem.can_run, problem.dur, np.nan)[:, :, None]
-    return np.nanmean(lat.reshape(problem.n, -1), axis=1)
 
 
-def mean_comm(problem: Problem) -> np.ndarray:
-    """Mean communication time of each edge over the links (ordered pairs of distinct linked devices)."""
-    p = problem
-    linked = np.isfinite(p.link_latency) & ~np.eye(p.m, dtype=bool)
-    if not linked.any():
-        return np.zeros(p.E)
-    return p.link_latency[linked].mean() + p.nbytes * p.link_ms_per_byte[linked].mean()
 
 
-def upward_rank(problem: Problem) -> np.ndarray:
-    """HEFT's rank_u: mean cost plus the longest mean path to an exit. O(n + E)."""
-    p = problem
-    w, c = mean_cost(p).tolist(), mean_comm(p).tolist()
-    dst = p.dst.tolist()
-    rank = [0.0] * p.n
-    for i in reversed(p.topo.tolist()):
-        rank[i] = w[i] + max((c[e] + rank[dst[e]] for e in p.out_edges[i]), default=0.0)
-    return np.array(rank)
 
 
-def downward_rank(problem: Problem) -> np.ndarray:
-    """CPOP's rank_d: the longest mean path from an entry, excluding the task itself. O(n + E)."""
-    p = problem
-    w, c = mean_cost(p).tolist(), mean_comm(p).tolist()
-    src = p.src.tolist()
-    rank = [0.0] * p.n
-    for i in p.topo.tolist():
-        rank[i] = max((rank[src[e]] + w[src[e]] + c[e] for e in p.in_edges[i]), default=0.0)
-    return np.array(rank)
 
 
-def rank_order(problem: Problem, priority: np.ndarray) -> list[int]:
-    """Tasks by decreasing priority, ties in topological order (so the order stays topological
-    when ranks tie along zero-cost edges)."""
-    pos = np.empty(problem.n, dtype=np.int64)
-    pos[problem.topo] = np.arange(problem.n)
-    return np.lexsort((pos, -priority)).tolist()
 
 
 def _splits(problem: Problem, i: int) -> tuple[tuple[int, ...], ...]:
@@ -156,7 +120,7 @@ def repair(problem: Problem, order: Sequence[int], prefer: np.ndarray, insertion
     prefer = np.array(prefer, dtype=np.int64)
     for i in np.flatnonzero(prefer.sum(axis=1) == 0):
         prefer[i, int(np.argmin(problem.lat[i].min(axis=1)))] = problem.L
-    from ..feasibility import feasible_counts  # CP-SAT: loaded only when a construction dead-ends
+    from .feasibility import feasible_counts  # CP-SAT: loaded only when a construction dead-ends
 
     counts = feasible_counts(problem, prefer)
     s = Decoder(problem, order, insertion).schedule(owner_from_counts(counts), **kwargs)
