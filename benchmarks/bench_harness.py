@@ -5,10 +5,16 @@ one thread each, on this machine's cores), then many schedules of it (heuristics
 and random mappings, for latency and for throughput over 4 inputs with batch sizes
 1, 2 and 4) are executed for real. Reported per model and objective: the Pearson
 and Spearman correlations between predicted and measured makespans, and the median
-ratio measured / predicted, and how many runs gave the unscheduled model's outputs
-(:func:`mapsched.harness.outputs_match`); the script exits with status 1 if any did not.
+ratio measured / predicted and the median of |measured / predicted - 1|, how far the
+schedule predicted best is from the measured best, and how many runs gave the unscheduled
+model's outputs (:func:`mapsched.harness.outputs_match`); the script exits with status 1
+if any did not. With ``--calibrate``, each model and objective is first calibrated
+(:func:`mapsched.harness.calibrate`: six schedules run and fitted), and the same
+figures follow for the calibrated predictions (:func:`mapsched.harness.calibrate.predict`);
+the six fitted schedules are partly among those scored (HEFT, MET, CPOP), so that row
+is partly in-sample.
 
-    python benchmarks/bench_harness.py --random 12 --warmup 3 --repeats 5
+    python benchmarks/bench_harness.py --random 12 --warmup 3 --repeats 5 [--calibrate]
 
 On a machine with a GPU, ``--devices cpu,cuda:0`` measures a real CPU and GPU instead.
 """
@@ -22,7 +28,8 @@ import torch
 from scipy.stats import spearmanr
 
 import mapsched
-from mapsched.harness import execute, outputs_match, profile
+from mapsched.harness import calibrate, execute, outputs_match, profile
+from mapsched.harness.calibrate import predict
 from mapsched.harness.models import FACTORIES
 
 LATENCY = ("heft", "cpop", "met", "greedy", "single-best")
@@ -47,12 +54,14 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=4, help="inputs of the throughput objective")
     ap.add_argument("--devices", default="cpu:0,cpu:1", help="e.g. cpu,cuda:0 on a machine with a GPU")
     ap.add_argument("--threads", type=int, default=1, help="intra-op threads per device")
+    ap.add_argument("--calibrate", action="store_true", help="also score calibrated predictions")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     devices = args.devices.split(",")
-    print("| model | objective | tasks | schedules | predicted (ms) | measured (ms) | Pearson r | Spearman rho "
-          "| measured / predicted | outputs equal |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| model | objective | prediction | tasks | schedules | predicted (ms) | measured (ms) | Pearson r "
+          "| Spearman rho | measured / predicted | median abs error | predicted best, measured / best "
+          "| outputs equal |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     every = []
     wrong = 0
     for name, factory in FACTORIES.items():
@@ -65,20 +74,30 @@ def main() -> None:
             x = torch.randn(p.L, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
             with torch.inference_mode():
                 reference = model(x)
-            pred, meas, equal = [], [], 0
+            fitted = calibrate(model, p, x, warmup=args.warmup, repeats=args.repeats)[0] if args.calibrate else None
+            pred, meas, cal, equal = [], [], [], 0
             for s in schedules(p, methods, args.random):
                 run = execute(model, p, s, x, warmup=args.warmup, repeats=args.repeats)
                 pred.append(s.makespan)
                 meas.append(run.makespan)
+                if fitted is not None:
+                    cal.append(predict(fitted, s))
                 equal += outputs_match(run.outputs, reference, devices)
             wrong += len(pred) - equal
-            pred_a, meas_a = np.array(pred), np.array(meas)
-            every.append((pred_a, meas_a))
-            r = float(np.corrcoef(pred_a, meas_a)[0, 1])
-            rho = float(spearmanr(pred_a, meas_a).statistic)
-            print(f"| {name} | {objective.kind} | {p.n} | {len(pred)} | {pred_a.min():.2f} to {pred_a.max():.2f} "
-                  f"| {meas_a.min():.2f} to {meas_a.max():.2f} | {r:.3f} | {rho:.3f} "
-                  f"| {np.median(meas_a / pred_a):.2f} | {equal}/{len(pred)} |")
+            meas_a = np.array(meas)
+            for label, values in (("profiled", pred), ("calibrated", cal)):
+                if not values:
+                    continue
+                pred_a = np.array(values)
+                if label == "profiled":
+                    every.append((pred_a, meas_a))
+                r = float(np.corrcoef(pred_a, meas_a)[0, 1])
+                rho = float(spearmanr(pred_a, meas_a).statistic)
+                print(f"| {name} | {objective.kind} | {label} | {p.n} | {len(pred)} "
+                      f"| {pred_a.min():.2f} to {pred_a.max():.2f} | {meas_a.min():.2f} to {meas_a.max():.2f} "
+                      f"| {r:.3f} | {rho:.3f} | {np.median(meas_a / pred_a):.2f} "
+                      f"| {np.median(np.abs(meas_a / pred_a - 1)):.1%} "
+                      f"| {meas_a[np.argmin(pred_a)] / meas_a.min():.3f} | {equal}/{len(pred)} |", flush=True)
     pred_all = np.concatenate([a for a, _ in every])
     meas_all = np.concatenate([b for _, b in every])
     print(f"\nall {len(pred_all)} schedules: Pearson r = {np.corrcoef(pred_all, meas_all)[0, 1]:.3f}, "

@@ -117,8 +117,8 @@ def test_heft_scales_to_10000_tasks():
 
 
 def test_split_beam_matches_enumeration_when_it_keeps_everything(monkeypatch):
-    from mapsched.generators import gpu_server, random_wired
     from mapsched import construct as common
+    from mapsched.generators import gpu_server, random_wired
 
     p = random_wired(4, seed=0, platform=gpu_server(2), objective=mapsched.Objective("throughput", 4))
     for i in range(p.n):
