@@ -199,6 +199,9 @@ def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Te
 
     if count < 1:
         raise HarnessError(f"count: expected at least 1 schedule, got {count}")
+    if problem.L != 1:
+        raise HarnessError("problem: calibrate fits latency problems only (one input); profile with the "
+                           "latency objective and calibrate that")
     check_threads(problem)
     batch = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
     graph = model if isinstance(model, CoarseGraph) else trace(model, [x[:1] for x in batch], cluster)
