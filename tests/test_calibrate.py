@@ -73,12 +73,16 @@ def test_calibrated_prediction_is_near_the_measurement(setup, tmp_path):
     assert [t.name for t in q.tasks] == [t.name for t in p.tasks] and q.edges == p.edges
     assert q.system.devices == p.system.devices and len(q.system.links) == len(p.system.links)
     assert Problem.from_json(q.to_json()) == q
-    # Regression guard only, on a shared machine: two schedules measured afresh are predicted
-    # within a factor of three by the calibrated problem (a factor of two failed 1 run in 5
-    # here; the real figures are in BENCHMARKS.md).
+    # Regression guard, on a shared machine (the real figures are in BENCHMARKS.md): for two
+    # schedules measured afresh, the calibrated problem's predictions are at least twice as
+    # near the measurements as the profiled ones (in log ratio; here 1.2-1.8x off against
+    # 2.5-4.8x). A fixed band around 1 flaked: the calibrated ratio ranged 0.88-1.82.
+    calibrated = profiled = 0.0
     for _, s in cal.schedules(p, 2):
         measured = execute(m, p, s, x, repeats=5).makespan
-        assert 1 / 3 < measured / cal.predict(q, s) < 3.0
+        calibrated += abs(np.log(measured / cal.predict(q, s)))
+        profiled += abs(np.log(measured / cal.predict(p, s)))
+    assert calibrated <= 0.5 * profiled
 
 
 def test_cli_calibrate_writes_the_problem_and_refuses_other_threads(setup, tmp_path, capsys):
