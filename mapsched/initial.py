@@ -15,6 +15,7 @@ from.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -104,9 +105,10 @@ def initial_schedule(problem: Problem, initial: Any) -> Initial:
     decoder = Decoder(p, order, insertion=True)
     if afresh == 0 and decoder.infeasibility(owner[:, None]) is None:
         s = decoder.schedule(owner[:, None])
-        # A valid schedule of this very problem keeps its own timing when that is better.
+        # A valid schedule of this very problem keeps its own timing when that is better; a copy,
+        # since methods may return it and solve() fills in the result's fields.
         if isinstance(initial, Schedule) and initial.makespan < s.makespan and not validate(p, initial):
-            s = initial
+            s = replace(initial, jobs=list(initial.jobs), history=list(initial.history))
         return Initial(s, 0, 0)
     # The others go where they finish first among the kept ones, as HEFT would place them
     # (the construction falls back to the feasibility repair if memory or links dead-end).

@@ -24,6 +24,16 @@ def test_a_valid_initial_schedule_is_never_made_worse(p, method, seed):
     assert "initial placement: 0 task(s) placed afresh" in r.log
 
 
+def test_the_callers_initial_schedule_is_left_as_it_was():
+    # An optimum that re-timing in rank order would lose: the initial keeps its own timing.
+    p = mapsched.generators.random_dag(12, 3, seed=2)
+    start = solve(p, "exact", time_limit=5)
+    before = start.to_json()
+    for method in ("sa", "ea", "exact", "cp-search", "auto"):
+        solve(p, method, time_limit=2, initial=start, **({"iterations": 50} if method in ("sa", "ea") else {}))
+        assert start.to_json() == before
+
+
 def test_tasks_on_removed_devices_are_placed_afresh_and_counted():
     p = mapsched.generators.random_dag(60, 4, seed=2)
     s = solve(p, "heft")
