@@ -15,7 +15,7 @@ import mapsched  # noqa: E402
 from mapsched import HarnessError, Objective, Problem, validate  # noqa: E402
 from mapsched.cli import main  # noqa: E402
 from mapsched.harness import execute, measure_links, outputs_match, profile, trace  # noqa: E402
-from mapsched.harness.models import FACTORIES  # noqa: E402
+from mapsched.harness.models import FACTORIES, LARGE  # noqa: E402
 from mapsched.harness.overheads import fold, measure_overheads, refit, thread_settings  # noqa: E402
 
 DEVICES = ["cpu:0", "cpu:1"]
@@ -122,6 +122,20 @@ def test_batched_throughput_schedule_reproduces_the_model(name, method, profiled
     with torch.inference_mode():
         assert torch.allclose(run.outputs, m(x), rtol=1e-4, atol=1e-5)
     assert run.throughput == pytest.approx(3000.0 / run.makespan)
+
+
+@pytest.mark.parametrize(("name", "size"), [("resnet18", {"images": 2, "image": 8}),
+                                            ("transformer-1024", {"d_model": 32, "heads": 2, "tokens": 4})])
+def test_large_examples_schedule_inputs_as_wholes(name, size):
+    # Each input of resnet18 is a mini-batch of images: a throughput schedule that splits the
+    # inputs over both devices must still compute every input's images together.
+    m = LARGE[name](**size)
+    x = torch.randn(3, *m.input_shape[1:], generator=torch.Generator().manual_seed(2))
+    p = profile(m, x[:1], DEVICES, [1, 2], warmup=0, repeats=1).with_objective(Objective("throughput", 3))
+    r = mapsched.solve(p, "bheft")
+    run = execute(m, p, r, x, warmup=0)
+    with torch.inference_mode():
+        assert torch.allclose(run.outputs, m(x), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", ["resnet", "inception"])

@@ -103,11 +103,11 @@ def _check(graph: CoarseGraph, problem: Problem, schedule: Schedule) -> None:
         raise HarnessError(f"schedule: not valid for this problem ({bad[0]}); run 'mapsched validate'")
 
 
-def _pieces(inputs: Sequence[int], owner: dict[int, tuple[int, int]], batched: bool) -> list[tuple[int, slice | None]]:
+def _pieces(inputs: Sequence[int], owner: dict[int, tuple[int, int]], rows: int) -> list[tuple[int, slice | None]]:
     """Where the rows of one value for ``inputs`` lie: ``(producer job, rows of its batch)``
-    runs, consecutive rows of one job merged into one slice (a value that does not follow the
-    batch is taken whole from the first producer)."""
-    if not batched:
+    runs, consecutive inputs of one job merged into one slice of ``rows`` rows per input (a
+    value that does not follow the batch, ``rows`` 0, is taken whole from the first producer)."""
+    if not rows:
         return [(owner[inputs[0]][0], None)]
     runs: list[list[int]] = []
     for i in inputs:
@@ -116,7 +116,7 @@ def _pieces(inputs: Sequence[int], owner: dict[int, tuple[int, int]], batched: b
             runs[-1][2] += 1
         else:
             runs.append([j, row, row + 1])
-    return [(j, slice(a, b)) for j, a, b in runs]
+    return [(j, slice(a * rows, b * rows)) for j, a, b in runs]
 
 
 def _gather(pieces: list[tuple[int, slice | None]], jobs: list[Job], done: dict[int, _Done], slot: int, dev: str,

@@ -87,9 +87,11 @@ class CoarseGraph:
     producer : dict
         fx value name to the index of the segment that produces it.
     batched : dict
-        fx value name to whether its first dimension is the batch (found by
-        propagating shapes at batch sizes 1 and 2); only batched values may be split
-        between jobs that hold different inputs.
+        fx value name to its rows per input: ``k`` when its first dimension holds ``k``
+        consecutive rows for each input (found by propagating shapes at batch sizes 1
+        and 2; ``k`` > 1 where a model folds a mini-batch per input into the first
+        dimension), 0 when it does not follow the batch. Only batched values may be
+        split between jobs that hold different inputs.
     nbytes : dict
         fx value name to its size in bytes for one input (0 for non-tensors).
     """
@@ -220,8 +222,9 @@ def _nbytes(meta: Any) -> int:
     return 0
 
 
-def _value_info(gm: fx.GraphModule, example: Sequence[torch.Tensor]) -> tuple[dict[str, int], dict[str, bool]]:
-    """Bytes per input of every value, and whether its first dimension follows the batch."""
+def _value_info(gm: fx.GraphModule, example: Sequence[torch.Tensor]) -> tuple[dict[str, int], dict[str, int]]:
+    """Bytes per input of every value, and its rows per input (0: its first dimension does
+    not follow the batch)."""
     shapes = []
     for b in (1, 2):
         ShapeProp(gm).propagate(*[_rows(x, b) for x in example])
@@ -229,8 +232,9 @@ def _value_info(gm: fx.GraphModule, example: Sequence[torch.Tensor]) -> tuple[di
     nbytes, batched = {}, {}
     for name, meta in shapes[0].items():
         other = shapes[1][name]
-        batched[name] = (hasattr(meta, "shape") and hasattr(other, "shape") and len(meta.shape) > 0
-                         and meta.shape[0] == 1 and other.shape[0] == 2)
+        follows = (hasattr(meta, "shape") and hasattr(other, "shape") and len(meta.shape) > 0
+                   and meta.shape[0] > 0 and other.shape[0] == 2 * meta.shape[0])
+        batched[name] = int(meta.shape[0]) if follows else 0
         nbytes[name] = _nbytes(meta)
     return nbytes, batched
 

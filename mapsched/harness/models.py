@@ -20,14 +20,15 @@ dimension, as the traced cross-entropy loss expects.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 from torch import nn
 
 from ..generators.random_wired import module_graph
 
-__all__ = ["FACTORIES", "gpt", "gpt_train12", "gpt_train22", "inception", "random_wired", "resnet", "resnet50",
-           "transformer"]
+__all__ = ["FACTORIES", "LARGE", "gpt", "gpt_train12", "gpt_train22", "inception", "random_wired", "resnet", "resnet18",
+           "resnet50", "transformer"]
 
 
 def _conv_bn(cin: int, cout: int, k: int = 3, stride: int = 1) -> list[nn.Module]:
@@ -85,6 +86,34 @@ def resnet(width: int = 16, blocks: tuple[int, ...] = (1, 1, 1), classes: int = 
             cin = cout
     layers.append(_Head(cin, classes))
     return _finish(nn.Sequential(*layers), (1, 3, image, image), seed)
+
+
+class _Images(nn.Module):
+    """Run ``body`` on every input's ``images`` images at once: an input is a mini-batch."""
+
+    def __init__(self, body: nn.Module, images: int):
+        super().__init__()
+        self.body, self.images = body, images
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # (inputs, images, ...) -> (inputs * images, ...) and back: the rows of one input stay
+        # together, so a schedule may still run any subset of the inputs.
+        return self.body(x.flatten(0, 1)).unflatten(0, (-1, self.images))
+
+
+def resnet18(images: int = 8, image: int = 32, classes: int = 10, seed: int = 0) -> nn.Module:
+    """ResNet-18 for ``image``-pixel images (a 3x3 stem, basic blocks 2, 2, 2, 2 of width 64 to
+    512; 11.2M parameters), each input a mini-batch of ``images`` images.
+
+    Its convolutions take milliseconds on one CPU thread, so the harness's fixed cost per
+    job is small beside them (:func:`resnet` at the test sizes takes tens of microseconds).
+
+    >>> m = resnet18(images=2, image=16)
+    >>> m.input_shape, tuple(m(torch.zeros(m.input_shape)).shape)
+    ((1, 2, 3, 16, 16), (1, 2, 10))
+    """
+    body = resnet(64, (2, 2, 2, 2), classes, image, seed)
+    return _finish(_Images(body, images), (1, images, 3, image, image), seed)
 
 
 class _InceptionBlock(nn.Module):
@@ -207,6 +236,10 @@ def transformer(d_model: int = 64, heads: int = 4, tokens: int = 20, layers: int
 
 FACTORIES = {"resnet": resnet, "inception": inception, "random-wired": random_wired, "transformer": transformer}
 """The example models by short name."""
+
+LARGE = {"resnet18": resnet18, "transformer-1024": partial(transformer, d_model=1024, heads=16, tokens=64)}
+"""Example models whose ops take at least half a millisecond on one CPU thread, where the
+harness's cost per job is small beside the kernels (slow to profile: not in the tests)."""
 
 
 # ------------------------------------------------------------ training-step models (meta device)
