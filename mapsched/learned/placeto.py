@@ -30,7 +30,7 @@ Followed from the paper and DOPPLER's port of it (the DOPPLER notes, section 2):
 Simplified or changed: rewards are divided by the episode's initial makespan (unitless, as
 the project's other learners); returns are undiscounted (gamma 1); each training episode
 starts from a new uniformly random placement, the evaluation from one fixed random placement
-drawn from the seed (:meth:`Trainer.evaluate`); actions are drawn from the softmax, as
+(:data:`EVALUATION`, :meth:`Trainer.evaluate`); actions are drawn from the softmax, as
 Placeto's stochastic policy is, where DOPPLER's port takes the argmax outside exploration (on
 a small graph that argmax put every task on the device fastest for it alone, however long the
 training); no grouping of ops (the graphs here have at most a few hundred); the update
@@ -77,6 +77,9 @@ __all__ = ["STAGES", "Config", "Policy", "Trainer", "parse_stages", "solve_place
 STATIC_FEATURES = 5
 STAGES = ("sim",)
 MASKED = -1e9  # the logit of an invalid device (finite: 0 * log p stays 0 in the gradients)
+EVALUATION = 0
+"""Seeds the evaluation's initial placement and draws, the same for every seed and policy: a
+policy file's evaluation on a problem is reproducible, whoever trained it."""
 
 
 @dataclass(frozen=True)
@@ -191,8 +194,8 @@ class Trainer:
         A latency problem.
     config : Config
     seed : int
-        Seeds the network's initialisation (inside :func:`torch.random.fork_rng`), the
-        evaluation's initial placement and the rollouts' numpy generator.
+        Seeds the network's initialisation (inside :func:`torch.random.fork_rng`) and the
+        training rollouts' numpy generator (not the evaluation: :data:`EVALUATION`).
     """
 
     def __init__(self, problem: Problem, config: Config, seed: int) -> None:
@@ -216,7 +219,7 @@ class Trainer:
             self.policy = Policy(p.m, config)
         self.opt = torch.optim.Adam(self.policy.parameters(), lr=config.lr_start)
         self.rng = np.random.default_rng(seed)
-        self.start = self.initial(np.random.default_rng([seed, 1]))  # the evaluation's start
+        self.start = self.initial(np.random.default_rng([EVALUATION, 1]))  # the evaluation's start
         self.returns = [0.0] * p.n  # per step: the sum of returns so far (the baseline's numerator)
         self.episodes_seen = 0
         self.done = dict.fromkeys(STAGES, 0)
@@ -312,7 +315,7 @@ class Trainer:
         makespan. (Placeto's policy is stochastic: its argmax alone tends to put every task on
         the device that is best for it in isolation.)"""
         started = time.perf_counter()
-        value = self._rollout(0.0, self.start, np.random.default_rng([self.seed, 2])).makespan
+        value = self._rollout(0.0, self.start, np.random.default_rng([EVALUATION, 2])).makespan
         self.seconds = max(self.seconds, time.perf_counter() - started)  # an episode takes longer
         if value < self.eval_makespan or self.best_policy is None:
             self.eval_makespan = value
