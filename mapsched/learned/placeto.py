@@ -18,7 +18,8 @@ Followed from the paper and DOPPLER's port of it (the DOPPLER notes, section 2):
   children and, separately, ``rounds`` from children to parents (each round a message network
   and an update network, sum aggregation), the two results concatenated (width 2 x hidden);
   the current node's embedding is concatenated with mean-pools over its ancestors, its
-  descendants and its parallel nodes (neither), 8 x hidden, then a 32-unit layer and a
+  descendants and its parallel nodes (neither; DOPPLER's port pools the immediate parents
+  and children, through small aggregator networks), 8 x hidden, then a 32-unit layer and a
   softmax over the devices (devices that cannot run the task, hold it in memory or reach
   its neighbours' devices masked out);
 - the whole graph is re-embedded at every step (the cost DOPPLER's design avoids);
@@ -35,7 +36,9 @@ Placeto's stochastic policy is, where DOPPLER's port takes the argmax outside ex
 a small graph that argmax put every task on the device fastest for it alone, however long the
 training); no grouping of ops (the graphs here have at most a few hundred); the update
 re-embeds every step's state in one batch (same maths as step by step; the rollout records
-the states without gradients).
+the states without gradients). DOPPLER's port of Placeto (its public code) differs from the
+paper in ways not followed here: it starts each episode from no placement and rewards only
+the final makespan, against the running mean.
 
 Cost: an episode is n steps, each an O(rounds (n + E) hidden^2) embedding and (when the
 device changes) an O((n + E) log n) simulation; the ancestor masks take O(n^2) memory.
