@@ -119,6 +119,15 @@ def test_refusals_are_one_line(problem, trained, tmp_path):
         parse_stages("il,sim")
 
 
+def test_large_graphs_are_refused_in_one_line(problem, monkeypatch):
+    from mapsched.learned import placeto
+
+    monkeypatch.setattr(placeto, "MAX_TASKS", problem.n - 1)
+    with pytest.raises(OptionError, match=f"{problem.n} tasks, more than the {problem.n - 1}") as err:
+        solve(problem, "placeto", episodes=1)
+    assert "\n" not in str(err.value)
+
+
 def test_cli_train_resume_and_solve_with_policy(problem, tmp_path, capsys):
     prob, pt, out = str(tmp_path / "p.json"), str(tmp_path / "p.pt"), str(tmp_path / "s.json")
     problem.write(prob)

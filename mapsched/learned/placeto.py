@@ -80,6 +80,9 @@ __all__ = ["STAGES", "Config", "Policy", "Trainer", "parse_stages", "solve_place
 STATIC_FEATURES = 5
 STAGES = ("sim",)
 MASKED = -1e9  # the logit of an invalid device (finite: 0 * log p stays 0 in the gradients)
+MAX_TASKS = 4000
+"""Largest graph accepted: the group masks take 12 n^2 bytes (190 MB here), and each episode
+re-embeds the graph n times."""
 EVALUATION = 0
 """Seeds the evaluation's initial placement and draws, the same for every seed and policy: a
 policy file's evaluation on a problem is reproducible, whoever trained it."""
@@ -203,6 +206,9 @@ class Trainer:
 
     def __init__(self, problem: Problem, config: Config, seed: int) -> None:
         p = self.p = problem
+        if p.n > MAX_TASKS:
+            raise OptionError(f"placeto: the problem has {p.n} tasks, more than the {MAX_TASKS} Placeto handles (its "
+                              "memory grows with the square); use doppler or critical-path")
         self.cfg, self.seed = config, seed
         self.x = graph_tensors(p).x
         self.src = torch.tensor(p.src.tolist(), dtype=torch.long)
