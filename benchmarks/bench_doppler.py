@@ -4,12 +4,14 @@ work-conserving runtime model (:mod:`mapsched.simulate`).
 Rows: one device; ``critical-path`` (best of 50 randomised runs); ``heft`` and ``sa``
 (their mappings re-timed by the runtime model); ``exact`` given --exact-time seconds
 (its mapping re-timed, with its proved bound, which bounds every work-conserving run
-too); ``doppler`` after Stages I and II (--episodes per stage). Each row gives the
-simulated makespan, its ratio to ``critical-path`` and the seconds the method took
-(training included for ``doppler``). Stage III (measured rewards) and Placeto are not
+too); ``placeto`` (DOPPLER's learned baseline) trained --placeto-episodes episodes,
+by default as many as ``doppler``'s two stages together (the paper gives every learner
+the same count); ``doppler`` after Stages I and II (--episodes per stage). Each row gives
+the simulated makespan, its ratio to ``critical-path`` and the seconds the method took
+(training included for ``placeto`` and ``doppler``). Stage III (measured rewards) is not
 implemented. Prints a markdown table.
 
-    python benchmarks/bench_doppler.py [--episodes 400] [--exact-time 60] [--seed 0]
+    python benchmarks/bench_doppler.py [--episodes 400] [--placeto-episodes 800] [--exact-time 60] [--seed 0]
 """
 
 from __future__ import annotations
@@ -27,16 +29,20 @@ WORKLOADS = {"ChainMM": chainmm, "FFNN": ffnn, "Llama-block": llama_block, "Llam
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=400, help="doppler episodes per stage")
+    ap.add_argument("--placeto-episodes", type=int, default=None,
+                    help="placeto training episodes (default: 2 x --episodes, doppler's two stages)")
     ap.add_argument("--exact-time", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
+    placeto_episodes = 2 * a.episodes if a.placeto_episodes is None else a.placeto_episodes
     print("| workload | ops | method | simulated | / critical-path | bound | seconds |")
     print("|---|---|---|---|---|---|---|")
     for label, make in WORKLOADS.items():
         p = make(devices=4)
         rows = []
         for name, kw in (("single-best", {}), ("critical-path", {}), ("heft", {}), ("sa", {}),
-                         ("exact", {"time_limit": a.exact_time}), ("doppler", {"episodes": a.episodes})):
+                         ("exact", {"time_limit": a.exact_time}), ("placeto", {"episodes": placeto_episodes}),
+                         ("doppler", {"episodes": a.episodes})):
             opts = {k: v for k, v in kw.items() if k != "time_limit"}
             t = time.perf_counter()
             r = solve(p, name, time_limit=kw.get("time_limit"), seed=a.seed, **opts)

@@ -478,30 +478,32 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     from .learned import torch_module
 
-    doppler = torch_module("doppler", "doppler")
-    reinforce = torch_module("reinforce", "doppler")
-    stages = doppler.parse_stages(args.stages)
+    method = args.method
+    learner = torch_module(method, method)
+    reinforce = torch_module("reinforce", method)
+    stages = learner.parse_stages(args.stages or ",".join(learner.STAGES))
     if args.resume and not os.path.isfile(args.output):
         raise OptionError(f"--resume: no policy file {args.output!r} to resume; leave out --resume to start one")
     check_output(args.output, [args.problem])
     problem = load_problem(args.problem)
     if problem.objective.kind != "latency":
-        raise OptionError("problem: doppler trains on latency problems only; this one's objective is throughput")
+        raise OptionError(f"problem: {method} trains on latency problems only; this one's objective is throughput")
     # Kept back from the time limit: the last evaluation, writing the file and the exit.
     deadline = math.inf if args.time_limit is None else args.started + args.time_limit - 0.4
     with reinforce.one_thread():
         if args.resume:
-            data = reinforce.load_checkpoint(args.output, "doppler", problem.m, flag="--resume")
-            trainer = doppler.Trainer.from_checkpoint(problem, data, args.seed, resume=True, flag="--resume")
+            data = reinforce.load_checkpoint(args.output, method, problem.m, flag="--resume")
+            trainer = learner.Trainer.from_checkpoint(problem, data, args.seed, resume=True, flag="--resume")
         else:
-            trainer = doppler.Trainer(problem, doppler.Config(hidden=args.hidden, rounds=args.rounds), args.seed)
+            width = {k: v for k, v in (("hidden", args.hidden), ("rounds", args.rounds)) if v is not None}
+            trainer = learner.Trainer(problem, learner.Config(**width), args.seed)
 
         def save() -> None:
             reinforce.save_checkpoint(args.output, trainer.checkpoint(stages, args.episodes))
 
-        with ProgressBar("train doppler, best", args.time_limit) as bar, interrupt.graceful():
+        with ProgressBar(f"train {method}, best", args.time_limit) as bar, interrupt.graceful():
             def progress(stage: str, done: int, best: float) -> None:
-                bar.method = f"train doppler {stage} {done}/{args.episodes}, best"
+                bar.method = f"train {method} {stage} {done}/{args.episodes}, best"
                 if best < math.inf:
                     bar(time.perf_counter() - args.started, best)
 
@@ -513,7 +515,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         save()
     done = sum(trainer.done[s] for s in stages)
     note = " (interrupted)" if stopped else " (time limit)" if done < len(stages) * args.episodes else ""
-    print(f"trained doppler {', '.join(f'{s} {trainer.done[s]}/{args.episodes}' for s in stages)} episodes{note}: "
+    print(f"trained {method} {', '.join(f'{s} {trainer.done[s]}/{args.episodes}' for s in stages)} episodes{note}: "
           f"greedy policy {_fmt(trainer.eval_makespan, 6)} ms, best assignment seen {_fmt(trainer.best_makespan, 6)} "
           f"ms; wrote {args.output}")
     return 130 if stopped else 0
@@ -913,18 +915,18 @@ def build_parser() -> argparse.ArgumentParser:
         "train", help="train a learned method's policy on a problem (needs torch)",
         description="Train DOPPLER's SEL/PLC policy on a problem: Stage I (il) imitates critical-path on the "
                     "learner's own rollouts, Stage II (sim) is REINFORCE against the work-conserving model's "
-                    "makespan. The file keeps the best policy by greedy evaluation (for 'solve -m doppler "
-                    "--policy FILE') and the last state (for --resume); it is written every --checkpoint-every "
-                    "episodes and at the end.")
-    tn.add_argument("method", choices=("doppler",))
+                    "makespan; or Placeto's policy (placeto: stage sim only). The file keeps the best policy by "
+                    "evaluation (for 'solve -m METHOD --policy FILE') and the last state (for --resume); it is "
+                    "written every --checkpoint-every episodes and at the end.")
+    tn.add_argument("method", choices=("doppler", "placeto"))
     tn.add_argument("problem", help=prob_help)
     tn.add_argument("-o", "--output", required=True, help="policy file to write (.pt)")
-    tn.add_argument("--stages", default="il,sim", help="il, sim or il,sim (real: not implemented yet)")
+    tn.add_argument("--stages", help="doppler: il, sim or il,sim (default; real: not implemented yet); placeto: sim")
     tn.add_argument("--episodes", type=_count(1), default=100, help="episodes per stage (default 100)")
     tn.add_argument("--seed", type=_count(0), default=0)
     tn.add_argument("--time-limit", type=_seconds, default=None, help="seconds, start-up included")
-    tn.add_argument("--hidden", type=_count(1), default=128, help="embedding width (default 128)")
-    tn.add_argument("--rounds", type=_count(1), default=6, help="message-passing rounds (default 6)")
+    tn.add_argument("--hidden", type=_count(1), help="embedding width (default: doppler 128, placeto 32)")
+    tn.add_argument("--rounds", type=_count(1), help="message-passing rounds (default: doppler 6, placeto 3)")
     tn.add_argument("--checkpoint-every", type=_count(0), default=25,
                     help="episodes between checkpoints (0: only at the end; default 25)")
     tn.add_argument("--resume", action="store_true",

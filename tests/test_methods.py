@@ -16,7 +16,7 @@ METHODS = [m.name for m in registry.all_methods() if m.available()]  # doppler n
 INCOMPLETE = {"random", "single-best"}
 # Learned methods train on the problem: a few updates of a small policy here (the paper's
 # 128-wide, 6-round networks for 100 episodes a stage take seconds even on 10 tasks).
-SMALL = {"doppler": {"episodes": 2, "hidden": 8, "rounds": 1}}
+SMALL = {"doppler": {"episodes": 2, "hidden": 8, "rounds": 1}, "placeto": {"episodes": 2, "hidden": 8, "rounds": 1}}
 
 
 def run(p, name, **kw):

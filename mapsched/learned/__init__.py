@@ -2,7 +2,7 @@
 
 This module registers the methods and imports nothing heavy, so that ``import mapsched``
 and ``mapsched methods`` work without PyTorch; the torch modules (:mod:`.mpnn`,
-:mod:`.reinforce`, :mod:`.doppler`) load when a method runs, and without PyTorch the
+:mod:`.reinforce`, :mod:`.doppler`, :mod:`.placeto`) load when a method runs, and without PyTorch the
 method stops with one line saying ``pip install 'mapsched[torch]'``.
 """
 
@@ -53,3 +53,23 @@ def doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None, stage
             rounds: int) -> Schedule:
     """DOPPLER (Yao et al. 2025), Stages I and II: :func:`mapsched.learned.doppler.solve_doppler`."""
     return torch_module("doppler", "doppler").solve_doppler(problem, ctx, policy, episodes, stages, hidden, rounds)
+
+
+@register(
+    "placeto",
+    "Placeto (Addanki et al. 2019), DOPPLER's learned baseline: re-places each task once per episode in "
+    "topological order, the graph re-embedded at every step, REINFORCE on the simulated makespan's "
+    "improvements; best placement seen, simulated (needs torch)",
+    objectives=("latency",),
+    requires=("torch",),
+    options=(
+        Option("policy", str, "", "a policy file from 'mapsched train placeto' (default: train on this problem)"),
+        Option("episodes", int, None, "training episodes (default: 100 without --policy, 0 with one: its "
+                                      "evaluated placement only; more fine-tune it here)"),
+        Option("hidden", int, 32, "embedding width of a new policy", positive=True),
+        Option("rounds", int, 3, "message-passing rounds per direction of a new policy", positive=True),
+    ),
+)
+def placeto(problem: Problem, ctx: Any, policy: str, episodes: int | None, hidden: int, rounds: int) -> Schedule:
+    """Placeto (Addanki et al. 2019): :func:`mapsched.learned.placeto.solve_placeto`."""
+    return torch_module("placeto", "placeto").solve_placeto(problem, ctx, policy, episodes, hidden, rounds)
