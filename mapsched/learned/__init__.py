@@ -53,3 +53,25 @@ def doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None, stage
             rounds: int) -> Schedule:
     """DOPPLER (Yao et al. 2025), Stages I and II: :func:`mapsched.learned.doppler.solve_doppler`."""
     return torch_module("doppler", "doppler").solve_doppler(problem, ctx, policy, episodes, stages, hidden, rounds)
+
+
+@register(
+    "giph",
+    "GiPH's learned placement improvement (a policy over gpNet moves one task per step, |V| x ratio steps "
+    "from a random or the --initial placement, each run by the work-conserving model); best placement seen "
+    "(needs torch)",
+    objectives=("latency",),
+    requires=("torch",),
+    initial=True,
+    options=(
+        Option("policy", str, "", "a policy file from 'mapsched train giph' (default: the shipped one, trained "
+                                  "on GiPH's multi-diff networks)"),
+        Option("ratio", float, 2.0, "search steps per task (GiPH: 2)", positive=True),
+        Option("noise", float, 0.0, "GiPH's noise on every run of the search (its noisy runs: 0.2); the best "
+                                    "noisy run's placement is returned as the noiseless model runs it"),
+        Option("greedy", bool, False, "take the policy's most likely move instead of sampling (GiPH samples)"),
+    ),
+)
+def giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: float, greedy: bool) -> Schedule:
+    """GiPH (Hu et al. 2023): :func:`mapsched.learned.giph.solve_giph`."""
+    return torch_module("giph", "giph").solve_giph(problem, ctx, policy, ratio, noise, greedy)
