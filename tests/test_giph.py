@@ -102,6 +102,8 @@ def test_shipped_policy_is_deterministic_and_warm_start_never_worse():
     h = solve(p, "heft")
     w = solve(p, "giph", seed=1, initial=h)
     assert w.makespan <= h.makespan and validate(p, w) == []
+    s = solve(p, "giph", seed=1, start="heft")  # from heft's placement, as the runtime model runs it
+    assert s.makespan <= simulate(p, h.mapping()).makespan and validate(p, s) == []
 
 
 def test_five_training_episodes_change_the_weights(tmp_path):

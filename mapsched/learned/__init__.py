@@ -2,7 +2,7 @@
 
 This module registers the methods and imports nothing heavy, so that ``import mapsched``
 and ``mapsched methods`` work without PyTorch; the torch modules (:mod:`.mpnn`,
-:mod:`.reinforce`, :mod:`.doppler`) load when a method runs, and without PyTorch the
+:mod:`.reinforce`, :mod:`.doppler`, :mod:`.giph`) load when a method runs, and without PyTorch the
 method stops with one line saying ``pip install 'mapsched[torch]'``.
 """
 
@@ -70,8 +70,10 @@ def doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None, stage
         Option("noise", float, 0.0, "GiPH's noise on every run of the search (its noisy runs: 0.2); the best "
                                     "noisy run's placement is returned as the noiseless model runs it"),
         Option("greedy", bool, False, "take the policy's most likely move instead of sampling (GiPH samples)"),
+        Option("start", str, "random", "the start placement without --initial: random (GiPH) or heft's",
+               choices=("random", "heft")),
     ),
 )
-def giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: float, greedy: bool) -> Schedule:
+def giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: float, greedy: bool, start: str) -> Schedule:
     """GiPH (Hu et al. 2023): :func:`mapsched.learned.giph.solve_giph`."""
-    return torch_module("giph", "giph").solve_giph(problem, ctx, policy, ratio, noise, greedy)
+    return torch_module("giph", "giph").solve_giph(problem, ctx, policy, ratio, noise, greedy, start)

@@ -48,7 +48,8 @@ from a GiPH experiment set (:func:`mapsched.generators.giph.giph_experiment`), A
 the steps so far, one update per episode. Deliberate deviations: rewards are divided
 by the instance's critical path (SLR units), so that instances of any time scale train
 together; the seed's extra ``gamma^t`` factor on step t is left out, as in the code.
-Plain REINFORCE collapses after ~100 episodes (the GiPH notes), so the policy kept is
+SLR's denominator is Topcuoglu's critical path, as the paper says (the code's shortest path
+inflates its SLRs). Plain REINFORCE collapses after ~100 episodes (the GiPH notes), so the policy kept is
 the one with the best mean SLR on held-out evaluation cases, checked every
 ``eval_every`` episodes.
 
@@ -188,6 +189,7 @@ class _Static:
             for j in p.succ[i]:
                 rlevel[i] = max(rlevel[i], rlevel[j] + 1)
         self.level, self.rlevel = level, rlevel
+        self.has_parent = np.bincount(p.dst, minlength=p.n) > 0
         self.cp = critical_path_bound(p)
 
 
@@ -220,8 +222,7 @@ def gpnet(st: _Static, owner: np.ndarray, start: np.ndarray, end: np.ndarray, la
     n1 = len(st.e1)
     ready = np.zeros(len(st.node_task))
     np.maximum.at(ready, dst[:n1], end[p.src[st.e1]] + transfer[:n1])
-    has_parent = np.array([bool(p.pred[i]) for i in range(p.n)])[st.node_task]
-    potential = np.where(has_parent, ready - start[st.node_task], 0.0)
+    potential = np.where(st.has_parent[st.node_task], ready - start[st.node_task], 0.0)
     potential[pivot] = 0.0
     x = np.concatenate([_minmax(st.static_x), _minmax(potential[:, None])], axis=1)
     mask = np.ones(len(st.node_task), dtype=bool)
@@ -630,20 +631,28 @@ class Trainer:
 # ---------------------------------------------------------------- the method
 
 
-def solve_giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: float, greedy: bool) -> Schedule:
+def solve_giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: float, greedy: bool,
+               start: str = "random") -> Schedule:
     """The ``giph`` method (registered in :mod:`mapsched.learned`): see its option help."""
     p = problem
     deadline = time.perf_counter() + ctx.remaining()
     with one_thread():
         net, _ = load_policy(policy)
         st = _Static(p)
-        owner = as_owner(p, ctx.initial.mapping())[:, 0] if ctx.initial is not None else start_placement(p, ctx.rng)
+        if ctx.initial is not None:
+            owner, origin = as_owner(p, ctx.initial.mapping())[:, 0], "the initial"
+        elif start == "heft":
+            from ..heuristics.heft import heft
+
+            owner, origin = as_owner(p, heft(p, ctx).mapping())[:, 0], "heft's"
+        else:
+            owner, origin = start_placement(p, ctx.rng), "a random"
         steps = max(1, round(ratio * p.n))
         with torch.no_grad():
             res = search(st, net, owner, steps, ctx.rng, noise, greedy=greedy, deadline=deadline,
                          improved=ctx.improved)
     s = simulate(p, res.owner, method="giph")
-    s.log += (f"giph: {len(res.history) - 1} of {steps} steps from {'the initial' if ctx.initial else 'a random'} "
+    s.log += (f"giph: {len(res.history) - 1} of {steps} steps from {origin} "
               f"placement ({res.history[0]:.6g}), policy {policy or 'shipped'}; best {s.makespan:.6g}, SLR "
               f"{s.makespan / st.cp:.4g}\n")
     if ctx.initial is not None and ctx.initial.makespan < s.makespan:  # never worse than the start

@@ -1,0 +1,255 @@
+"""GiPH (issue 29): the shapes of the paper's Fig. 4, Table 6 and Fig. 6, its goal against HEFT,
+and the shipped policy's transfer to mapsched's DNN presets. Every placement is run by the
+work-conserving runtime model (:mod:`mapsched.simulate`, GiPH's simulator); SLR is the makespan
+over the critical path under least latencies (:func:`mapsched.bounds.critical_path_bound`).
+
+Parts (``--parts``, default all):
+
+- ``a`` Fig. 4: mean best-so-far SLR against search steps / |V| (0 .. 2) on ``--cases`` unseen
+  cases of ``multi-diff`` (its test graphs on its test networks, 15-24 devices), at noise 0 and
+  0.2, for ``giph`` (the policy), random sampling (best of the samples so far, one per step),
+  random-task + EFT and HEFT's mapping (a constant), all from GiPH's seed-20 start placement.
+- ``b`` Table 6: better / equal / worse (%, relative tolerance 1e-6) of each row against each
+  column on the cases of ``a`` with at most ``--max-exact-tasks`` tasks: giph, random, random-eft,
+  heft and exact (given ``--exact-time`` s; its mapping run by the runtime model).
+- ``c`` the goal: on ``--goal-cases`` unseen ``multi-diff`` cases, ``giph`` better than or equal to
+  HEFT on at least 65% of them, with a mean SLR at or below HEFT's.
+- ``d`` Fig. 6: GiPH's device-change sequence (``giph_adapt``: 20 devices, ``--changes`` changes,
+  ``--adapt-graphs`` graphs): per change the mean SLR of giph warm-started from the previous
+  placement (``solve(..., initial=...)``), giph from scratch and HEFT, and the warm start's seconds;
+  the goal: warm within 2% of scratch, under 1 s per change.
+- ``e`` transfer to mapsched's DNN presets (vgg, resnet, inception, transformer on the default
+  platform): SLR and the gap to mapsched's proved lower bound (:func:`mapsched.bounds.lower_bound`)
+  for giph, heft and sa.
+
+Prints markdown tables. Smoke run (seconds)::
+
+    python benchmarks/bench_giph.py --cases 3 --goal-cases 3 --exact-time 1 --adapt-graphs 1 --changes 2 \\
+        --presets vgg
+
+Full run (the lead's, alone on the machine)::
+
+    python benchmarks/bench_giph.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from itertools import product
+
+import numpy as np
+
+from mapsched import solve
+from mapsched.bounds import critical_path_bound, lower_bound
+from mapsched.generators import (
+    giph_adapt,
+    giph_experiment,
+    giph_graph,
+    giph_network,
+    giph_problem,
+    inception,
+    resnet,
+    transformer,
+    vgg,
+)
+from mapsched.heuristics.random_search import random_owner
+from mapsched.learned.giph import _Static, load_policy, search, start_placement
+from mapsched.learned.reinforce import one_thread
+from mapsched.simulate import simulate
+
+PRESETS = {"vgg": vgg, "resnet": resnet, "inception": inception, "transformer": transformer}
+POINTS = np.linspace(0, 2, 21)  # steps / |V|
+TOL = 1e-6
+
+
+def cases(count: int, seed: int) -> list:
+    """``count`` (graph, network) pairs drawn without replacement from multi-diff's test split."""
+    e = giph_experiment("multi-diff")
+    pairs = list(product(e.test_graphs, e.test_networks))
+    rng = np.random.default_rng(seed)
+    return [pairs[k] for k in rng.choice(len(pairs), size=min(count, len(pairs)), replace=False)]
+
+
+def run(p, owner, noise, rng):
+    return simulate(p, owner, noise, rng, "giph") if noise else simulate(p, owner)
+
+
+def random_trace(p, steps, noise, rng):
+    """Best-so-far makespan of random sampling after 0 .. steps samples (sample 0: the start)."""
+    best, out = np.inf, []
+    for _ in range(steps + 1):
+        best = min(best, run(p, random_owner(p, rng)[:, 0], noise, rng).makespan)
+        out.append(best)
+    return out
+
+
+def eft_trace(p, owner, steps, noise, rng):
+    """Best-so-far makespan of random-task + EFT (GiPH's baseline, as ``random-eft``) from ``owner``."""
+    owner = owner.copy()
+    s = run(p, owner, noise, rng)
+    out = [s.makespan]
+    for _ in range(steps):
+        end = np.zeros(p.n)
+        for j in s.jobs:
+            end[p.task_index[j.task]] = j.end
+        i = int(rng.integers(p.n))
+        can = np.flatnonzero(p.can_run[i])
+        ready = np.zeros(len(can))
+        for e in p.in_edges[i]:
+            q = int(p.src[e])
+            ready = np.maximum(ready, end[q] + p.link_latency[owner[q], can]
+                               + p.nbytes[e] * p.link_ms_per_byte[owner[q], can])
+        owner[i] = int(rng.choice(can)) if not p.pred[i] else int(can[np.argmin(ready + p.dur[i, can])])
+        s = run(p, owner, noise, rng)
+        out.append(min(out[-1], s.makespan))
+    return out
+
+
+def at(trace, n):
+    """The trace at each point of POINTS (steps = point x n)."""
+    return [trace[min(len(trace) - 1, int(round(x * n)))] for x in POINTS]
+
+
+def part_a_b(a, net, pairs):
+    tables, finals = {}, {}
+    for noise in (0.0, 0.2):
+        sums = {k: np.zeros(len(POINTS)) for k in ("giph", "random", "random-eft", "heft")}
+        for c, (g, nw) in enumerate(pairs):
+            p = giph_problem(giph_graph(**g), giph_network(**nw))
+            st, cp, steps = _Static(p), critical_path_bound(p), 2 * p.n
+            start = start_placement(p, np.random.default_rng(20))
+            with one_thread():
+                res = search(st, net, start, steps, np.random.default_rng(a.seed + c), noise)
+            traces = {"giph": res.history, "random": random_trace(p, steps, noise, np.random.default_rng(a.seed + c)),
+                      "random-eft": eft_trace(p, start, steps, noise, np.random.default_rng(a.seed + c))}
+            h = solve(p, "heft")
+            traces["heft"] = [run(p, h.mapping(), noise, np.random.default_rng(a.seed + c)).makespan]
+            for k, t in traces.items():
+                sums[k] += np.array(at(t, p.n)) / cp
+            if noise == 0.0:
+                finals[c] = {k: t[-1] / cp for k, t in traces.items()}
+                if p.n <= a.max_exact_tasks and "b" in a.parts:
+                    x = solve(p, "exact", time_limit=a.exact_time, seed=a.seed)
+                    finals[c]["exact"] = simulate(p, x.mapping()).makespan / cp
+        tables[noise] = {k: v / len(pairs) for k, v in sums.items()}
+    if "a" in a.parts:
+        for noise, t in tables.items():
+            print(f"\n### Fig. 4 shape: mean best-so-far SLR, {len(pairs)} unseen multi-diff cases, noise {noise}\n")
+            cols = [0, 2, 5, 10, 15, 20]
+            print("| method | " + " | ".join(f"{POINTS[i]:.1f} x |V|" for i in cols) + " |")
+            print("|---|" + "---|" * len(cols))
+            for k, v in t.items():
+                print(f"| {k} | " + " | ".join(f"{v[i]:.3f}" for i in cols) + " |")
+    if "b" in a.parts:
+        small = [f for f in finals.values() if "exact" in f]
+        names = ["giph", "random", "random-eft", "heft", "exact"]
+        print(f"\n### Table 6 shape: row better / equal / worse than column (%), {len(small)} cases of "
+              f"<= {a.max_exact_tasks} tasks, noise 0\n")
+        print("| row \\ col | " + " | ".join(names) + " |")
+        print("|---|" + "---|" * len(names))
+        for r in names:
+            cells = []
+            for c in names:
+                if r == c or not small:
+                    cells.append("-")
+                    continue
+                x = np.array([f[r] for f in small])
+                y = np.array([f[c] for f in small])
+                eq = np.abs(x - y) <= TOL * np.maximum(x, y)
+                cells.append(f"{100 * np.mean((x < y) & ~eq):.1f}/{100 * np.mean(eq):.1f}/"
+                             f"{100 * np.mean((x > y) & ~eq):.1f}")
+            print(f"| {r} | " + " | ".join(cells) + " |")
+
+
+def part_c(a, policy):
+    pairs = cases(a.goal_cases, a.seed + 1)
+    g_slr, h_slr, seconds = [], [], []
+    for c, (g, nw) in enumerate(pairs):
+        p = giph_problem(giph_graph(**g), giph_network(**nw))
+        cp = critical_path_bound(p)
+        t = time.perf_counter()
+        r = solve(p, "giph", seed=a.seed + c, policy=policy)
+        seconds.append(time.perf_counter() - t)
+        g_slr.append(r.makespan / cp)
+        h_slr.append(simulate(p, solve(p, "heft").mapping()).makespan / cp)
+    x, y = np.array(g_slr), np.array(h_slr)
+    ok = np.mean(x <= y * (1 + TOL))
+    met = ok >= 0.65 and x.mean() <= y.mean()
+    print(f"\n### Goal: shipped giph against heft on {len(pairs)} unseen multi-diff cases (15-24 devices)\n")
+    print("| cases | giph <= heft | giph mean SLR | heft mean SLR | giph s per case | goal (>= 65%, mean <= heft) |")
+    print("|---|---|---|---|---|---|")
+    print(f"| {len(pairs)} | {100 * ok:.1f}% | {x.mean():.3f} | {y.mean():.3f} | {np.mean(seconds):.2f} | "
+          f"{'met' if met else 'not met'} |")
+
+
+def part_d(a, policy):
+    nets, changes, graphs = giph_adapt(a.changes)
+    graphs = graphs[:a.adapt_graphs]
+    rows = np.zeros((a.changes, 4))
+    for g in graphs:
+        p = giph_problem(g, nets[0])
+        prev = solve(p, "giph", seed=a.seed, policy=policy)
+        for k, change in enumerate(changes):
+            q = change.apply(p, giph_problem(g, nets[k + 1]))
+            cp = critical_path_bound(q)
+            t = time.perf_counter()
+            warm = solve(q, "giph", seed=a.seed + k, policy=policy, initial=prev)
+            rows[k, 3] += time.perf_counter() - t
+            cold = solve(q, "giph", seed=a.seed + k, policy=policy)
+            heft = simulate(q, solve(q, "heft").mapping()).makespan
+            rows[k, :3] += np.array([warm.makespan, cold.makespan, heft]) / cp
+            p, prev = q, warm
+    rows /= len(graphs)
+    print(f"\n### Fig. 6 shape: {a.changes} device changes, {len(graphs)} graphs (mean SLR)\n")
+    print("| change | devices | giph warm | giph scratch | heft | warm / scratch | warm s |")
+    print("|---|---|---|---|---|---|---|")
+    for k, change in enumerate(changes):
+        what = f"-{len(change.removed)}" if change.removed else f"+{len(change.added)}"
+        print(f"| {k + 1} {what} | {len(nets[k + 1].present)} | {rows[k, 0]:.3f} | {rows[k, 1]:.3f} | "
+              f"{rows[k, 2]:.3f} | {rows[k, 0] / rows[k, 1]:.3f} | {rows[k, 3]:.2f} |")
+    within = np.mean(rows[:, 0] <= 1.02 * rows[:, 1])
+    print(f"\nwarm within 2% of scratch on {100 * within:.0f}% of changes; mean {rows[:, 3].mean():.2f} s per "
+          "change (goal: within 2%, under 1 s)")
+
+
+def part_e(a, policy):
+    print("\n### Transfer to mapsched's DNN presets (default platform): SLR and gap to the proved bound\n")
+    print("| preset | tasks | devices | method | makespan | SLR | gap to bound |")
+    print("|---|---|---|---|---|---|---|")
+    for name in a.presets.split(","):
+        p = PRESETS[name]()
+        cp, bound = critical_path_bound(p), lower_bound(p).value
+        for method, kw in (("giph", {"policy": policy}), ("heft", {}), ("sa", {})):
+            r = solve(p, method, seed=a.seed, **kw)
+            ms = simulate(p, r.mapping()).makespan
+            print(f"| {name} | {p.n} | {p.m} | {method} | {ms:.4g} | {ms / cp:.3f} | "
+                  f"{100 * (ms - bound) / bound:.1f}% |", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--parts", default="abcde", help="which of a b c d e to run (default all)")
+    ap.add_argument("--policy", default="", help="a policy file (default: the shipped one)")
+    ap.add_argument("--cases", type=int, default=100, help="unseen cases for parts a and b")
+    ap.add_argument("--goal-cases", type=int, default=300, help="unseen cases for part c")
+    ap.add_argument("--max-exact-tasks", type=int, default=20)
+    ap.add_argument("--exact-time", type=float, default=10.0, help="seconds per exact solve (part b)")
+    ap.add_argument("--changes", type=int, default=20, help="device changes (part d)")
+    ap.add_argument("--adapt-graphs", type=int, default=10, help="graphs of the device-change run (part d)")
+    ap.add_argument("--presets", default="vgg,resnet,inception,transformer", help="part e")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    net, _ = load_policy(a.policy)
+    if "a" in a.parts or "b" in a.parts:
+        part_a_b(a, net, cases(a.cases, a.seed))
+    if "c" in a.parts:
+        part_c(a, a.policy)
+    if "d" in a.parts:
+        part_d(a, a.policy)
+    if "e" in a.parts:
+        part_e(a, a.policy)
+
+
+if __name__ == "__main__":
+    main()
