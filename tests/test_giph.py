@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 from strategies import problems  # noqa: E402
 
-from mapsched import OptionError, solve, validate  # noqa: E402
+from mapsched import InfeasibleError, OptionError, solve, validate  # noqa: E402
 from mapsched.cli import main  # noqa: E402
 from mapsched.generators.giph import GiphExperiment, giph_instance  # noqa: E402
 from mapsched.learned.giph import (  # noqa: E402
@@ -86,8 +86,7 @@ def test_solve_is_valid_also_after_device_removal(p, seed):
         q = p.without_devices([gone])
         try:
             r2 = solve(q, "giph", seed=seed, initial=r)
-        except Exception as exc:  # memory or links may leave no placement at all
-            assert "memory" in str(exc) or "link" in str(exc)
+        except InfeasibleError:  # memory or links may leave the smaller system no placement at all
             return
         assert validate(q, r2) == [] and gone not in {j.device for j in r2.jobs}
 
