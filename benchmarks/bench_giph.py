@@ -77,12 +77,11 @@ def run(p, owner, noise, rng):
     return simulate(p, owner, noise, rng, "giph") if noise else simulate(p, owner)
 
 
-def random_trace(p, steps, noise, rng):
-    """Best-so-far makespan of random sampling after 0 .. steps samples (sample 0: the start)."""
-    best, out = np.inf, []
-    for _ in range(steps + 1):
-        best = min(best, run(p, random_owner(p, rng)[:, 0], noise, rng).makespan)
-        out.append(best)
+def random_trace(p, start, steps, noise, rng):
+    """Best-so-far makespan of random sampling after 0 .. steps samples (sample 0: the start placement)."""
+    out = [run(p, start, noise, rng).makespan]
+    for _ in range(steps):
+        out.append(min(out[-1], run(p, random_owner(p, rng)[:, 0], noise, rng).makespan))
     return out
 
 
@@ -123,10 +122,11 @@ def part_a_b(a, net, pairs):
             start = start_placement(p, np.random.default_rng(20))
             with one_thread():
                 res = search(st, net, start, steps, np.random.default_rng(a.seed + c), noise)
-            traces = {"giph": res.history, "random": random_trace(p, steps, noise, np.random.default_rng(a.seed + c)),
-                      "random-eft": eft_trace(p, start, steps, noise, np.random.default_rng(a.seed + c))}
+            rng = np.random.default_rng(a.seed + c)
+            traces = {"giph": res.history, "random": random_trace(p, start, steps, noise, rng),
+                      "random-eft": eft_trace(p, start, steps, noise, rng)}
             h = solve(p, "heft")
-            traces["heft"] = [run(p, h.mapping(), noise, np.random.default_rng(a.seed + c)).makespan]
+            traces["heft"] = [run(p, h.mapping(), noise, rng).makespan]
             for k, t in traces.items():
                 sums[k] += np.array(at(t, p.n)) / cp
             if noise == 0.0:

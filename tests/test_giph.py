@@ -105,11 +105,12 @@ def test_shipped_policy_is_deterministic_and_warm_start_never_worse():
     assert s.makespan <= simulate(p, h.mapping()).makespan and validate(p, s) == []
 
 
-def test_five_training_episodes_change_the_weights(tmp_path):
+@pytest.mark.parametrize("variant,rounds", [("giph", 0), ("giph", 3), ("ne", 0), ("task-eft", 0)])
+def test_five_training_episodes_change_the_weights(tmp_path, variant, rounds):
     small = GiphExperiment("small", tuple(dict(v=4, alpha=0.6, conn_prob=0.2, seed=s) for s in range(3)), (),
                            tuple(dict(m=m, seed=s) for m, s in ((4, 0), (5, 1))), ())
     with one_thread():
-        t = Trainer(Config(eval_cases=2, eval_every=5), "multi", seed=3)
+        t = Trainer(Config(variant, rounds, eval_cases=2, eval_every=5), "multi", seed=3)
         t.exp = small
         t.eval_specs = [(small.train_graphs[0], small.train_networks[0])]
         before = {k: v.clone() for k, v in t.net.state_dict().items()}
