@@ -166,8 +166,8 @@ class _Static:
         with np.errstate(invalid="ignore", divide="ignore"):
             rel = dur / np.where(least > 0, least, 1.0)[:, None]
         per_unit = np.nan_to_num(np.nanmedian(np.where(np.isnan(rel).all(axis=0), 1.0, rel), axis=0), nan=1.0)
-        self.static_x = np.stack([compute[self.node_task], per_unit[self.node_dev],
-                                  p.dur[self.node_task, self.node_dev]], axis=1)
+        self.static_x = _minmax(np.stack([compute[self.node_task], per_unit[self.node_dev],
+                                          p.dur[self.node_task, self.node_dev]], axis=1))
         self.llat = np.where(np.eye(p.m, dtype=bool), 0.0, p.link_latency)
         self.mpb = np.where(np.eye(p.m, dtype=bool), 0.0, p.link_ms_per_byte)
         self.need = p.weight + p.act
@@ -224,7 +224,7 @@ def gpnet(st: _Static, owner: np.ndarray, start: np.ndarray, end: np.ndarray, la
     np.maximum.at(ready, dst[:n1], end[p.src[st.e1]] + transfer[:n1])
     potential = np.where(st.has_parent[st.node_task], ready - start[st.node_task], 0.0)
     potential[pivot] = 0.0
-    x = np.concatenate([_minmax(st.static_x), _minmax(potential[:, None])], axis=1)
+    x = np.concatenate([st.static_x, _minmax(potential[:, None])], axis=1)
     mask = np.ones(len(st.node_task), dtype=bool)
     mask[pivot] = False
     if last >= 0:
