@@ -163,3 +163,15 @@ def test_shipped_file_is_package_data():
     assert shipped_policy().endswith(".pt")
     with pytest.raises(OptionError, match="no file"):
         load_policy(shipped_policy() + ".missing")
+
+
+@settings(max_examples=10, deadline=None)
+@given(problems(max_tasks=8, max_devices=3), st.integers(0, 3))
+def test_a_valid_initial_schedule_is_never_made_worse_nor_changed(p, seed):
+    import mapsched
+
+    start = mapsched.decode(p, p.planted)
+    before = start.to_json()
+    r = solve(p, "giph", seed=seed, initial=start)
+    assert validate(p, r) == [] and r.makespan <= start.makespan + 1e-9
+    assert start.to_json() == before
