@@ -8,7 +8,9 @@ Parts (``--parts``, default all):
 - ``a`` Fig. 4: mean best-so-far SLR against search steps / |V| (0 .. 2) on ``--cases`` unseen
   cases of ``multi-diff`` (its test graphs on its test networks, 15-24 devices), at noise 0 and
   0.2, for ``giph`` (the policy), random sampling (best of the samples so far, one per step),
-  random-task + EFT and HEFT's mapping (a constant), all from GiPH's seed-20 start placement.
+  random-task + EFT and HEFT's mapping (a constant), all from GiPH's seed-20 start placement;
+  ``--variants`` adds policies of GiPH's variants (``mapsched train giph --variant ne|task-eft``,
+  ``--mp-rounds 3``) as rows.
 - ``b`` Table 6: better / equal / worse (%, relative tolerance 1e-6) of each row against each
   column on the cases of ``a`` with at most ``--max-exact-tasks`` tasks: giph, random, random-eft,
   heft and exact (given ``--exact-time`` s; its mapping run by the runtime model).
@@ -116,19 +118,22 @@ def at(trace, n):
     return [trace[min(len(trace) - 1, int(round(x * n)))] for x in POINTS]
 
 
-def part_a_b(a, net, pairs):
+def part_a_b(a, nets, pairs):
+    """``nets``: name -> policy network, searched in that order (``giph`` the shipped or --policy one)."""
     tables, finals = {}, {}
     for noise in (0.0, 0.2):
-        sums = {k: np.zeros(len(POINTS)) for k in ("giph", "random", "random-eft", "heft")}
+        sums = {k: np.zeros(len(POINTS)) for k in (*nets, "random", "random-eft", "heft")}
         for c, (g, nw) in enumerate(pairs):
             p = giph_problem(giph_graph(**g), giph_network(**nw))
             st, cp, steps = _Static(p), critical_path_bound(p), 2 * p.n
             start = start_placement(p, np.random.default_rng(20))
+            traces = {}
             with one_thread():
-                res = search(st, net, start, steps, np.random.default_rng(a.seed + c), noise)
+                for name, net in nets.items():
+                    traces[name] = search(st, net, start, steps, np.random.default_rng(a.seed + c), noise).history
             rng = np.random.default_rng(a.seed + c)
-            traces = {"giph": res.history, "random": random_trace(p, start, steps, noise, rng),
-                      "random-eft": eft_trace(p, start, steps, noise, rng)}
+            traces["random"] = random_trace(p, start, steps, noise, rng)
+            traces["random-eft"] = eft_trace(p, start, steps, noise, rng)
             h = solve(p, "heft")
             traces["heft"] = [run(p, h.mapping(), noise, rng).makespan]
             for k, t in traces.items():
@@ -149,7 +154,7 @@ def part_a_b(a, net, pairs):
                 print(f"| {k} | " + " | ".join(f"{v[i]:.3f}" for i in cols) + " |")
     if "b" in a.parts:
         small = [f for f in finals.values() if "exact" in f]
-        names = ["giph", "random", "random-eft", "heft", "exact"]
+        names = [*nets, "random", "random-eft", "heft", "exact"]
         print(f"\n### Table 6 shape: row better / equal / worse than column (%), {len(small)} cases of "
               f"<= {a.max_exact_tasks} tasks, noise 0\n")
         print("| row \\ col | " + " | ".join(names) + " |")
@@ -242,6 +247,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--parts", default="abcde", help="which of a b c d e to run (default all)")
     ap.add_argument("--policy", default="", help="a policy file (default: the shipped one)")
+    ap.add_argument("--variants", default="", help="more rows for parts a and b, NAME=POLICY.pt,... (e.g. "
+                    "giph-ne=ne.pt from 'mapsched train giph --variant ne -o ne.pt')")
     ap.add_argument("--cases", type=int, default=100, help="unseen cases for parts a and b")
     ap.add_argument("--goal-cases", type=int, default=300, help="unseen cases for part c")
     ap.add_argument("--max-exact-tasks", type=int, default=20)
@@ -253,7 +260,8 @@ def main() -> None:
     a = ap.parse_args()
     net, _ = load_policy(a.policy)
     if "a" in a.parts or "b" in a.parts:
-        part_a_b(a, net, cases(a.cases, a.seed))
+        extra = dict(item.split("=", 1) for item in a.variants.split(",") if item)
+        part_a_b(a, {"giph": net, **{k: load_policy(v)[0] for k, v in extra.items()}}, cases(a.cases, a.seed))
     if "c" in a.parts:
         part_c(a, a.policy)
     if "d" in a.parts:
