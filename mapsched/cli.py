@@ -478,6 +478,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     from .learned import torch_module
 
+    if args.method == "giph":
+        return _train_giph(args)
+    if args.problem is None or args.suite is not None:
+        raise OptionError(f"problem: {args.method} trains on one problem file (no --suite); give it")
     method = args.method
     learner = torch_module(method, method)
     reinforce = torch_module("reinforce", method)
@@ -518,6 +522,48 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"trained {method} {', '.join(f'{s} {trainer.done[s]}/{args.episodes}' for s in stages)} episodes{note}: "
           f"greedy policy {_fmt(trainer.eval_makespan, 6)} ms, best assignment seen {_fmt(trainer.best_makespan, 6)} "
           f"ms; wrote {args.output}")
+    return 130 if stopped else 0
+
+
+def _train_giph(args: argparse.Namespace) -> int:
+    """``train giph``: REINFORCE on a GiPH experiment set (:mod:`mapsched.learned.giph`)."""
+    from .learned import torch_module
+
+    giph = torch_module("giph", "giph")
+    reinforce = torch_module("reinforce", "giph")
+    if args.problem is not None:
+        raise OptionError("problem: giph trains on a GiPH experiment set, not a file; give --suite "
+                          "single|multi|multi-diff instead")
+    suite = args.suite or "multi-diff"
+    if suite not in ("single", "multi", "multi-diff"):
+        raise OptionError(f"--suite: giph trains on GiPH's sets single, multi or multi-diff, not {suite!r}")
+    if args.resume and not os.path.isfile(args.output):
+        raise OptionError(f"--resume: no policy file {args.output!r} to resume; leave out --resume to start one")
+    check_output(args.output, [])
+    deadline = math.inf if args.time_limit is None else args.started + args.time_limit - 0.4
+    with reinforce.one_thread():
+        if args.resume:
+            data = reinforce.load_checkpoint(args.output, "giph", None, flag="--resume")
+            trainer = giph.Trainer.resume(data, suite)
+        else:
+            cfg = giph.Config(variant=args.variant, rounds=args.mp_rounds, lr=args.lr, entropy=args.entropy,
+                              eval_every=args.eval_every, eval_cases=args.eval_cases)
+            trainer = giph.Trainer(cfg, suite, args.seed)
+
+        def save() -> None:
+            reinforce.save_checkpoint(args.output, trainer.checkpoint())
+
+        with ProgressBar("train giph, eval SLR", args.time_limit) as bar, interrupt.graceful():
+            def progress(done: int, best: float) -> None:
+                bar.method = f"train giph {done}/{args.episodes}, eval SLR"
+                bar(time.perf_counter() - args.started, best)
+
+            trainer.run(args.episodes, deadline, progress, save, args.checkpoint_every, stop=interrupt.requested)
+            stopped = interrupt.requested()
+        save()
+    note = " (interrupted)" if stopped else " (time limit)" if trainer.done < args.episodes else ""
+    print(f"trained giph {trainer.done}/{args.episodes} episodes on {suite}{note}: best evaluation SLR "
+          f"{_fmt(trainer.eval_slr, 4)}; wrote {args.output}")
     return 130 if stopped else 0
 
 
@@ -917,12 +963,24 @@ def build_parser() -> argparse.ArgumentParser:
                     "learner's own rollouts, Stage II (sim) is REINFORCE against the work-conserving model's "
                     "makespan; or Placeto's policy (placeto: stage sim only). The file keeps the best policy by "
                     "evaluation (for 'solve -m METHOD --policy FILE') and the last state (for --resume); it is "
-                    "written every --checkpoint-every episodes and at the end.")
-    tn.add_argument("method", choices=("doppler", "placeto"))
-    tn.add_argument("problem", help=prob_help)
+                    "written every --checkpoint-every episodes and at the end. giph: REINFORCE of GiPH's gpNet "
+                    "policy over one of GiPH's experiment sets (--suite), keeping the best policy by mean SLR on "
+                    "held-out cases.")
+    tn.add_argument("method", choices=("doppler", "placeto", "giph"))
+    tn.add_argument("problem", nargs="?", help=prob_help + " (doppler and placeto)")
+    tn.add_argument("--suite", help="giph: GiPH's experiment set single, multi or multi-diff (default multi-diff)")
+    tn.add_argument("--variant", default="giph", choices=("giph", "ne", "task-eft"), help="giph: GiPH, GiPH-NE or "
+                    "GiPH-task-EFT")
+    tn.add_argument("--mp-rounds", type=_count(0), default=0,
+                    help="giph: k rounds of message passing (GiPH-k); 0: over the graph's depth (GiPH)")
+    tn.add_argument("--lr", type=float, default=0.01, help="giph: Adam's learning rate (default 0.01)")
+    tn.add_argument("--entropy", type=float, default=0.0, help="giph: entropy bonus weight (default 0)")
+    tn.add_argument("--eval-every", type=_count(1), default=10, help="giph: episodes between evaluations")
+    tn.add_argument("--eval-cases", type=_count(1), default=20, help="giph: held-out evaluation cases")
     tn.add_argument("-o", "--output", required=True, help="policy file to write (.pt)")
     tn.add_argument("--stages", help="doppler: il, sim or il,sim (default; real: not implemented yet); placeto: sim")
-    tn.add_argument("--episodes", type=_count(1), default=100, help="episodes per stage (default 100)")
+    tn.add_argument("--episodes", type=_count(1), default=100,
+                    help="episodes per stage (default 100); giph: episodes in all")
     tn.add_argument("--seed", type=_count(0), default=0)
     tn.add_argument("--time-limit", type=_seconds, default=None, help="seconds, start-up included")
     tn.add_argument("--hidden", type=_count(1), help="embedding width (default: doppler 128, placeto 32)")

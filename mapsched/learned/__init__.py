@@ -2,8 +2,8 @@
 
 This module registers the methods and imports nothing heavy, so that ``import mapsched``
 and ``mapsched methods`` work without PyTorch; the torch modules (:mod:`.mpnn`,
-:mod:`.reinforce`, :mod:`.doppler`, :mod:`.placeto`) load when a method runs, and without PyTorch the
-method stops with one line saying ``pip install 'mapsched[torch]'``.
+:mod:`.reinforce`, :mod:`.doppler`, :mod:`.placeto`, :mod:`.giph`) load when a method runs,
+and without PyTorch the method stops with one line saying ``pip install 'mapsched[torch]'``.
 """
 
 from __future__ import annotations
@@ -73,3 +73,27 @@ def doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None, stage
 def placeto(problem: Problem, ctx: Any, policy: str, episodes: int | None, hidden: int, rounds: int) -> Schedule:
     """Placeto (Addanki et al. 2019): :func:`mapsched.learned.placeto.solve_placeto`."""
     return torch_module("placeto", "placeto").solve_placeto(problem, ctx, policy, episodes, hidden, rounds)
+
+
+@register(
+    "giph",
+    "GiPH's learned placement improvement (a policy over gpNet moves one task per step, |V| x ratio steps "
+    "from a random or the --initial placement, each run by the work-conserving model); best placement seen "
+    "(needs torch)",
+    objectives=("latency",),
+    requires=("torch",),
+    initial=True,
+    options=(
+        Option("policy", str, "", "a policy file from 'mapsched train giph' (default: the shipped one, trained "
+                                  "on GiPH's multi-diff networks)"),
+        Option("ratio", float, 2.0, "search steps per task (GiPH: 2)", positive=True),
+        Option("noise", float, 0.0, "GiPH's noise on every run of the search (its noisy runs: 0.2); the best "
+                                    "noisy run's placement is returned as the noiseless model runs it"),
+        Option("greedy", bool, False, "take the policy's most likely move instead of sampling (GiPH samples)"),
+        Option("start", str, "random", "the start placement without --initial: random (GiPH) or heft's",
+               choices=("random", "heft")),
+    ),
+)
+def giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: float, greedy: bool, start: str) -> Schedule:
+    """GiPH (Hu et al. 2023): :func:`mapsched.learned.giph.solve_giph`."""
+    return torch_module("giph", "giph").solve_giph(problem, ctx, policy, ratio, noise, greedy, start)

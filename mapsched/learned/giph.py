@@ -1,0 +1,668 @@
+"""GiPH (Hu et al., MLSys 2023): a learned placement-improvement policy over gpNet.
+
+A state is a full placement; an action moves one task to one device that can run it.
+The policy scores every node of **gpNet**, the graph with one node per feasible
+(task, device) pair, and samples one move per step; a search of ``ratio x |V|`` steps
+(GiPH: 2) from a start placement returns the best placement seen. Every placement is
+timed by the work-conserving runtime model (:func:`mapsched.simulate.simulate`, GiPH's
+FIFO-by-readiness simulator), optionally with GiPH's noise.
+
+gpNet (paper section 4.2.1): for each task edge (a, b), an edge from a's *pivot* (the node
+of its current device) to every option of b, and from every other option of a to b's
+pivot: ``sum_i |D_i|`` nodes and ``sum_i |D_i| deg_i - |E|`` edges. Every node of a task
+sits at the task's level, so the two passes run level by level.
+
+Features (paper App. B.7, its ``--feature 1``: 4 node and 4 edge features; the code's
+default adds a fifth "criticality" feature, not used here), each min-max scaled to
+[-1, 1] per gpNet (a constant feature gives 0), as the public code does:
+
+- node (task i, device k): the task's compute ``C_i`` (its mean latency over its
+  devices: mapsched stores only latencies), the device's time per unit of compute
+  (median over tasks of ``dur[i, k] / min_k' dur[i, k']``, GiPH's ``1 / SP_k``), the
+  latency ``dur[i, k]``, and the start-time potential: data-ready time of i on k minus
+  i's current start (0 for pivots and for tasks without parents);
+- edge (a on k, b on l): bytes, ms per byte of the link k-l, its start-up delay, and
+  the transfer time (all 0 when k = l; a missing link counts as the worst one present).
+
+Network (paper eq. 1, Tables 4-5): node transform ``NT = Linear(dn, dn)-ReLU-Linear(dn, 5)``;
+a forward pass over gpNet in topological order, ``y_u = ReLU(W2 mean_v ReLU(W1 [y_v | x_vu]))
++ NT(x_u)``, and a backward pass with its own weights on the reversed graph; the policy
+``Linear(10, 16)-ReLU-Linear(16, 1)`` on ``[y_fwd | y_bwd]``, a softmax over the unmasked
+nodes. About 520 weights.
+
+Mask (section 4.2.3): the pivots (no-op moves), every option of the task moved at the
+previous step, and moves that would overflow a device's memory or cross a missing link
+(mapsched has both; GiPH does not). Recomputed at every step as the paper says (the
+code freezes it after |V| steps). If everything is masked one pivot is offered, so
+the mask is never empty.
+
+Variants (:class:`Config`): ``rounds`` k > 0 is GiPH-k, k synchronous rounds of both
+passes over all nodes at once instead of one sweep over the depth; ``variant="ne"`` is
+GiPH-NE (no edge features; each node gets the mean of its incoming edges' features,
+dn = 8); ``variant="task-eft"`` is GiPH-task-EFT (the network on the task graph, with the
+pivots' features, picks a task; it goes to its earliest-finish device as in ``random-eft``).
+
+Training (section 5, App. B.7): REINFORCE, one (graph, network) pair per episode drawn
+from a GiPH experiment set (:func:`mapsched.generators.giph.giph_experiment`), Adam lr
+0.01, gamma 0.97, reward the makespan decrease of each step, baseline the mean reward of
+the steps so far, one update per episode. Deliberate deviations: rewards are divided
+by the instance's critical path (SLR units), so that instances of any time scale train
+together; the seed's extra ``gamma^t`` factor on step t is left out, as in the code.
+SLR's denominator is Topcuoglu's critical path, as the paper says (the code's shortest path
+inflates its SLRs). Plain REINFORCE collapses after ~100 episodes (the GiPH notes), so the policy kept is
+the one with the best mean SLR on held-out evaluation cases, checked every
+``eval_every`` episodes.
+
+Examples
+--------
+>>> import mapsched
+>>> from mapsched.generators import giph_instance
+>>> p = giph_instance(10, 0.3, 0.1, seed=3, m=6)
+>>> r = mapsched.solve(p, "giph", seed=0)
+>>> mapsched.validate(p, r), r.method
+([], 'giph')
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..bounds.simple import critical_path_bound
+from ..decoder import as_owner
+from ..errors import InfeasibleError, OptionError
+from ..problem import Problem
+from ..schedule import Schedule
+from ..simulate import simulate
+from .reinforce import first_line, load_checkpoint, one_thread
+
+__all__ = ["NODE_FEATURES", "EDGE_FEATURES", "VARIANTS", "Config", "GiphNet", "GpNet", "Search", "Trainer",
+           "gpnet", "load_policy", "search", "shipped_policy", "solve_giph"]
+
+NODE_FEATURES = ("compute", "time_per_unit", "latency", "start_potential")
+EDGE_FEATURES = ("bytes", "ms_per_byte", "delay", "transfer")
+VARIANTS = ("giph", "ne", "task-eft")
+EMBED, POLICY_HIDDEN = 5, 16
+MASKED = -1e9
+SHIPPED = "giph-multi-diff.pt"
+
+
+@dataclass(frozen=True)
+class Config:
+    """Hyper-parameters (GiPH notes, section 2.5) and the variant."""
+
+    variant: str = "giph"
+    rounds: int = 0  # 0: two-way passing over the graph's depth; k > 0: GiPH-k
+    lr: float = 0.01
+    gamma: float = 0.97
+    entropy: float = 0.0
+    ratio: float = 2.0  # search steps per task
+    eval_every: int = 10
+    eval_cases: int = 20
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise OptionError(f"--variant: expected one of {', '.join(VARIANTS)}, got {self.variant!r}")
+
+
+# ---------------------------------------------------------------- gpNet (numpy)
+
+
+def _minmax(x: np.ndarray) -> np.ndarray:
+    """Per column, min-max to [-1, 1]; a constant column gives 0, and a non-finite value counts
+    as its column's largest finite one (a missing link as the worst link present). O(size)."""
+    if not len(x):
+        return x
+    bad = ~np.isfinite(x)
+    if bad.any():
+        top = np.where(bad, -np.inf, x).max(axis=0)
+        x = np.where(bad, np.where(np.isfinite(top), top, 0.0), x)
+    lo, span = x.min(axis=0), np.ptp(x, axis=0)
+    return np.where(span > 0, 2 * (x - lo) / np.where(span > 0, span, 1.0) - 1, 0.0)
+
+
+@dataclass
+class GpNet:
+    """gpNet for one placement: node ``u`` is (``task[u]``, ``device[u]``); ``src -> dst`` its
+    edges; ``x`` (nodes, 4) and ``xe`` (edges, 4) normalised features; ``mask`` true on the
+    moves the policy may take; ``level`` / ``rlevel`` each node's task level from the entries
+    and from the exits."""
+
+    task: np.ndarray
+    device: np.ndarray
+    pivot: np.ndarray  # per task: its pivot node
+    src: np.ndarray
+    dst: np.ndarray
+    x: np.ndarray
+    xe: np.ndarray
+    mask: np.ndarray
+    level: np.ndarray
+    rlevel: np.ndarray
+
+
+class _Static:
+    """What gpNet needs of a problem that no placement changes. O(n m + E)."""
+
+    def __init__(self, p: Problem) -> None:
+        self.p = p
+        can = p.can_run
+        self.node_task, self.node_dev = (a.astype(np.int64) for a in np.nonzero(can))
+        self.first = np.concatenate([[0], np.cumsum(can.sum(axis=1))]).astype(np.int64)
+        self.node_of = np.full(can.shape, -1, dtype=np.int64)
+        self.node_of[self.node_task, self.node_dev] = np.arange(len(self.node_task))
+        dur = np.where(can, p.dur, np.nan)
+        least = np.nanmin(dur, axis=1)
+        compute = np.nanmean(dur, axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rel = dur / np.where(least > 0, least, 1.0)[:, None]
+        per_unit = np.nan_to_num(np.nanmedian(np.where(np.isnan(rel).all(axis=0), 1.0, rel), axis=0), nan=1.0)
+        self.static_x = _minmax(np.stack([compute[self.node_task], per_unit[self.node_dev],
+                                          p.dur[self.node_task, self.node_dev]], axis=1))
+        self.llat = np.where(np.eye(p.m, dtype=bool), 0.0, p.link_latency)
+        self.mpb = np.where(np.eye(p.m, dtype=bool), 0.0, p.link_ms_per_byte)
+        self.need = p.weight + p.act
+        self.mem = p.mem * (1 + 1e-9)
+        # per task edge e = (a, b): the options of b (type-1 edges) and of a (type-2 edges)
+        src, dst, first = p.src, p.dst, self.first
+        nb = first[dst + 1] - first[dst]
+        na = first[src + 1] - first[src]
+        self.e1 = np.repeat(np.arange(p.E), nb)
+        self.opt1 = _ranges(first[dst], nb)
+        self.e2 = np.repeat(np.arange(p.E), na)
+        self.opt2 = _ranges(first[src], na)
+        level = np.zeros(p.n, dtype=np.int64)
+        for i in p.topo:
+            for j in p.succ[i]:
+                level[j] = max(level[j], level[i] + 1)
+        rlevel = np.zeros(p.n, dtype=np.int64)
+        for i in p.topo[::-1]:
+            for j in p.succ[i]:
+                rlevel[i] = max(rlevel[i], rlevel[j] + 1)
+        self.level, self.rlevel = level, rlevel
+        self.has_parent = np.bincount(p.dst, minlength=p.n) > 0
+        self.cp = critical_path_bound(p)
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The concatenation of ``range(s, s + c)`` for each pair, vectorised."""
+    total = int(counts.sum())
+    if not total:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(np.cumsum(counts) - counts, counts)
+    return np.repeat(starts, counts) + np.arange(total) - offsets
+
+
+def gpnet(st: _Static, owner: np.ndarray, start: np.ndarray, end: np.ndarray, last: int = -1) -> GpNet:
+    """gpNet of placement ``owner`` (device per task) whose run started and ended the tasks at
+    ``start`` / ``end``; ``last`` the task moved at the previous step (-1: none). O(sum_i |D_i| deg_i)."""
+    p = st.p
+    pivot = st.node_of[np.arange(p.n), owner]
+    # type 1: pivot(a) -> every option of b; type 2: every other option of a -> pivot(b)
+    a1, b2 = p.src[st.e2], p.dst[st.e2]
+    keep = st.opt2 != pivot[a1]
+    src = np.concatenate([pivot[p.src[st.e1]], st.opt2[keep]])
+    dst = np.concatenate([st.opt1, pivot[b2[keep]]])
+    edge = np.concatenate([st.e1, st.e2[keep]])
+    k, l_ = st.node_dev[src], st.node_dev[dst]
+    nbytes = p.nbytes[edge]
+    delay, rate = st.llat[k, l_], st.mpb[k, l_]
+    transfer = delay + nbytes * rate
+    xe = _minmax(np.stack([nbytes, rate, delay, transfer], axis=1))
+    # start-time potential: over type-1 edges into an option, data-ready time there
+    n1 = len(st.e1)
+    ready = np.zeros(len(st.node_task))
+    np.maximum.at(ready, dst[:n1], end[p.src[st.e1]] + transfer[:n1])
+    potential = np.where(st.has_parent[st.node_task], ready - start[st.node_task], 0.0)
+    potential[pivot] = 0.0
+    x = np.concatenate([st.static_x, _minmax(potential[:, None])], axis=1)
+    mask = np.ones(len(st.node_task), dtype=bool)
+    mask[pivot] = False
+    if last >= 0:
+        mask[st.first[last]:st.first[last + 1]] = False
+    used = np.bincount(owner, weights=st.need, minlength=p.m)
+    mask &= used[st.node_dev] + st.need[st.node_task] <= st.mem[st.node_dev]
+    broken = ~np.isfinite(transfer)
+    mask[src[broken]] = mask[dst[broken]] = False
+    if not mask.any():
+        mask[pivot[0]] = True
+    return GpNet(st.node_task, st.node_dev, pivot, src, dst, x.astype(np.float32), xe.astype(np.float32), mask,
+                 st.level[st.node_task], st.rlevel[st.node_task])
+
+
+# ---------------------------------------------------------------- the network (torch)
+
+
+def _sweeps(src: np.ndarray, dst: np.ndarray, level: np.ndarray) -> list[tuple[torch.Tensor, ...]]:
+    """The edges grouped by their head's level, in increasing level: per group the edge ids,
+    the heads (unique) and each edge's head position among them."""
+    lev = level[dst]
+    order = np.argsort(lev, kind="stable")
+    out = []
+    bounds = np.flatnonzero(np.diff(lev[order])) + 1
+    for ids in np.split(order, bounds) if len(order) else []:
+        heads, local = np.unique(dst[ids], return_inverse=True)
+        out.append((torch.from_numpy(ids), torch.from_numpy(heads), torch.from_numpy(local)))
+    return out
+
+
+class GiphNet(nn.Module):
+    """GiPH's GNN and policy head (module docstring); ``config.variant`` and ``config.rounds`` pick the variant."""
+
+    def __init__(self, config: Config) -> None:
+        super().__init__()
+        self.cfg = config
+        ne = config.variant == "ne"
+        dn, de = (8, 0) if ne else (4, 4)
+        self.de = de
+        self.nt = nn.Sequential(nn.Linear(dn, dn), nn.ReLU(), nn.Linear(dn, EMBED))
+        self.w1, self.w2 = nn.Linear(EMBED + de, EMBED + de), nn.Linear(EMBED + de, EMBED)
+        self.v1, self.v2 = nn.Linear(EMBED + de, EMBED + de), nn.Linear(EMBED + de, EMBED)
+        self.policy = nn.Sequential(nn.Linear(2 * EMBED, POLICY_HIDDEN), nn.ReLU(), nn.Linear(POLICY_HIDDEN, 1))
+
+    def _update(self, y: torch.Tensor, y0: torch.Tensor, src: torch.Tensor, xe: torch.Tensor, group: tuple,
+                w1: nn.Linear, w2: nn.Linear) -> torch.Tensor:
+        """Eq. 1 for the heads of one group of edges: ``ReLU(w2 mean ReLU(w1 [y_src | x_e])) + y0``."""
+        ids, heads, local = group
+        inp = y[src[ids]] if not self.de else torch.cat([y[src[ids]], xe[ids]], 1)
+        msg = F.relu(w1(inp))
+        agg = torch.zeros(len(heads), msg.shape[1]).index_add(0, local, msg)
+        agg = agg / torch.bincount(local, minlength=len(heads)).unsqueeze(1)
+        return F.relu(w2(agg)) + y0[heads]
+
+    def _pass(self, y0: torch.Tensor, src: torch.Tensor, xe: torch.Tensor, sweeps: list, w1: nn.Linear,
+              w2: nn.Linear) -> torch.Tensor:
+        """One pass in topological order, level by level (nodes without in-edges keep ``y0``)."""
+        y = y0
+        for group in sweeps:
+            y = y.index_copy(0, group[1], self._update(y, y0, src, xe, group, w1, w2))
+        return y
+
+    def forward(self, g: GpNet) -> torch.Tensor:
+        """Logits over ``g``'s nodes (masked ones at -1e9). O(edges) per pass and round, in levels
+        (depth) or ``rounds`` steps."""
+        x, xe = torch.from_numpy(g.x), torch.from_numpy(g.xe)
+        src, dst = torch.from_numpy(g.src), torch.from_numpy(g.dst)
+        if self.cfg.variant == "ne":  # the incoming edges' mean features join the node's
+            inc = torch.zeros(len(x), xe.shape[1]).index_add(0, dst, xe)
+            cnt = torch.bincount(dst, minlength=len(x)).clamp(min=1).unsqueeze(1)
+            x = torch.cat([x, inc / cnt], 1)
+        y0 = self.nt(x)
+        if self.cfg.rounds:  # GiPH-k: every node at once, k times
+            ids = torch.arange(len(g.src))
+            one = (ids, *map(torch.from_numpy, np.unique(g.dst, return_inverse=True)))
+            rev = (ids, *map(torch.from_numpy, np.unique(g.src, return_inverse=True)))
+            fwd = bwd = y0
+            for _ in range(self.cfg.rounds if len(ids) else 0):
+                fwd = y0.index_copy(0, one[1], self._update(fwd, y0, src, xe, one, self.w1, self.w2))
+                bwd = y0.index_copy(0, rev[1], self._update(bwd, y0, dst, xe, rev, self.v1, self.v2))
+        else:
+            fwd = self._pass(y0, src, xe, _sweeps(g.src, g.dst, g.level), self.w1, self.w2)
+            bwd = self._pass(y0, dst, xe, _sweeps(g.dst, g.src, g.rlevel), self.v1, self.v2)
+        q = self.policy(torch.cat([fwd, bwd], 1)).squeeze(1)
+        return q.masked_fill(~torch.from_numpy(g.mask), MASKED)
+
+
+# ---------------------------------------------------------------- the search
+
+
+def _times(p: Problem, s: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    start, end = np.zeros(p.n), np.zeros(p.n)
+    for j in s.jobs:
+        i = p.task_index[j.task]
+        start[i], end[i] = j.start, j.end
+    return start, end
+
+
+def _task_view(st: _Static, g: GpNet, last: int) -> GpNet:
+    """GiPH-task-EFT's graph: the task graph with its pivots' features; a task may be picked if
+    one of its moves is allowed and it was not moved last."""
+    p = st.p
+    movable = np.zeros(p.n, dtype=bool)
+    allowed = g.mask.copy()
+    allowed[g.pivot] = False
+    movable[g.task[allowed]] = True
+    if last >= 0:
+        movable[last] = False
+    if not movable.any():
+        movable[0] = True
+    between = np.isin(g.dst, g.pivot) & np.isin(g.src, g.pivot)
+    return GpNet(np.arange(p.n), g.device[g.pivot], g.pivot, g.task[g.src[between]], g.task[g.dst[between]],
+                 g.x[g.pivot], g.xe[between], movable, st.level, st.rlevel)
+
+
+def _eft(st: _Static, g: GpNet, owner: np.ndarray, end: np.ndarray, i: int, rng: np.random.Generator) -> int:
+    """The allowed device where task i would finish first: data-ready time + its latency there
+    (the queue ignored, as GiPH's code); a random allowed one without parents."""
+    p = st.p
+    nodes = np.arange(st.first[i], st.first[i + 1])
+    nodes = nodes[g.mask[nodes] | (nodes == g.pivot[i])]
+    can = st.node_dev[nodes]
+    if not p.pred[i]:
+        return int(rng.choice(can))
+    ready = np.zeros(len(can))
+    for e in p.in_edges[i]:
+        q = int(p.src[e])
+        ready = np.maximum(ready, end[q] + st.llat[owner[q], can] + p.nbytes[e] * st.mpb[owner[q], can])
+    return int(can[np.argmin(ready + p.dur[i, can])])
+
+
+@dataclass
+class Search:
+    """One search: the best placement seen (device per task) and its makespan (as the search
+    saw it: noisy with noise), the best-so-far makespan after each step (``history[0]``: the
+    start), and for training the log-probability of each action taken, the step rewards in SLR
+    units and the policy's entropies."""
+
+    owner: np.ndarray
+    makespan: float
+    history: list[float] = field(default_factory=list)
+    log_probs: list[torch.Tensor] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    entropies: list[torch.Tensor] = field(default_factory=list)
+
+
+def search(st: _Static, net: GiphNet, owner: np.ndarray, steps: int, rng: np.random.Generator, noise: float = 0.0,
+           train: bool = False, greedy: bool = False, deadline: float = math.inf,
+           improved: Callable[[float], None] | None = None) -> Search:
+    """``steps`` moves of the policy from placement ``owner``, each run by the runtime model
+    (GiPH's noise with ``noise``, drawn from ``rng``, which also draws the actions). O(steps x
+    (gpNet edges + (n + E) log n)). ``train`` keeps the autograd graph of each action's
+    log-probability; ``improved(makespan)`` is told each new best (noiseless runs only)."""
+    p = st.p
+    owner = np.array(owner, dtype=np.int64)
+
+    def run(o: np.ndarray) -> Schedule:
+        return simulate(p, o, noise, rng, "giph") if noise else simulate(p, o)
+
+    s = run(owner)
+    start, end = _times(p, s)
+    cur = s.makespan
+    out = Search(owner.copy(), cur, [cur])
+    last = -1
+    for _ in range(steps):
+        if time.perf_counter() >= deadline:
+            break
+        g = gpnet(st, owner, start, end, last)
+        view = _task_view(st, g, last) if net.cfg.variant == "task-eft" else g
+        with torch.set_grad_enabled(train):
+            logp = F.log_softmax(net(view), 0)
+        probs = logp.detach().double().exp().numpy()
+        a = int(np.argmax(probs)) if greedy else int(rng.choice(len(probs), p=probs / probs.sum()))
+        if train:
+            out.log_probs.append(logp[a])
+            out.entropies.append(-(logp.exp() * logp).masked_fill(~torch.from_numpy(view.mask), 0.0).sum())
+        if net.cfg.variant == "task-eft":
+            i, d = a, _eft(st, g, owner, end, a, rng)
+        else:
+            i, d = int(g.task[a]), int(g.device[a])
+        old, owner[i], last = owner[i], d, i
+        try:
+            s = run(owner)
+        except InfeasibleError:  # cannot happen (the mask checks memory and links); undo the move
+            owner[i] = old
+            out.rewards.append(0.0)
+            out.history.append(out.makespan)
+            continue
+        start, end = _times(p, s)
+        out.rewards.append((cur - s.makespan) / st.cp if st.cp > 0 else 0.0)
+        cur = s.makespan
+        if cur < out.makespan:
+            out.owner, out.makespan = owner.copy(), cur
+            if improved is not None and not noise:
+                improved(cur)
+        out.history.append(out.makespan)
+    return out
+
+
+def start_placement(p: Problem, rng: np.random.Generator) -> np.ndarray:
+    """A random placement that fits memory and links (GiPH starts from a random one), or the
+    feasibility repair's when 100 draws do not."""
+    from ..construct import repair_placement
+    from ..heuristics.random_search import random_owner
+
+    for _ in range(100):
+        owner = random_owner(p, rng)[:, 0]
+        try:
+            simulate(p, owner)
+            return owner
+        except InfeasibleError:
+            continue
+    return as_owner(p, repair_placement(p, np.full(p.n, -1, dtype=np.int64)).mapping())[:, 0]
+
+
+# ---------------------------------------------------------------- policies on file
+
+
+def shipped_policy() -> str:
+    """Path of the policy shipped with mapsched (trained on GiPH's ``multi-diff`` set)."""
+    return str(resources.files("mapsched.learned") / "data" / SHIPPED)
+
+
+def load_policy(path: str = "", flag: str = "--policy") -> tuple[GiphNet, dict[str, Any]]:
+    """The best policy of a ``mapsched train giph`` file (default: :func:`shipped_policy`), and
+    the file's data; a file of another method, features or network sizes is refused in one line."""
+    data = load_checkpoint(path or shipped_policy(), "giph", None, flag=flag)
+    where = repr(path or shipped_policy())
+    features = data.get("features")
+    if features != {"node": list(NODE_FEATURES), "edge": list(EDGE_FEATURES)}:
+        raise OptionError(f"{flag}: {where} uses other features ({features!r}); this giph reads node "
+                          f"{','.join(NODE_FEATURES)} and edge {','.join(EDGE_FEATURES)}: train it again")
+    try:
+        net = GiphNet(Config(**data["config"]))
+        net.load_state_dict(data["policy"])
+    except OptionError:
+        raise
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise OptionError(f"{flag}: {where} does not fit the giph network ({first_line(exc)}); train it "
+                          "again") from None
+    net.eval()
+    return net, data
+
+
+# ---------------------------------------------------------------- training
+
+
+def _state(module: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+def _eval_specs(suite: str, cases: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Held-out evaluation cases of an experiment set: graphs of its grid with seeds 50 on (no
+    split uses them), on its training networks where it tests on those, else on networks of its
+    sizes with seeds past its test seeds."""
+    from ..generators.giph import _GRID, giph_experiment
+
+    e = giph_experiment(suite)
+    grid = [dict(v=v, alpha=a, conn_prob=c) for a in _GRID["alphas"] for v in _GRID["vs"] for c in _GRID["conn_probs"]]
+    if e.train_networks == e.test_networks:
+        nets = list(e.train_networks)
+    else:
+        top = max(n["seed"] for n in e.test_networks) + 1
+        sizes = sorted({n["m"] for n in e.train_networks})
+        nets = [dict(m=m, seed=top + k) for k, m in enumerate(sizes)]
+    return [(dict(grid[k % len(grid)], seed=50 + k // len(grid)), nets[k % len(nets)]) for k in range(cases)]
+
+
+class Trainer:
+    """REINFORCE on a GiPH experiment set (module docstring), with evaluation and checkpoints.
+
+    Parameters
+    ----------
+    config : Config
+    suite : str
+        ``single``, ``multi`` or ``multi-diff`` (:func:`~mapsched.generators.giph.giph_experiment`).
+    seed : int
+        Seeds the network's initialisation (in a forked torch generator) and the episodes' draws.
+
+    Notes
+    -----
+    An episode is one :func:`search` with gradients, O(ratio n (gpNet edges + (n + E) log n)),
+    plus its backward pass: about 3 s on GiPH's graphs (11-49 tasks) with one thread; an
+    evaluation is ``eval_cases`` searches without gradients.
+    """
+
+    def __init__(self, config: Config, suite: str, seed: int) -> None:
+        from ..generators.giph import giph_experiment
+
+        self.cfg, self.suite, self.seed = config, suite, seed
+        self.exp = giph_experiment(suite)
+        self.eval_specs = _eval_specs(suite, config.eval_cases)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.net = GiphNet(config)
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=config.lr)
+        self.rng = np.random.default_rng(seed)
+        self.done = 0
+        self.eval_slr, self.best_policy = math.inf, None
+        self.curve: list[tuple[int, float]] = []
+        self.seconds = 0.0
+        self._cache: dict[str, _Static] = {}
+
+    def _problem(self, graph: dict[str, Any], network: dict[str, Any]) -> _Static:
+        from ..generators.giph import giph_graph, giph_network, giph_problem
+
+        key = json.dumps([graph, network], sort_keys=True)
+        if key not in self._cache:
+            if len(self._cache) > 64:
+                self._cache.clear()
+            self._cache[key] = _Static(giph_problem(giph_graph(**graph), giph_network(**network)))
+        return self._cache[key]
+
+    def episode(self) -> float:
+        """One training episode on a random training pair; returns its best SLR."""
+        e, rng = self.exp, self.rng
+        graph = e.train_graphs[int(rng.integers(len(e.train_graphs)))]
+        network = e.train_networks[int(rng.integers(len(e.train_networks)))]
+        st = self._problem(graph, network)
+        self.net.train()
+        res = search(st, self.net, start_placement(st.p, rng), max(1, round(self.cfg.ratio * st.p.n)), rng,
+                     train=True)
+        if res.log_probs:
+            r = np.array(res.rewards)
+            ret = np.zeros(len(r))
+            acc = 0.0
+            for t in range(len(r) - 1, -1, -1):
+                acc = r[t] + self.cfg.gamma * acc
+                ret[t] = acc
+            base = np.cumsum(r) / np.arange(1, len(r) + 1)  # the mean reward of steps 0..t
+            loss = -(torch.stack(res.log_probs) * torch.tensor(ret - base, dtype=torch.float32)).sum()
+            if self.cfg.entropy:
+                loss = loss - self.cfg.entropy * torch.stack(res.entropies).sum()
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+        self.done += 1
+        return res.makespan / st.cp
+
+    def evaluate(self) -> float:
+        """Mean best SLR of the current policy on the evaluation cases (each from its seed-20
+        random start, actions drawn from a fixed seed); keeps the policy if it is the best so far."""
+        self.net.eval()
+        slrs = []
+        with torch.no_grad():
+            for k, (graph, network) in enumerate(self.eval_specs):
+                st = self._problem(graph, network)
+                res = search(st, self.net, start_placement(st.p, np.random.default_rng(20)),
+                             max(1, round(self.cfg.ratio * st.p.n)), np.random.default_rng(k))
+                slrs.append(res.makespan / st.cp)
+        value = float(np.mean(slrs))
+        self.curve.append((self.done, value))
+        if value < self.eval_slr or self.best_policy is None:
+            self.eval_slr, self.best_policy = value, _state(self.net)
+        return value
+
+    def run(self, episodes: int, deadline: float = math.inf, progress: Callable[[int, float], None] | None = None,
+            checkpoint: Callable[[], None] | None = None, checkpoint_every: int = 0,
+            stop: Callable[[], bool] = lambda: False) -> None:
+        """Train until ``episodes`` episodes are done (counting from the start of training),
+        ``deadline`` (``time.perf_counter()``) or ``stop()``; evaluate first, every ``eval_every``
+        episodes and at the end; ``progress(episodes done, best eval SLR)`` after each episode."""
+        if self.best_policy is None:
+            self.evaluate()
+        while self.done < episodes and time.perf_counter() + self.seconds < deadline and not stop():
+            started = time.perf_counter()
+            self.episode()
+            self.seconds = time.perf_counter() - started
+            if self.done % self.cfg.eval_every == 0 or self.done == episodes:
+                self.evaluate()
+            if progress is not None:
+                progress(self.done, self.eval_slr)
+            if checkpoint is not None and checkpoint_every and self.done % checkpoint_every == 0:
+                checkpoint()
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The checkpoint data (:mod:`mapsched.learned.reinforce`): the best policy by evaluation,
+        its features, the evaluation curve, and the last state to resume from."""
+        return {
+            "method": "giph", "config": asdict(self.cfg), "devices": 0, "suite": self.suite,
+            "features": {"node": list(NODE_FEATURES), "edge": list(EDGE_FEATURES)},
+            "policy": self.best_policy or _state(self.net), "eval_slr": self.eval_slr,
+            "curve": [list(c) for c in self.curve],
+            "resume": {"net": _state(self.net), "opt": self.opt.state_dict(), "done": self.done, "seed": self.seed,
+                       "rng": json.dumps(self.rng.bit_generator.state)},
+        }
+
+    @classmethod
+    def resume(cls, data: dict[str, Any], suite: str, flag: str = "--resume") -> Trainer:
+        """A trainer continuing a checkpoint's training, refusing a damaged file or another suite in one line."""
+        if data.get("suite") != suite:
+            raise OptionError(f"{flag}: the file was trained on suite {data.get('suite')!r}, not {suite!r}; resume "
+                              "with the same --suite, or start a new file")
+        try:
+            state = data["resume"]
+            t = cls(Config(**data["config"]), suite, state["seed"])
+            t.net.load_state_dict(state["net"])
+            t.opt.load_state_dict(state["opt"])
+            t.rng.bit_generator.state = json.loads(state["rng"])
+            t.done = state["done"]
+            t.best_policy, t.eval_slr = data["policy"], data["eval_slr"]
+            t.curve = [(int(a), float(b)) for a, b in data["curve"]]
+        except OptionError:
+            raise
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise OptionError(f"{flag}: the policy file is damaged ({first_line(exc)}); train it again") from None
+        return t
+
+
+# ---------------------------------------------------------------- the method
+
+
+def solve_giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: float, greedy: bool,
+               start: str = "random") -> Schedule:
+    """The ``giph`` method (registered in :mod:`mapsched.learned`): see its option help."""
+    p = problem
+    deadline = time.perf_counter() + ctx.remaining()
+    with one_thread():
+        net, _ = load_policy(policy)
+        st = _Static(p)
+        if ctx.initial is not None:
+            owner, origin = as_owner(p, ctx.initial.mapping())[:, 0], "the initial"
+        elif start == "heft":
+            from ..heuristics.heft import heft
+
+            owner, origin = as_owner(p, heft(p, ctx).mapping())[:, 0], "heft's"
+        else:
+            owner, origin = start_placement(p, ctx.rng), "a random"
+        steps = max(1, round(ratio * p.n))
+        with torch.no_grad():
+            res = search(st, net, owner, steps, ctx.rng, noise, greedy=greedy, deadline=deadline,
+                         improved=ctx.improved)
+    s = simulate(p, res.owner, method="giph")
+    s.log += (f"giph: {len(res.history) - 1} of {steps} steps from {origin} "
+              f"placement ({res.history[0]:.6g}), policy {policy or 'shipped'}; best {s.makespan:.6g}, SLR "
+              f"{s.makespan / st.cp:.4g}\n")
+    if ctx.initial is not None and ctx.initial.makespan < s.makespan:  # never worse than the start
+        ctx.initial.log += s.log
+        return ctx.initial
+    ctx.improved(s.makespan)
+    return s

@@ -1,0 +1,177 @@
+"""``giph``: GiPH's gpNet policy (issue 29), its search, training, checkpoints and commands."""
+
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+torch = pytest.importorskip("torch")
+
+from strategies import problems  # noqa: E402
+
+from mapsched import InfeasibleError, OptionError, solve, validate  # noqa: E402
+from mapsched.cli import main  # noqa: E402
+from mapsched.generators.giph import GiphExperiment, giph_instance  # noqa: E402
+from mapsched.learned.giph import (  # noqa: E402
+    Config,
+    GiphNet,
+    Trainer,
+    _Static,
+    gpnet,
+    load_policy,
+    search,
+    shipped_policy,
+    start_placement,
+)
+from mapsched.learned.reinforce import one_thread, save_checkpoint  # noqa: E402
+from mapsched.simulate import simulate  # noqa: E402
+
+
+def _state(p, owner):
+    s = simulate(p, owner)
+    start, end = np.zeros(p.n), np.zeros(p.n)
+    for j in s.jobs:
+        start[p.task_index[j.task]], end[p.task_index[j.task]] = j.start, j.end
+    return start, end
+
+
+@settings(max_examples=25, deadline=None)
+@given(problems(max_tasks=10, max_devices=4), st.integers(0, 2**31), st.integers(-1, 9))
+def test_gpnet_sizes_features_and_mask(p, seed, last):
+    owner = p.planted[:, 0]
+    start, end = _state(p, owner)
+    g = gpnet(_Static(p), owner, start, end, min(last, p.n - 1))
+    D = p.can_run.sum(axis=1)
+    deg = np.bincount(p.src, minlength=p.n) + np.bincount(p.dst, minlength=p.n)
+    assert len(g.task) == D.sum()  # one node per feasible (task, device)
+    assert len(g.src) == (D * deg).sum() - p.E  # the paper's edge count
+    # every edge touches a pivot and joins the options of a task edge's ends
+    pivots = set(g.pivot.tolist())
+    assert all(u in pivots or v in pivots for u, v in zip(g.src.tolist(), g.dst.tolist()))
+    assert {(a, b) for a, b in zip(g.task[g.src].tolist(), g.task[g.dst].tolist())} == set(
+        zip(p.src.tolist(), p.dst.tolist()))
+    assert g.x.shape == (D.sum(), 4) and g.xe.shape == (len(g.src), 4)
+    assert np.isfinite(g.x).all() and (np.abs(g.x) <= 1 + 1e-6).all() and (np.abs(g.xe) <= 1 + 1e-6).all()
+    assert g.mask.any()  # never empty
+    moves = np.flatnonzero(g.mask & ~np.isin(np.arange(len(g.task)), g.pivot))
+    for u in moves:  # every move offered keeps the placement feasible
+        o = owner.copy()
+        o[g.task[u]] = g.device[u]
+        simulate(p, o)
+
+
+@settings(max_examples=10, deadline=None)
+@given(problems(max_tasks=8, max_devices=3), st.integers(0, 100),
+       st.sampled_from([Config(), Config(rounds=2), Config(variant="ne"), Config(variant="task-eft")]))
+def test_every_variant_searches_feasible_placements(p, seed, cfg):
+    with one_thread():
+        torch.manual_seed(seed)
+        st_ = _Static(p)
+        res = search(st_, GiphNet(cfg), start_placement(p, np.random.default_rng(seed)), 2 * p.n,
+                     np.random.default_rng(seed))
+    s = simulate(p, res.owner)
+    assert validate(p, s) == [] and s.makespan == res.makespan
+    assert res.history == sorted(res.history, reverse=True) and len(res.history) == 2 * p.n + 1
+
+
+@settings(max_examples=12, deadline=None)
+@given(problems(max_tasks=8, max_devices=4), st.integers(0, 100))
+def test_solve_is_valid_also_after_device_removal(p, seed):
+    r = solve(p, "giph", seed=seed)
+    assert validate(p, r) == [] and r.method == "giph"
+    gone = p.device_names[seed % p.m]
+    if p.m > 1 and all(p.can_run[i].sum() > 1 or not p.can_run[i, seed % p.m] for i in range(p.n)):
+        q = p.without_devices([gone])
+        try:
+            r2 = solve(q, "giph", seed=seed, initial=r)
+        except InfeasibleError:  # memory or links may leave the smaller system no placement at all
+            return
+        assert validate(q, r2) == [] and gone not in {j.device for j in r2.jobs}
+
+
+def test_shipped_policy_is_deterministic_and_warm_start_never_worse():
+    p = giph_instance(10, 0.3, 0.1, seed=7, m=8)
+    net, data = load_policy()
+    assert data["features"]["node"] and sum(t.numel() for t in net.parameters()) < 1000
+    a = solve(p, "giph", seed=4)
+    b = solve(p, "giph", seed=4)
+    assert a.jobs == b.jobs and validate(p, a) == []
+    h = solve(p, "heft")
+    w = solve(p, "giph", seed=1, initial=h)
+    assert w.makespan <= h.makespan and validate(p, w) == []
+    s = solve(p, "giph", seed=1, start="heft")  # from heft's placement, as the runtime model runs it
+    assert s.makespan <= simulate(p, h.mapping()).makespan and validate(p, s) == []
+
+
+@pytest.mark.parametrize("variant,rounds", [("giph", 0), ("giph", 3), ("ne", 0), ("task-eft", 0)])
+def test_five_training_episodes_change_the_weights(tmp_path, variant, rounds):
+    small = GiphExperiment("small", tuple(dict(v=4, alpha=0.6, conn_prob=0.2, seed=s) for s in range(3)), (),
+                           tuple(dict(m=m, seed=s) for m, s in ((4, 0), (5, 1))), ())
+    with one_thread():
+        t = Trainer(Config(variant, rounds, eval_cases=2, eval_every=5), "multi", seed=3)
+        t.exp = small
+        t.eval_specs = [(small.train_graphs[0], small.train_networks[0])]
+        before = {k: v.clone() for k, v in t.net.state_dict().items()}
+        started = time.perf_counter()
+        t.run(5)
+        assert time.perf_counter() - started < 20
+    assert t.done == 5 and len(t.curve) == 2
+    assert any(not torch.equal(before[k], v) for k, v in t.net.state_dict().items())
+    path = str(tmp_path / "p.pt")
+    save_checkpoint(path, t.checkpoint())
+    net, _ = load_policy(path)
+    assert all(torch.equal(t.best_policy[k], v) for k, v in net.state_dict().items())
+
+
+def test_cli_train_resume_solve_and_refusals(tmp_path, capsys):
+    prob, pt, out = str(tmp_path / "p.json"), str(tmp_path / "g.pt"), str(tmp_path / "s.json")
+    p = giph_instance(10, 0.3, 0.1, seed=2, m=6)
+    p.write(prob)
+    args = ["--suite", "single", "--eval-cases", "1", "--eval-every", "1", "--seed", "1"]
+    assert main(["train", "giph", "--episodes", "1", "-o", pt, *args]) == 0
+    assert "1/1 episodes on single" in capsys.readouterr().out
+    assert main(["train", "giph", "--episodes", "2", "-o", pt, "--resume", *args]) == 0
+    assert "2/2 episodes" in capsys.readouterr().out
+    assert main(["solve", prob, "-m", "giph", "--policy", pt, "-o", out]) == 0
+    assert main(["validate", prob, out]) == 0
+    # a checkpoint of other features, and one of other sizes
+    data = torch.load(pt, weights_only=True)
+    other = str(tmp_path / "other.pt")
+    save_checkpoint(other, {**{k: v for k, v in data.items() if k not in ("format", "version")},
+                            "features": {"node": ["compute"], "edge": []}})
+    sizes = str(tmp_path / "sizes.pt")
+    save_checkpoint(sizes, {**{k: v for k, v in data.items() if k not in ("format", "version")},
+                            "config": {**data["config"], "variant": "ne"}})
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(b"junk")
+    capsys.readouterr()
+    for argv, message in [
+        (["solve", prob, "-m", "giph", "--policy", other], "uses other features"),
+        (["solve", prob, "-m", "giph", "--policy", sizes], "does not fit the giph network"),
+        (["solve", prob, "-m", "giph", "--policy", str(corrupt)], "not a readable policy file"),
+        (["train", "giph", prob, "-o", str(tmp_path / "x.pt")], "--suite"),
+    ]:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "x.pt").exists()
+
+
+def test_shipped_file_is_package_data():
+    assert shipped_policy().endswith(".pt")
+    with pytest.raises(OptionError, match="no file"):
+        load_policy(shipped_policy() + ".missing")
+
+
+@settings(max_examples=10, deadline=None)
+@given(problems(max_tasks=8, max_devices=3), st.integers(0, 3))
+def test_a_valid_initial_schedule_is_never_made_worse_nor_changed(p, seed):
+    import mapsched
+
+    start = mapsched.decode(p, p.planted)
+    before = start.to_json()
+    r = solve(p, "giph", seed=seed, initial=start)
+    assert validate(p, r) == [] and r.makespan <= start.makespan + 1e-9
+    assert start.to_json() == before
