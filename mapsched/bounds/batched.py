@@ -1,7 +1,10 @@
 """Throughput lower bounds that see pipelining: the makespan of all L inputs.
 
-Three proved bounds, each at most the optimal makespan of a throughput problem; their
-largest is :func:`throughput_bound`.
+Three proved bounds, each at most the optimal makespan of a throughput problem (one
+whose schedules may run several jobs of a task on one device, as the format allows);
+:func:`mapsched.bounds.lower_bound` adds the first one's LP to every solve, and
+:func:`mapsched.split.full_bound` (``mapsched bound``, the bench tables' bound) takes
+the largest of all three with the older rules.
 
 The batched relaxation (:func:`batched_relaxation_bound`)
     The latency relaxation of :mod:`mapsched.formulations.relaxation`, restated for the
@@ -56,9 +59,14 @@ The two-part bound (:func:`two_part_bound`), a proved form of the seed paper's `
     form for every split point k. Parts are bounded by the load LP, the critical path,
     and the work bound of their relaxation.
 
-The pipeline windows (the window cuts above, alone)
-    Each device works from the first moment one of its tasks can start until the last
-    moment one can end: the window cuts in the LP, which chooses the shares per device.
+Pipeline stages (:func:`stage_bound`)
+    A stage is a run X of consecutive modules. Its jobs start after the least head of
+    its tasks (the fill: the shortest time one input takes to reach the stage) and end
+    before C less their least tail (the drain), and the schedule kept to X is a schedule
+    of X with all L inputs whatever else shares the devices, so ``C >= fill + LB_L(X) +
+    drain``. Modules may share devices, so a stage is charged only its own load, never
+    the sum of two stages' loads: that is what the window cuts of the relaxation add,
+    per device, with the shares the LP chooses.
 """
 
 from __future__ import annotations
