@@ -159,16 +159,17 @@ class _Batched:
                 unit = byte_unit(room[u], 2 ** 20)
                 need = (p.L * p.act + p.weight) / unit
                 self.rows.append((-inf, float(room[u] / unit), {int(c): float(need[self.ti[c]]) for c in on}))
-        zpos = {int(c): self.Z + k for k, c in enumerate(self.zcols)}
-        for e in range(p.E):
+        ze, zu, zv = np.unravel_index(self.zcols, (p.E, m, m))
+        # zcols ascend, so each edge's columns are one run
+        by_edge = np.split(np.arange(len(self.zcols)), np.searchsorted(ze, np.arange(1, p.E))) if p.E else []
+        for e, ks in enumerate(by_edge):
             i, j = int(p.src[e]), int(p.dst[e])
             for u in range(m):
-                out = {zpos[c]: 1.0 for v in range(m) if (c := (e * m + u) * m + v) in zpos}
-                inn = {zpos[c]: 1.0 for v in range(m) if (c := (e * m + v) * m + u) in zpos}
+                out = {self.Z + k: 1.0 for k in ks[zu[ks] == u].tolist()}
+                inn = {self.Z + k: 1.0 for k in ks[zv[ks] == u].tolist()}
                 self.rows.append((0.0, 0.0, {**out, **self.minus_share(i, u)}))
                 self.rows.append((0.0, 0.0, {**inn, **self.minus_share(j, u)}))
-            sends = {zpos[c]: -float(self.zcomm[k]) for k, c in enumerate(self.zcols)
-                     if c // (m * m) == e and self.zcomm[k] > 0}
+            sends = {self.Z + k: -float(self.zcomm[k]) for k in ks.tolist() if self.zcomm[k] > 0}
             self.rows.append((0.0, inf, {self.A + j: 1.0, **self.minus_end(i), **sends}))
         self.flush()
 
@@ -290,12 +291,14 @@ def _patterns(sizes: list[int], total: int, most: int) -> list[dict[int, int]]:
     return found
 
 
-def _separate(relax: _Batched, reach: np.ndarray, head: np.ndarray, tail: np.ndarray, most: int) -> int:
+def _separate(relax: _Batched, reach: np.ndarray, head: np.ndarray, tail: np.ndarray, most: int,
+              until: float) -> int:
     """Add the ``most`` most broken path cuts and, per device, the most broken window cut;
     return how many were added. Path cuts as in the latency relaxation: the mean time on
     device v between i and k is ``(R diag(w) R)[i, k]`` with ``w[j] = sum_b t x`` on v.
     Window cuts: for each head threshold h, the best tail threshold by a sweep over the
-    tasks sorted by tail. O(m n^3) per round."""
+    tasks sorted by tail. O(m n^3) per round; no device's product is started that would,
+    at the pace of those before, end past ``until``."""
     p = relax.p
     n = p.n
     x, a, makespan = relax.solution()
@@ -308,7 +311,10 @@ def _separate(relax: _Batched, reach: np.ndarray, head: np.ndarray, tail: np.nda
     span[n, :n] = a
     paths = reach.astype(float)
     found: list[tuple[float, int, int, int]] = []
+    started = time.perf_counter()
     for v in range(p.m):
+        if v and time.perf_counter() + (time.perf_counter() - started) / v > until:
+            break
         on = relax.tu == v
         w = np.bincount(relax.ti[on], weights=(x * relax.t)[on], minlength=n)
         load = np.zeros((n + 1, n + 1))
@@ -423,7 +429,8 @@ def batched_relaxation_bound(problem: Problem, time_limit: float = 10.0, integra
     best = 0.0
     while relax.run():
         best = max(best, relax.value())
-        if time.perf_counter() > separate_until or not _separate(relax, reach, head, tail, cuts_per_round):
+        if time.perf_counter() > separate_until or not _separate(relax, reach, head, tail, cuts_per_round,
+                                                                 separate_until):
             break
     if integral and time.perf_counter() < relax.deadline:
         best = max(best, relax.integral_bound(PATTERNS))
