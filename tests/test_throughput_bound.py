@@ -58,7 +58,7 @@ def test_bounds_never_exceed_a_proved_exact_optimum(p):
         assert below(value, r.makespan), (rule, value, r.makespan)  # any schedule, optimal or not
 
 
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=3, deadline=None)
 @given(st.integers(0, 10_000), st.integers(1, 2), st.sampled_from([4, 8]))
 def test_full_bound_is_below_every_heuristic_on_stacks(seed, channels, batch):
     p = stack(modules=2, n=4, channels=channels, seed=seed, objective=Objective("throughput", batch))
