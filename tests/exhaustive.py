@@ -72,3 +72,86 @@ def some_valid_makespans(p: Problem, rng: np.random.Generator, k: int = 20) -> l
         if math.isfinite(ms):
             out.append(ms)
     return out
+
+
+def _partitions(items: list[int]):
+    """Every partition of ``items`` into non-empty blocks."""
+    if not items:
+        yield []
+        return
+    first, rest = items[0], items[1:]
+    for part in _partitions(rest):
+        yield [[first]] + part
+        for k in range(len(part)):
+            yield part[:k] + [[first] + part[k]] + part[k + 1:]
+
+
+def exhaustive_batched_optimum(p: Problem) -> float:
+    """The throughput optimum of a tiny problem (a few tasks, inputs and devices).
+
+    Every task's inputs are split into jobs in every way (a partition of ``0 .. L-1``, each
+    block on a device that runs its size), memory is checked as the validator does, and
+    the jobs are appended in every order that respects the inputs' precedences, each as
+    early as its device and its inputs' predecessors allow. A schedule shifted left is
+    such an appending in the order of its starts, at no greater makespan, so the minimum
+    is the optimum. Exponential: keep n * L to 6 or so.
+    """
+    import itertools
+
+    n, m, L = p.n, p.m, p.L
+    room = p.mem * (1 + 1e-9)
+    options = []
+    for i in range(n):
+        found = []
+        for part in _partitions(list(range(L))):
+            cols = [p.batch_pos[len(b)] for b in part]
+            if min(cols) < 0:
+                continue
+            for devs in itertools.product(range(m), repeat=len(part)):
+                times = [float(p.lat[i, u, k]) for u, k in zip(devs, cols)]
+                if all(math.isfinite(t) for t in times):
+                    found.append([(tuple(b), u, t) for b, u, t in zip(part, devs, times)])
+        options.append(found)
+    pred_edges = [[(int(p.src[e]), e) for e in p.in_edges[i]] for i in range(n)]
+    best = [math.inf]
+    for choice in itertools.product(*options):
+        use = np.zeros((n, m))
+        for i, task_jobs in enumerate(choice):
+            for b, u, _ in task_jobs:
+                use[i, u] += len(b)
+        need = ((use * p.act[:, None]) + (use > 0) * p.weight[:, None]).sum(axis=0)
+        if np.any(need > room):
+            continue
+        jobs = [(i, b, u, t) for i, js in enumerate(choice) for b, u, t in js]
+        holder = {(i, x): k for k, (i, b, _, _) in enumerate(jobs) for x in b}
+        deps = [{(holder[(q, x)], e) for q, e in pred_edges[i] for x in b} for i, b, _, _ in jobs]
+        _append_jobs(p, [(u, t) for _, _, u, t in jobs], deps, best)
+    return best[0]
+
+
+def _append_jobs(p: Problem, jobs: list[tuple[int, float]], deps: list[set[tuple[int, int]]], best: list[float]) -> None:
+    """Lower ``best[0]`` to the least makespan of appending ``jobs`` (device, duration) in
+    every order that puts each after the jobs in ``deps`` (job, edge) it waits for."""
+    end = [0.0] * len(jobs)
+    free = [0.0] * p.m
+
+    def rec(done: int, makespan: float) -> None:
+        if makespan >= best[0]:
+            return
+        if done == (1 << len(jobs)) - 1:
+            best[0] = makespan
+            return
+        for k, (u, t) in enumerate(jobs):
+            if done >> k & 1 or any(not (done >> d & 1) for d, _ in deps[k]):
+                continue
+            ready = free[u]
+            for d, e in deps[k]:
+                ready = max(ready, end[d] + (0.0 if jobs[d][0] == u else float(p.comm[e, jobs[d][0], u])))
+            if not math.isfinite(ready):
+                continue
+            saved = free[u]
+            end[k] = free[u] = ready + t
+            rec(done | 1 << k, max(makespan, ready + t))
+            free[u] = saved
+
+    rec(0, 0.0)

@@ -2,10 +2,13 @@
 compute. The module-chain recursion, which needs exact solves of module pieces, is
 :func:`mapsched.split.chain_bound`; the relaxation of the latency model with separated
 load cuts is :func:`mapsched.formulations.relaxation.relaxation_bound`; both take longer
-and :func:`mapsched.split.full_bound` combines them with these."""
+and :func:`mapsched.split.full_bound` combines them with these. The throughput bounds
+that see pipelining are in :mod:`mapsched.bounds.batched`."""
 
+from .batched import batched_relaxation_bound, stage_bound, two_part_bound
 from .load import load_bound
 from .lower import Bound, lower_bound
 from .simple import critical_path_bound, min_work, slr, work_bound
 
-__all__ = ["Bound", "critical_path_bound", "load_bound", "lower_bound", "min_work", "slr", "work_bound"]
+__all__ = ["Bound", "batched_relaxation_bound", "critical_path_bound", "load_bound", "lower_bound", "min_work", "slr",
+           "stage_bound", "two_part_bound", "work_bound"]

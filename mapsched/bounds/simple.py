@@ -18,20 +18,20 @@ __all__ = ["critical_path_bound", "min_work", "slr", "work_bound"]
 def min_work(problem: Problem) -> np.ndarray:
     """Least total device time of each task over all its L inputs, shape (n,).
 
-    The cheapest way to split L inputs into one batch per device, found by a
-    knapsack recursion over devices, vectorised over tasks: O(m nb L n).
+    The cheapest way to cover L inputs with jobs, any number of them on any device (the
+    format lets a task run several jobs on one device), found by an unbounded knapsack
+    recursion over the batch sizes, vectorised over tasks: O(L m nb n).
     """
     p = problem
     L = p.L
+    sizes = p.batch_sizes.tolist()
+    cheapest = p.lat.min(axis=1)  # (n, nb): the fastest device at each batch size
     best = np.full((p.n, L + 1), np.inf)
     best[:, 0] = 0.0
-    for u in range(p.m):
-        new = best.copy()
-        for k, b in enumerate(p.batch_sizes.tolist()):
-            if b <= L:
-                cand = best[:, : L + 1 - b] + p.lat[:, u, k][:, None]
-                new[:, b:] = np.minimum(new[:, b:], cand)
-        best = new
+    for c in range(1, L + 1):
+        for k, b in enumerate(sizes):
+            if b <= c:
+                best[:, c] = np.minimum(best[:, c], best[:, c - b] + cheapest[:, k])
     return best[:, L]
 
 

@@ -33,11 +33,19 @@ Throughput (L inputs)
         C >= min_o OPT_1(pre(o)) + OPT_L(G2_in)
 
     The seed paper states a stronger form (``L - b + 1`` inputs cross the channel after
-    a load of b); its proof is not given, and the form above is the one proved here.
+    a load of b) without proof; :func:`mapsched.bounds.two_part_bound` proves a form of it
+    for every split point, which :func:`full_bound` adds.
 
 Restricting a schedule to a subset of tasks leaves a schedule of that subset, so OPT of
 a subset is bounded by the proved bound of an exact solve of it (or by the simple
 bounds); the recursion runs down the chain on G2 and the dependency sets, memoised.
+With L inputs, sets get :func:`mapsched.bounds.lower_bound` (the batched relaxation
+included) instead of an exact solve: the batched exact models run at most one batch per
+task and device, which the format does not ask (a task may run several jobs on one
+device, and the validator accepts them), so their proved bound is not one of the
+problem (a one-task problem whose device runs batches of 1 only at 3 ms and another a
+batch of 3 at 13.7 ms: three jobs of 1 end at 8.9 ms, which ``exact`` calls below its
+optimum of 13.7 ms).
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ import networkx as nx
 import numpy as np
 
 from ..bounds import Bound, critical_path_bound, lower_bound, min_work, work_bound
+from ..bounds.batched import BATCHED_TASKS, batched_relaxation_bound, stage_bound, two_part_bound
 from ..formulations.relaxation import RELAXATION_TASKS, relaxation_bound
 from ..problem import Objective, Problem, System, Task
 from ..solve import solve
@@ -104,16 +113,17 @@ class _Recursion:
         return max(max(finish.values()), float(self.work[sorted(x)].sum()))
 
     def exact(self, x: frozenset) -> float:
-        """Proved bound of a task set: an exact solve, or for sets of more than
-        :data:`~mapsched.split.windows.BOUND_SOLVE_TASKS` tasks the quick bounds (the simple
-        ones only once time is out)."""
+        """Proved bound of a task set: an exact solve of one input, or for sets of more
+        than :data:`~mapsched.split.windows.BOUND_SOLVE_TASKS` tasks or with L inputs the
+        quick bounds (see the module docstring; the simple ones only once time is out)."""
         if not x:
             return 0.0
         if x not in self.exact_memo:
             left = self.deadline - time.perf_counter()
             value = self.simple(x)
-            if left > 0.05 and len(x) > BOUND_SOLVE_TASKS:
-                value = max(value, lower_bound(self.p.restrict(sorted(x)), time_limit=left).value)
+            if left > 0.05 and (len(x) > BOUND_SOLVE_TASKS or self.p.L > 1):
+                limit = left if self.p.L == 1 else min(self.limit, left)
+                value = max(value, lower_bound(self.p.restrict(sorted(x)), time_limit=limit).value)
             elif left > 0.05:
                 r = solve(self.p.restrict(sorted(x)), "exact", time_limit=min(self.limit, left), threads=1)
                 value = max(value, float(r.lower_bound))
@@ -203,10 +213,16 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
     :func:`mapsched.bounds.lower_bound`; for latency the relaxation with separated load
     cuts (:func:`~mapsched.formulations.relaxation.relaxation_bound`, a third of
     ``time_limit``, on graphs of up to
-    :data:`~mapsched.formulations.relaxation.RELAXATION_TASKS` tasks); the module-chain
-    recursion (:func:`chain_bound`, a third, or half without the relaxation); and for
-    latency the head-and-tail windows (:func:`~mapsched.split.windows.window_bound`, the
-    time left, ``window_time_limit`` seconds per window), with the rule that won.
+    :data:`~mapsched.formulations.relaxation.RELAXATION_TASKS` tasks), for throughput the
+    batched relaxation with its mixed-integer stage
+    (:func:`~mapsched.bounds.batched.batched_relaxation_bound`, what the fast rules left of
+    a third, up to :data:`~mapsched.bounds.batched.BATCHED_TASKS` tasks); the
+    module-chain recursion (:func:`chain_bound`, a third, or half without a relaxation);
+    and the time left to the head-and-tail windows for latency
+    (:func:`~mapsched.split.windows.window_bound`, ``window_time_limit`` seconds per
+    window), or for throughput to the pipeline stages and the two-part bound over the
+    chain's modules (:func:`~mapsched.bounds.batched.stage_bound`,
+    :func:`~mapsched.bounds.batched.two_part_bound`); with the rule that won.
 
     Notes
     -----
@@ -230,17 +246,25 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
             raise ValueError(f"full_bound: {name} must be a positive number of seconds, got {value!r}")
     deadline = time.perf_counter() + time_limit
     latency = problem.L == 1
-    rules = [lower_bound(problem, time_limit)]
     share = time_limit / 2
-    if latency and problem.n <= RELAXATION_TASKS:
+    if problem.n <= (RELAXATION_TASKS if latency else BATCHED_TASKS):
         share = time_limit / 3
+    rules = [lower_bound(problem, share if not latency else time_limit)]
+    if latency and problem.n <= RELAXATION_TASKS:
         rules.append(Bound(relaxation_bound(problem, time_limit=share), "relaxation"))
+    elif problem.n <= BATCHED_TASKS:
+        left = max(0.01, deadline - time.perf_counter() - 2 * share)
+        rules.append(Bound(batched_relaxation_bound(problem, time_limit=left), "batched-relaxation"))
     started = time.perf_counter()
-    chain = pick_chain(problem, 0, deadline=started + share / 2)  # module detection once, for both rules
+    chain = pick_chain(problem, 0, deadline=started + share / 2)  # module detection once, for every rule
     rules.append(Bound(chain_bound(problem, chain, time_limit=max(0.01, started + share - time.perf_counter())),
                        "module-chain"))
     left = deadline - time.perf_counter()
     if latency and left > 0:
         rules.append(Bound(window_bound(problem, chain, time_limit=left, window_time_limit=window_time_limit),
                            "module-windows"))
+    elif not latency:
+        until = time.perf_counter() + max(0.01, left)
+        rules.append(Bound(stage_bound(problem, chain.modules, deadline=until), "pipeline-stages"))
+        rules.append(Bound(two_part_bound(problem, chain.modules, deadline=until), "two-part"))
     return max(rules, key=lambda b: b.value)
