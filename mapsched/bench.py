@@ -67,13 +67,16 @@ class Suite:
 
 
 def _run_one(case: Case, method: str, time_limit: float, options: dict[str, Any], threads: int = 1) -> dict[str, Any]:
-    """One (instance, method) run, in a worker; every schedule is checked by the validator."""
+    """One (instance, method) run, in a worker; every schedule is checked by the validator.
+    ``threads`` 0: the worker's share (:func:`mapsched.distributed.task_threads`)."""
     import time
 
+    from .distributed import task_threads
     from .solve import solve
     from .split import full_bound
     from .validate import validate
 
+    threads = threads or task_threads()
     p = case.build()
     row: dict[str, Any] = {"instance": case.name, "method": method, "tasks": p.n, "inputs": p.L,
                            "time_limit": time_limit}
@@ -118,11 +121,14 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
     out : str
         JSON Lines file; existing rows are kept and their pairs skipped (resume).
     executor : concurrent.futures.Executor, optional
-        Where runs go; by default a process pool of ``workers`` (0: one per core).
+        Where runs go; by default a process pool of ``workers`` (0: one per core). A
+        :class:`mapsched.distributed.DaskExecutor` spreads them over a cluster; if its
+        scheduler is lost, the rows written so far stay and a rerun resumes.
     workers, threads : int
         Runs at once, and solver threads per run (0: the cores shared among the
-        runs). By default one run at a time with every core, so that exact methods
-        get the solver portfolio they would get alone.
+        runs; on a cluster, the worker's share of its host). By default one run at a
+        time with every core, so that exact methods get the solver portfolio they would
+        get alone.
     progress : callable, optional
         Called as ``progress(done, total)`` after each run.
     """
@@ -137,13 +143,20 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
         from .split.milp_split import _mp_context
 
         executor = ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1, mp_context=_mp_context())
-    threads = threads or max(1, (os.cpu_count() or 1) // (workers or os.cpu_count() or 1))
+    if not hasattr(executor, "share"):  # off a cluster: this machine's cores shared out
+        threads = threads or max(1, (os.cpu_count() or 1) // (workers or os.cpu_count() or 1))
     try:
         futures = [executor.submit(_run_one, c, m, suite.time_limit, suite.options.get(m, {}), threads)
                    for c, m in todo]
         with open(out, "a", encoding="utf-8") as fh:
             for f in as_completed(futures):
-                row = f.result() | {"suite": suite.name}
+                try:
+                    row = f.result() | {"suite": suite.name}
+                except Exception:
+                    if not getattr(executor, "lost", False):
+                        raise
+                    raise MapschedError(f"--dask: the scheduler was lost mid-sweep; the {finished} run(s) done are "
+                                        f"in {out}; rerun the same command to resume") from None
                 fh.write(json.dumps(row) + "\n")
                 fh.flush()  # a row on disk is a row that an interrupted sweep keeps
                 rows.append(row)

@@ -159,15 +159,17 @@ class DaskExecutor(Executor):
 
 
 @contextlib.contextmanager
-def connect(address: str, timeout: float = CONNECT_TIMEOUT) -> Iterator[DaskExecutor]:
+def connect(address: str, timeout: float | None = None) -> Iterator[DaskExecutor]:
     """A :class:`DaskExecutor` on the scheduler at ``address``, or on a LocalCluster of N
     single-threaded worker processes for ``local:N``; closed on exit.
 
     Raises :class:`~mapsched.errors.OptionError` for a malformed address and
     :class:`~mapsched.errors.MapschedError` for a scheduler not reached within ``timeout``
-    seconds, or a missing ``distributed``: one line each, before anything runs.
+    seconds (default :data:`CONNECT_TIMEOUT`), or a missing ``distributed``: one line each,
+    before anything runs.
     """
     target = parse_address(address)
+    timeout = timeout or CONNECT_TIMEOUT
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -177,8 +179,10 @@ def connect(address: str, timeout: float = CONNECT_TIMEOUT) -> Iterator[DaskExec
     with contextlib.ExitStack() as stack:
         stack.enter_context(dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s"}))
         if isinstance(target, int):
-            cluster = stack.enter_context(LocalCluster(n_workers=target, threads_per_worker=1, processes=True,
-                                                       dashboard_address=None, silence_logs=logging.ERROR))
+            # No dashboard; the scheduler's health endpoints on a free port, not 8787 (often taken).
+            cluster = stack.enter_context(LocalCluster(
+                n_workers=target, threads_per_worker=1, processes=True, dashboard_address=None,
+                scheduler_kwargs={"dashboard": False, "dashboard_address": ":0"}, silence_logs=logging.ERROR))
             client = stack.enter_context(Client(cluster, timeout=timeout))
         else:
             # The client logs every failed try to reach the scheduler; the one line below says it all.

@@ -43,6 +43,7 @@ bounds); the recursion runs down the chain on G2 and the dependency sets, memois
 from __future__ import annotations
 
 import time
+from concurrent.futures import Executor
 from dataclasses import replace
 
 import networkx as nx
@@ -198,7 +199,8 @@ def chain_bound(problem: Problem, chain=None, time_limit: float = 60.0, module_t
     return max(best, critical_path_bound(p), work_bound(p))
 
 
-def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: float = 1.0) -> Bound:
+def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: float = 1.0,
+               executor: Executor | None = None) -> Bound:
     """The best bound mapsched proves without solving the whole problem: the fast rules of
     :func:`mapsched.bounds.lower_bound`; for latency the relaxation with separated load
     cuts (:func:`~mapsched.formulations.relaxation.relaxation_bound`, a third of
@@ -206,7 +208,9 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
     :data:`~mapsched.formulations.relaxation.RELAXATION_TASKS` tasks); the module-chain
     recursion (:func:`chain_bound`, a third, or half without the relaxation); and for
     latency the head-and-tail windows (:func:`~mapsched.split.windows.window_bound`, the
-    time left, ``window_time_limit`` seconds per window), with the rule that won.
+    time left, ``window_time_limit`` seconds per window, solved through ``executor`` if
+    given: a :class:`mapsched.distributed.DaskExecutor` spreads them over a cluster), with
+    the rule that won.
 
     Notes
     -----
@@ -241,6 +245,7 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
                        "module-chain"))
     left = deadline - time.perf_counter()
     if latency and left > 0:
-        rules.append(Bound(window_bound(problem, chain, time_limit=left, window_time_limit=window_time_limit),
+        rules.append(Bound(window_bound(problem, chain, time_limit=left, window_time_limit=window_time_limit,
+                                             executor=executor),
                            "module-windows"))
     return max(rules, key=lambda b: b.value)
