@@ -24,10 +24,11 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from .distributed import completed
 from .errors import InfeasibleError, MapschedError
 from .problem import Problem
 
@@ -149,20 +150,23 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
         futures = [executor.submit(_run_one, c, m, suite.time_limit, suite.options.get(m, {}), threads)
                    for c, m in todo]
         with open(out, "a", encoding="utf-8") as fh:
-            for f in as_completed(futures):
+            for f in completed(futures, executor=executor):
                 try:
                     row = f.result() | {"suite": suite.name}
                 except Exception:
                     if not getattr(executor, "lost", False):
                         raise
-                    raise MapschedError(f"--dask: the scheduler was lost mid-sweep; the {finished} run(s) done are "
-                                        f"in {out}; rerun the same command to resume") from None
+                    continue
+
                 fh.write(json.dumps(row) + "\n")
                 fh.flush()  # a row on disk is a row that an interrupted sweep keeps
                 rows.append(row)
                 finished += 1
                 if progress:
                     progress(finished, total)
+        if finished < total and getattr(executor, "lost", False):
+            raise MapschedError(f"--dask: the scheduler was lost mid-sweep; the {finished} run(s) done are in {out}; "
+                                "rerun the same command to resume")
     finally:
         if own:
             executor.shutdown(wait=True, cancel_futures=True)

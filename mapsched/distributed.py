@@ -32,13 +32,14 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from typing import Any
 
 from .errors import MapschedError, OptionError
 
-__all__ = ["DaskExecutor", "connect", "parse_address", "task_threads"]
+__all__ = ["DaskExecutor", "completed", "connect", "parse_address", "task_threads"]
 
 CONNECT_TIMEOUT = 5.0
 """Seconds to reach a scheduler at the start (and to reconnect to one lost mid-run)."""
@@ -62,6 +63,24 @@ def parse_address(text: str) -> str | int:
     if m is None or not 1 <= int(m.group(3)) <= 65535:
         raise OptionError(f"--dask: expected tcp://HOST:PORT of a running scheduler or local:N, got {text!r}")
     return text
+
+
+def completed(futures: Iterable[Future], timeout: float | None = None, executor: Executor | None = None,
+              poll: float = 0.2) -> Iterator[Future]:
+    """The futures as they finish, until all have, ``timeout`` seconds have passed, or the
+    executor's cluster is lost (its ``lost`` attribute; checked every ``poll`` seconds).
+    With a cluster gone, a future whose result was on its way may never finish: this
+    keeps the finished ones without waiting on it."""
+    pending = set(futures)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while pending:
+        left = poll if deadline is None else min(poll, deadline - time.monotonic())
+        if left <= 0:
+            return
+        done, pending = wait(pending, timeout=left, return_when=FIRST_COMPLETED)
+        yield from done
+        if pending and getattr(executor, "lost", False):
+            return
 
 
 def task_threads(default: int = 1) -> int:
@@ -118,12 +137,15 @@ class DaskExecutor(Executor):
 
     def _worker_shares(self) -> dict[str, int]:
         """Per worker, its host's cores over the task slots of every worker on that host."""
-        workers = self.client.scheduler_info(n_workers=-1)["workers"]
+        from distributed.comm import get_address_host
+
+        nthreads = self.client.nthreads()
         cores = self.client.run(_cores)
+        host = {a: get_address_host(a) for a in nthreads}
         slots: dict[str, int] = {}
-        for w in workers.values():
-            slots[w["host"]] = slots.get(w["host"], 0) + w["nthreads"]
-        return {a: max(1, cores.get(a, 1) // max(1, slots[w["host"]])) for a, w in workers.items()}
+        for a, n in nthreads.items():
+            slots[host[a]] = slots.get(host[a], 0) + n
+        return {a: max(1, cores.get(a, 1) // max(1, slots[host[a]])) for a in nthreads}
 
     @property
     def slots(self) -> int:
@@ -136,7 +158,7 @@ class DaskExecutor(Executor):
     @property
     def lost(self) -> bool:
         """Whether the connection to the scheduler was lost."""
-        self._lost = self._lost or self.client.status not in ("running", "connecting", "newly-created")
+        self._lost = self._lost or self.client.status != "running"  # reconnecting counts: tasks are failing
         return self._lost
 
     def share(self, obj: Any) -> Any:
@@ -186,7 +208,8 @@ def connect(address: str, timeout: float | None = None) -> Iterator[DaskExecutor
             client = stack.enter_context(Client(cluster, timeout=timeout))
         else:
             # The client logs every failed try to reach the scheduler; the one line below says it all.
-            logging.getLogger("distributed").setLevel(logging.CRITICAL)
+            for name in ("distributed", "distributed.client"):  # dask's config sets the second one's level
+                logging.getLogger(name).setLevel(logging.CRITICAL)
             try:
                 client = Client(target, timeout=timeout)
             except (OSError, TimeoutError) as exc:
@@ -194,7 +217,16 @@ def connect(address: str, timeout: float | None = None) -> Iterator[DaskExecutor
                                     f"({type(exc).__name__}); start one with 'dask scheduler', or use local:N"
                                     ) from None
             stack.enter_context(client)
-        executor = DaskExecutor(client)
+            try:
+                client.wait_for_workers(1, timeout=timeout)
+            except TimeoutError:
+                raise MapschedError(f"--dask: the scheduler at {target} has no workers; start some with "
+                                    f"'dask worker {target}'") from None
+        try:
+            executor = DaskExecutor(client)
+        except Exception as exc:  # raised on a worker: most often, no mapsched there
+            raise MapschedError(f"--dask: the workers at {address} failed a first task ({exc}); "
+                                "install mapsched, this version, where they run") from None
         try:
             yield executor
         finally:

@@ -56,14 +56,14 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, wait
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 
 import networkx as nx
 import numpy as np
 
 from ..decoder import Decoder, owner_counts
-from ..distributed import task_threads
+from ..distributed import completed, task_threads
 from ..errors import InfeasibleError, ProblemError
 from ..feasibility import feasible_counts
 from ..formulations.common import retime_jobs
@@ -411,7 +411,12 @@ def _run(jobs: _Subproblems, backend: str, limit: float | None, symmetry: str, t
     try:
         futures = {}
         if hasattr(pool, "share"):
-            shared = pool.share((jobs.p, jobs.chain))
+            try:
+                shared = pool.share((jobs.p, jobs.chain))
+            except Exception:
+                if not getattr(pool, "lost", False):
+                    raise
+                return {}, False
             for k in jobs.keys:
                 if expired():
                     break
@@ -420,7 +425,8 @@ def _run(jobs: _Subproblems, backend: str, limit: float | None, symmetry: str, t
             for k, sub in jobs.items(expired):
                 if sub is not None:
                     futures[pool.submit(solve_module, sub, backend, limit, symmetry, threads, until)] = k
-        done, pending = wait(futures, timeout=ctx.remaining_or_none())
+        done = set(completed(futures, ctx.remaining_or_none(), pool))
+        pending = set(futures) - done
         for f in pending:
             f.cancel()
         out, complete = {}, not pending and len(futures) == len(jobs) and not expired()

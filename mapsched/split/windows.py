@@ -33,6 +33,7 @@ import numpy as np
 
 from ..bounds import lower_bound
 from ..closure import Closure
+from ..distributed import completed
 from ..formulations.cpsat import CpSatModel
 from ..formulations.exact import serial_bound
 from ..problem import Edge, Link, Problem, System
@@ -105,9 +106,14 @@ class _Heads:
         """``ancestors``: the closure of the reversed graph, whose descendants of a task are
         its ancestors in ``problem``. ``executor``: where the window solves run (default here)."""
         self.p, self.span, self.limit, self.deadline = problem, span, limit, deadline
-        self.executor = executor
-        # A cluster gets the problem once per worker (mapsched.distributed), not once per window.
-        self.shared = executor.share(problem) if hasattr(executor, "share") else problem
+        self.executor, self.shared = executor, problem
+        if hasattr(executor, "share"):  # a cluster gets the problem once per worker, not once per window
+            try:
+                self.shared = executor.share(problem)
+            except Exception:
+                if not getattr(executor, "lost", False):
+                    raise
+                self.executor = None  # the cluster is gone already: solve the windows here
         self.block = {i: b for b, blk in enumerate(blocks) for i in blk}
         self.ancestors = ancestors
         # Only the windows' entries need their ancestors as sets: all of them would take
@@ -126,11 +132,13 @@ class _Heads:
             return 0.0
         if self.executor is None:
             return window_lower_bound(self.p, tasks, release, tail, min(self.limit, left))
+        future = self.executor.submit(window_lower_bound, self.shared, tasks, release, tail, min(self.limit, left))
+        if next(completed([future], executor=self.executor), None) is None:
+            return 0.0  # the cluster is gone: 0 is still a bound
         try:
-            return self.executor.submit(window_lower_bound, self.shared, tasks, release, tail,
-                                        min(self.limit, left)).result()
+            return future.result()
         except Exception:
-            if getattr(self.executor, "lost", False):  # the cluster is gone: 0 is still a bound
+            if getattr(self.executor, "lost", False):
                 return 0.0
             raise
 
