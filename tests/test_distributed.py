@@ -146,3 +146,50 @@ def test_cli_solve_on_a_local_cluster(tmp_path, capsys):
     from mapsched.cli import load_problem
 
     assert not validate(load_problem("builtin:topcuoglu2002"), Schedule.read(str(out)))
+
+
+def test_scheduler_lost_mid_split_returns_the_best_so_far(tmp_path):
+    import subprocess
+    import sys
+
+    file = tmp_path / "scheduler.json"
+    common = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                                  "--port", "0", "--dashboard-address", ":0", "--scheduler-file", str(file)], **common)
+    worker = None
+    try:
+        for _ in range(300):
+            if file.exists() and file.stat().st_size:
+                break
+            time.sleep(0.1)
+        address = __import__("json").loads(file.read_text())["address"]
+        worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "2",
+                                   "--nthreads", "1", "--no-dashboard", "--death-timeout", "10"], **common)
+        p = stack(modules=6, n=8, channels=1, seed=1)
+        with mdist.connect(address, timeout=30) as executor:
+
+            class KillAfterFour:  # the scheduler dies once four subproblems are back
+                def __init__(self):
+                    self.back = 0
+
+                def __getattr__(self, name):  # share, slots, lost
+                    return getattr(executor, name)
+
+                def submit(self, *args):
+                    def count(_):
+                        self.back += 1
+                        if self.back == 4:
+                            scheduler.kill()
+
+                    future = executor.submit(*args)
+                    future.add_done_callback(count)
+                    return future
+
+            r = solve(p, "split", executor=KillAfterFour())
+            assert executor.lost and r.status == "feasible" and not validate(p, r)
+            assert "scheduler was lost mid-run" in r.log
+    finally:
+        for proc in (scheduler, worker):
+            if proc is not None:
+                proc.kill()
+                proc.wait()

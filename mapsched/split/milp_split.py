@@ -46,7 +46,9 @@ Subproblems are independent. By default they are solved one after another in thi
 process, each by CP-SAT over all the threads (on more than four cores, by a pool of
 one process per four cores); any ``concurrent.futures.Executor`` works
 as well (those of dask.distributed and Ray included) if it can pickle a
-:class:`Problem`.
+:class:`Problem`. A :class:`mapsched.distributed.DaskExecutor` (``--dask``) gets the
+problem once per worker and builds the subproblems there; if its scheduler is lost,
+split returns the best schedule of the subproblems solved by then.
 """
 
 from __future__ import annotations
@@ -185,7 +187,7 @@ def _com(p: Problem, chain: ModuleChain, t: int, v_prev: int, u: int) -> float:
         Option("workers", int, 0, "processes for the subproblems (0: one per 4 cores; 1: in this process)"),
         Option("executor", object, None, "a concurrent.futures.Executor for the subproblems", cli=False),
         Option("module_threads", int, 0, "solver threads per subproblem (0: the threads shared among the "
-               "processes; 1 with an executor)"),
+               "processes; with an executor, 1, or on a Dask cluster the worker's share of its host)"),
         Option("window", int, 2, "latency with several channels: modules solved at once in the rolling "
                "stitching (0: the seed paper's independent module solves)"),
         Option("step_time_limit", float, 0.5, "rolling stitching: seconds per step (its solves rarely "
