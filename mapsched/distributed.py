@@ -181,6 +181,20 @@ class DaskExecutor(Executor):
 
 
 @contextlib.contextmanager
+def _quiet(*names: str) -> Iterator[None]:
+    """These loggers silent (but for critical messages) within the block."""
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+@contextlib.contextmanager
 def connect(address: str, timeout: float | None = None) -> Iterator[DaskExecutor]:
     """A :class:`DaskExecutor` on the scheduler at ``address``, or on a LocalCluster of N
     single-threaded worker processes for ``local:N``; closed on exit.
@@ -199,6 +213,9 @@ def connect(address: str, timeout: float | None = None) -> Iterator[DaskExecutor
     import dask
 
     with contextlib.ExitStack() as stack:
+        # The client logs every failed try to reach a scheduler, and the gathers a lost one
+        # cut off, with tracebacks: the one line of the callers says it all.
+        stack.enter_context(_quiet("distributed", "distributed.client", "tornado.application"))
         stack.enter_context(dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s"}))
         if isinstance(target, int):
             # No dashboard; the scheduler's health endpoints on a free port, not 8787 (often taken).
@@ -207,9 +224,6 @@ def connect(address: str, timeout: float | None = None) -> Iterator[DaskExecutor
                 scheduler_kwargs={"dashboard": False, "dashboard_address": ":0"}, silence_logs=logging.ERROR))
             client = stack.enter_context(Client(cluster, timeout=timeout))
         else:
-            # The client logs every failed try to reach the scheduler; the one line below says it all.
-            for name in ("distributed", "distributed.client"):  # dask's config sets the second one's level
-                logging.getLogger(name).setLevel(logging.CRITICAL)
             try:
                 client = Client(target, timeout=timeout)
             except (OSError, TimeoutError) as exc:
