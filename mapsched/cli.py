@@ -831,7 +831,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds for the relaxation, module-chain and window bounds")
     b.add_argument("--window-time", type=_seconds, default=1.0,
                    help="seconds per window solve (5 raises the bound a little on large stacks, given time)")
-    b.add_argument("--dask", metavar="ADDRESS", type=_dask_address, help=_DASK_HELP + " (the window solves)")
+    b.add_argument("--dask", metavar="ADDRESS", type=_dask_address, help=_DASK_HELP + " (the chain and window solves)")
 
     sub.add_parser("methods", help="list the methods and their options")
 

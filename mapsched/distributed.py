@@ -1,7 +1,7 @@
 """Solving on a dask.distributed cluster: ``--dask ADDRESS`` and :class:`DaskExecutor`.
 
-What runs there: ``split``'s module subproblems, the window bound's windows and every
-(instance, method) run of a benchmark sweep. Each goes through a
+What runs there: ``split``'s module subproblems, the exact solves of the module-chain
+and window bounds, and every (instance, method) run of a benchmark sweep. Each goes through a
 :class:`DaskExecutor`, a ``concurrent.futures.Executor`` over a ``distributed.Client``
 that the code of those methods takes like any other executor, plus three things a plain
 executor lacks:

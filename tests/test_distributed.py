@@ -9,12 +9,14 @@ import pytest
 
 pytest.importorskip("distributed")
 
+from mapsched import Objective  # noqa: E402
 from mapsched import distributed as mdist  # noqa: E402
 from mapsched.bench import Case, Suite, read_rows, run_suite  # noqa: E402
 from mapsched.cli import main  # noqa: E402
 from mapsched.generators import random_wired, stack  # noqa: E402
 from mapsched.schedule import Schedule  # noqa: E402
 from mapsched.solve import solve  # noqa: E402
+from mapsched.split import chain_bound  # noqa: E402
 from mapsched.split.windows import window_bound  # noqa: E402
 from mapsched.validate import validate  # noqa: E402
 
@@ -72,6 +74,13 @@ def test_window_bound_equals_local(cluster):
     here = window_bound(p, time_limit=30, window_time_limit=5, threads=2)
     there = window_bound(p, time_limit=30, window_time_limit=5, executor=cluster)
     assert there == pytest.approx(here, rel=1e-9)
+
+
+@pytest.mark.parametrize("kwargs", [dict(modules=4, n=5, channels=2, variant="sdep"),
+                                    dict(modules=3, n=4, objective=Objective("throughput", 2))])
+def test_chain_bound_equals_local(cluster, kwargs):
+    p = stack(seed=1, **kwargs)
+    assert chain_bound(p, time_limit=60, executor=cluster) == pytest.approx(chain_bound(p, time_limit=60), rel=1e-9)
 
 
 def test_bench_through_dask_writes_the_same_rows(cluster, tmp_path):
