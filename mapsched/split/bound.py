@@ -201,9 +201,12 @@ class _Recursion:
             pres = [frozenset(nx.ancestors(sub_m, o) | {o}) for o in outs]
             self.prefetch(m_out)
             self.one.prefetch(*pres)
-        self.prefetch(m1)  # all started before the recursion goes down the chain
-        rest = self.bound(g2, s + span)
-        best = max(self.exact(m1), rest)
+        if self.executor is None:  # the module first: where time runs out, it has had its solve
+            best = max(self.exact(m1), self.bound(g2, s + span))
+        else:  # its solves run while the recursion goes on down the chain
+            self.prefetch(m1)
+            rest = self.bound(g2, s + span)
+            best = max(self.exact(m1), rest)
         if cross and time.perf_counter() < self.deadline:
             g_in = frozenset(set().union(*(nx.descendants(sub_g, w) | {w} for w in ins)))
             dep = min(self.one.bound(frozenset(nx.descendants(sub_g, w) | {w}), s + span) for w in ins)
