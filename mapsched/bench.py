@@ -157,7 +157,6 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
                     if not getattr(executor, "lost", False):
                         raise
                     continue
-
                 fh.write(json.dumps(row) + "\n")
                 fh.flush()  # a row on disk is a row that an interrupted sweep keeps
                 rows.append(row)

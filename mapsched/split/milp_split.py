@@ -411,7 +411,7 @@ def _run(jobs: _Subproblems, backend: str, limit: float | None, symmetry: str, t
     own = executor is None
     pool = executor or ProcessPoolExecutor(max_workers=width, mp_context=_mp_context())
     try:
-        futures = {}
+        futures, seen = {}, 0
         if hasattr(pool, "share"):
             try:
                 shared = pool.share((jobs.p, jobs.chain))
@@ -423,15 +423,17 @@ def _run(jobs: _Subproblems, backend: str, limit: float | None, symmetry: str, t
                 if expired():
                     break
                 futures[pool.submit(_solve_key, shared, k, backend, limit, symmetry, threads, until)] = k
+                seen += 1
         else:
             for k, sub in jobs.items(expired):
+                seen += 1
                 if sub is not None:
                     futures[pool.submit(solve_module, sub, backend, limit, symmetry, threads, until)] = k
         done = set(completed(futures, ctx.remaining_or_none(), pool))
         pending = set(futures) - done
         for f in pending:
             f.cancel()
-        out, complete = {}, not pending and len(futures) == len(jobs) and not expired()
+        out, complete = {}, not pending and seen == len(jobs) and not expired()
         for f in done:
             try:
                 r = f.result()
