@@ -83,7 +83,7 @@ def test_chain_bound_equals_local(cluster, kwargs):
     assert chain_bound(p, time_limit=60, executor=cluster) == pytest.approx(chain_bound(p, time_limit=60), rel=1e-9)
 
 
-def test_bench_through_dask_writes_the_same_rows(cluster, tmp_path):
+def test_bench_through_dask_writes_the_same_rows(cluster, tmp_path, monkeypatch):
     suite = Suite("tiny", tuple(Case(f"s{s}", random_wired, {"n": 6, "seed": s}) for s in (1, 2)),
                   ("met", "heft", "exact", "split"), time_limit=10.0)
     here, there = str(tmp_path / "here.jsonl"), str(tmp_path / "there.jsonl")
@@ -97,6 +97,15 @@ def test_bench_through_dask_writes_the_same_rows(cluster, tmp_path):
     calls = []  # every row is there: a rerun resumes with nothing left to run
     run_suite(suite, there, cluster, progress=lambda d, t: calls.append(t))
     assert calls == [0] and len(read_rows(there)) == 8
+    # the command line, on a cluster of its own
+    suites = tmp_path / "suites.py"
+    suites.write_text("from mapsched.bench import Case, Suite\nfrom mapsched.generators import random_wired\n"
+                      "SUITES = {'tiny': Suite('tiny', tuple(Case(f's{s}', random_wired, {'n': 6, 'seed': s}) "
+                      "for s in (1, 2)), ('met', 'heft', 'exact', 'split'), time_limit=10.0)}\n")
+    cli = str(tmp_path / "cli.jsonl")
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "tiny", "--suites", str(suites), "--dask", "local:2", "-o", cli]) == 0
+    assert key(read_rows(cli)) == key(read_rows(here))
 
 
 def test_worker_killed_mid_split_gives_the_same_valid_result(cluster):
