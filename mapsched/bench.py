@@ -28,7 +28,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from .distributed import completed
+from .distributed import as_executor, completed
 from .errors import InfeasibleError, MapschedError
 from .problem import Problem
 
@@ -121,9 +121,9 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
     suite : Suite
     out : str
         JSON Lines file; existing rows are kept and their pairs skipped (resume).
-    executor : concurrent.futures.Executor, optional
+    executor : concurrent.futures.Executor or distributed.Client, optional
         Where runs go; by default a process pool of ``workers`` (0: one per core). A
-        :class:`mapsched.distributed.DaskExecutor` spreads them over a cluster; if its
+        client, or a :class:`mapsched.distributed.DaskExecutor`, spreads them over a cluster; if its
         scheduler is lost, the rows written so far stay and a rerun resumes.
     workers, threads : int
         Runs at once, and solver threads per run (0: the cores shared among the
@@ -133,6 +133,7 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
     progress : callable, optional
         Called as ``progress(done, total)`` after each run.
     """
+    executor = as_executor(executor)
     rows = read_rows(out)
     done = {(r["instance"], r["method"]) for r in rows}
     todo = [(c, m) for c in suite.cases for m in suite.methods if (c.name, m) not in done]

@@ -17,8 +17,9 @@ Faults. A worker lost mid-task: the scheduler runs its tasks again elsewhere (up
 ``distributed.scheduler.allowed-failures`` times), and scattered data lives on every
 worker, so the result is the one a run without the loss gives. A scheduler that cannot
 be reached at the start: :func:`connect` fails in one line within its timeout. A
-scheduler lost mid-run: futures are cancelled once the client gives up reconnecting,
-``lost`` turns true, and callers return the best they have.
+scheduler lost mid-run: ``lost`` turns true as soon as the client loses its connection,
+and callers return the best they have without waiting on results in flight
+(:func:`completed`).
 
 ``distributed`` is an optional dependency (``pip install 'mapsched[dask]'``), imported
 only by :func:`connect` and :class:`DaskExecutor`. Workers need ``mapsched`` importable,
@@ -39,7 +40,7 @@ from typing import Any
 
 from .errors import MapschedError, OptionError
 
-__all__ = ["DaskExecutor", "completed", "connect", "parse_address", "task_threads"]
+__all__ = ["DaskExecutor", "as_executor", "completed", "connect", "parse_address", "task_threads"]
 
 CONNECT_TIMEOUT = 5.0
 """Seconds to reach a scheduler at the start (and to reconnect to one lost mid-run)."""
@@ -81,6 +82,18 @@ def completed(futures: Iterable[Future], timeout: float | None = None, executor:
         yield from done
         if pending and getattr(executor, "lost", False):
             return
+
+
+def as_executor(executor: Any) -> Executor | None:
+    """A :class:`DaskExecutor` on a ``distributed.Client``; an executor, or None, as it is.
+    What the ``executor`` arguments of split, the bounds and the sweeps go through."""
+    if executor is None or isinstance(executor, Executor):
+        return executor
+    try:
+        from distributed import Client
+    except ImportError:
+        return executor
+    return DaskExecutor(executor) if isinstance(executor, Client) else executor
 
 
 def task_threads(default: int = 1) -> int:

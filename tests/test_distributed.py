@@ -62,9 +62,10 @@ def test_split_equals_in_process_on_exact_stacks(cluster, seed):
 
 
 def test_split_valid_on_multichannel_stacks(cluster):
-    for variant in ("sdep", "wdep"):
+    # a DaskExecutor, or the distributed.Client itself
+    for variant, executor in (("sdep", cluster), ("wdep", cluster.client)):
         p = stack(modules=3, n=5, channels=2, variant=variant, seed=3)
-        r = solve(p, "split", executor=cluster, window=0)  # the independent module solves, on the cluster
+        r = solve(p, "split", executor=executor, window=0)  # the independent module solves, on the cluster
         assert not validate(p, r) and r.makespan >= r.lower_bound - 1e-9
         assert "module subproblems solved" in r.log and " 0 module subproblems" not in r.log
 

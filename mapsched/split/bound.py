@@ -50,7 +50,7 @@ import networkx as nx
 import numpy as np
 
 from ..bounds import Bound, critical_path_bound, lower_bound, min_work, work_bound
-from ..distributed import completed
+from ..distributed import as_executor, completed
 from ..formulations.relaxation import RELAXATION_TASKS, relaxation_bound
 from ..problem import Objective, Problem, System, Task
 from ..solve import solve
@@ -234,7 +234,7 @@ def chain_bound(problem: Problem, chain=None, time_limit: float = 60.0, module_t
         them by the dependency sets (BENCHMARKS.md compares spans 1 and 2). The
         recursion runs with span 1 first, then wider while time is left, and the best
         result counts.
-    executor : concurrent.futures.Executor, optional
+    executor : concurrent.futures.Executor or distributed.Client, optional
         Where the exact solves run (e.g. a :class:`mapsched.distributed.DaskExecutor`):
         those of the modules down the chain then run side by side. The bound is the same
         when every solve ends within ``module_time_limit``.
@@ -246,6 +246,7 @@ def chain_bound(problem: Problem, chain=None, time_limit: float = 60.0, module_t
     modules. Throughput solves are costlier, so the time limit matters more there.
     """
     p = problem
+    executor = as_executor(executor)
     deadline = time.perf_counter() + time_limit
     chain = chain or pick_chain(p, 0, deadline=deadline)
     one = _Recursion(single_input_relaxation(p), chain, deadline, module_time_limit,
@@ -298,6 +299,7 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
         if not value > 0:
             raise ValueError(f"full_bound: {name} must be a positive number of seconds, got {value!r}")
     deadline = time.perf_counter() + time_limit
+    executor = as_executor(executor)  # once for both rules
     latency = problem.L == 1
     rules = [lower_bound(problem, time_limit)]
     share = time_limit / 2

@@ -65,7 +65,7 @@ import networkx as nx
 import numpy as np
 
 from ..decoder import Decoder, owner_counts
-from ..distributed import completed, task_threads
+from ..distributed import as_executor, completed, task_threads
 from ..errors import InfeasibleError, ProblemError
 from ..feasibility import feasible_counts
 from ..formulations.common import retime_jobs
@@ -185,7 +185,8 @@ def _com(p: Problem, chain: ModuleChain, t: int, v_prev: int, u: int) -> float:
         Option("symmetry", str, "none", "symmetry breaking in the module solves (see exact)"),
         Option("orbits", bool, True, "solve one (input, output) device pair per orbit of identical devices"),
         Option("workers", int, 0, "processes for the subproblems (0: one per 4 cores; 1: in this process)"),
-        Option("executor", object, None, "a concurrent.futures.Executor for the subproblems", cli=False),
+        Option("executor", object, None, "a concurrent.futures.Executor or a distributed.Client for the "
+               "subproblems", cli=False),
         Option("module_threads", int, 0, "solver threads per subproblem (0: the threads shared among the "
                "processes; with an executor, 1, or on a Dask cluster the worker's share of its host)"),
         Option("window", int, 2, "latency with several channels: modules solved at once in the rolling "
@@ -201,6 +202,7 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     identical devices: one per orbit) and O(T m^3) DP steps; with the rolling
     stitching, T solves of ``window`` modules instead."""
     p = problem
+    executor = as_executor(executor)
     chain = pick_chain(p, channels, deadline=time.perf_counter() + ctx.remaining() / 4)
     exact_chain = _is_exact(p, chain)
     # Never worse than the heuristic it starts from: the heuristic recursion can be far

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..bounds import lower_bound
 from ..closure import Closure
-from ..distributed import completed
+from ..distributed import as_executor, completed
 from ..formulations.cpsat import CpSatModel
 from ..formulations.exact import serial_bound
 from ..problem import Edge, Link, Problem, System
@@ -208,7 +208,7 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
         Windows solved at once, in threads, each by one CP-SAT worker (default: every
         core; with ``executor``, its ``slots`` if it has them). The two ends of the chain run
         side by side, then the windows between.
-    executor : concurrent.futures.Executor, optional
+    executor : concurrent.futures.Executor or distributed.Client, optional
         Where the window solves run (e.g. a :class:`mapsched.distributed.DaskExecutor`);
         the recursion that sets their releases stays here. The bound is the same.
 
@@ -242,6 +242,7 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
     if p.L > 1:
         raise ValueError("window_bound: latency problems only (objective.batch 1); "
                          "use chain_bound for throughput")
+    executor = as_executor(executor)
     threads = threads or getattr(executor, "slots", None) or os.cpu_count() or 1
     for name, value in (("span", span), ("block", block), ("threads", threads)):
         if not (isinstance(value, int) and value >= 1):
