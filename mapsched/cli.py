@@ -292,7 +292,7 @@ def _solve_and_write(args: argparse.Namespace, problem: Problem, options: dict[s
             return 130
         stopped = interrupt.requested()
     lost = getattr(options.get("executor"), "lost", False)  # a cluster's scheduler gone mid-run
-    if stopped or lost:
+    if lost:
         result.status = "feasible"
     if stopped:
         result.status, result.interrupted = "feasible", True
