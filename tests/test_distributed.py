@@ -1,7 +1,11 @@
 """Solving on a dask.distributed LocalCluster of two worker processes (mapsched.distributed)."""
 
+import contextlib
+import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -13,6 +17,7 @@ from mapsched import Objective  # noqa: E402
 from mapsched import distributed as mdist  # noqa: E402
 from mapsched.bench import Case, Suite, read_rows, run_suite  # noqa: E402
 from mapsched.cli import main  # noqa: E402
+from mapsched.errors import MapschedError  # noqa: E402
 from mapsched.generators import random_wired, stack  # noqa: E402
 from mapsched.schedule import Schedule  # noqa: E402
 from mapsched.solve import solve  # noqa: E402
@@ -167,10 +172,10 @@ def test_cli_solve_on_a_local_cluster(tmp_path, capsys):
     assert not validate(load_problem("builtin:topcuoglu2002"), Schedule.read(str(out)))
 
 
-def test_scheduler_lost_mid_split_returns_the_best_so_far(tmp_path):
-    import subprocess
-    import sys
-
+@contextlib.contextmanager
+def _scheduler_and_workers(tmp_path):
+    """A scheduler and two single-threaded workers in processes of their own: their address
+    and the scheduler's process, to kill."""
     file = tmp_path / "scheduler.json"
     common = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
@@ -181,34 +186,51 @@ def test_scheduler_lost_mid_split_returns_the_best_so_far(tmp_path):
             if file.exists() and file.stat().st_size:
                 break
             time.sleep(0.1)
-        address = __import__("json").loads(file.read_text())["address"]
+        address = json.loads(file.read_text())["address"]
         worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "2",
                                    "--nthreads", "1", "--no-dashboard", "--death-timeout", "10"], **common)
-        p = stack(modules=6, n=8, channels=1, seed=1)
-        with mdist.connect(address, timeout=30) as executor:
-
-            class KillAfterFour:  # the scheduler dies once four subproblems are back
-                def __init__(self):
-                    self.back = 0
-
-                def __getattr__(self, name):  # share, slots, lost
-                    return getattr(executor, name)
-
-                def submit(self, *args):
-                    def count(_):
-                        self.back += 1
-                        if self.back == 4:
-                            scheduler.kill()
-
-                    future = executor.submit(*args)
-                    future.add_done_callback(count)
-                    return future
-
-            r = solve(p, "split", executor=KillAfterFour())
-            assert executor.lost and r.status == "feasible" and not validate(p, r)
-            assert "scheduler was lost mid-run" in r.log
+        yield address, scheduler
     finally:
         for proc in (scheduler, worker):
             if proc is not None:
                 proc.kill()
                 proc.wait()
+
+
+class _KillAfter:
+    """An executor passing everything on, that kills ``proc`` once ``n`` tasks are back."""
+
+    def __init__(self, executor, n, proc):
+        self.executor, self.n, self.proc, self.back = executor, n, proc, 0
+
+    def __getattr__(self, name):  # share, slots, lost
+        return getattr(self.executor, name)
+
+    def submit(self, *args):
+        def count(_):
+            self.back += 1
+            if self.back == self.n:
+                self.proc.kill()
+
+        future = self.executor.submit(*args)
+        future.add_done_callback(count)
+        return future
+
+
+def test_scheduler_lost_mid_split_returns_the_best_so_far(tmp_path):
+    p = stack(modules=6, n=8, channels=1, seed=1)
+    with _scheduler_and_workers(tmp_path) as (address, scheduler), mdist.connect(address, timeout=30) as executor:
+        r = solve(p, "split", executor=_KillAfter(executor, 4, scheduler))
+        assert executor.lost and r.status == "feasible" and not validate(p, r)
+        assert "scheduler was lost mid-run" in r.log
+
+
+def test_scheduler_lost_mid_sweep_keeps_the_finished_rows(tmp_path):
+    suite = Suite("tiny", tuple(Case(f"s{s}", random_wired, {"n": 6, "seed": s}) for s in range(6)),
+                  ("heft", "exact"), time_limit=10.0)
+    out = str(tmp_path / "rows.jsonl")
+    lost = pytest.raises(MapschedError, match="scheduler was lost mid-sweep.*rerun the same command to resume")
+    with _scheduler_and_workers(tmp_path) as (address, scheduler), mdist.connect(address, timeout=30) as executor, lost:
+        run_suite(suite, out, _KillAfter(executor, 3, scheduler))
+    rows = read_rows(out)
+    assert 3 <= len(rows) < 12 and all("makespan" in r for r in rows)
