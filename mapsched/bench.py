@@ -24,10 +24,11 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from .distributed import as_executor, completed
 from .errors import InfeasibleError, MapschedError
 from .problem import Problem
 
@@ -67,13 +68,16 @@ class Suite:
 
 
 def _run_one(case: Case, method: str, time_limit: float, options: dict[str, Any], threads: int = 1) -> dict[str, Any]:
-    """One (instance, method) run, in a worker; every schedule is checked by the validator."""
+    """One (instance, method) run, in a worker; every schedule is checked by the validator.
+    ``threads`` 0: the worker's share (:func:`mapsched.distributed.task_threads`)."""
     import time
 
+    from .distributed import task_threads
     from .solve import solve
     from .split import full_bound
     from .validate import validate
 
+    threads = threads or task_threads()
     p = case.build()
     row: dict[str, Any] = {"instance": case.name, "method": method, "tasks": p.n, "inputs": p.L,
                            "time_limit": time_limit}
@@ -117,15 +121,19 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
     suite : Suite
     out : str
         JSON Lines file; existing rows are kept and their pairs skipped (resume).
-    executor : concurrent.futures.Executor, optional
-        Where runs go; by default a process pool of ``workers`` (0: one per core).
+    executor : concurrent.futures.Executor or distributed.Client, optional
+        Where runs go; by default a process pool of ``workers`` (0: one per core). A
+        client, or a :class:`mapsched.distributed.DaskExecutor`, spreads them over a cluster; if its
+        scheduler is lost, the rows written so far stay and a rerun resumes.
     workers, threads : int
         Runs at once, and solver threads per run (0: the cores shared among the
-        runs). By default one run at a time with every core, so that exact methods
-        get the solver portfolio they would get alone.
+        runs; on a cluster, the worker's share of its host). By default one run at a
+        time with every core, so that exact methods get the solver portfolio they would
+        get alone.
     progress : callable, optional
         Called as ``progress(done, total)`` after each run.
     """
+    executor = as_executor(executor)
     rows = read_rows(out)
     done = {(r["instance"], r["method"]) for r in rows}
     todo = [(c, m) for c in suite.cases for m in suite.methods if (c.name, m) not in done]
@@ -137,19 +145,28 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
         from .split.milp_split import _mp_context
 
         executor = ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1, mp_context=_mp_context())
-    threads = threads or max(1, (os.cpu_count() or 1) // (workers or os.cpu_count() or 1))
+    if not hasattr(executor, "share"):  # off a cluster: this machine's cores shared out
+        threads = threads or max(1, (os.cpu_count() or 1) // (workers or os.cpu_count() or 1))
     try:
         futures = [executor.submit(_run_one, c, m, suite.time_limit, suite.options.get(m, {}), threads)
                    for c, m in todo]
         with open(out, "a", encoding="utf-8") as fh:
-            for f in as_completed(futures):
-                row = f.result() | {"suite": suite.name}
+            for f in completed(futures, executor=executor):
+                try:
+                    row = f.result() | {"suite": suite.name}
+                except Exception:
+                    if not getattr(executor, "lost", False):
+                        raise
+                    continue
                 fh.write(json.dumps(row) + "\n")
                 fh.flush()  # a row on disk is a row that an interrupted sweep keeps
                 rows.append(row)
                 finished += 1
                 if progress:
                     progress(finished, total)
+        if finished < total and getattr(executor, "lost", False):
+            raise MapschedError(f"--dask: the scheduler was lost mid-sweep; the {finished} run(s) done are in {out}; "
+                                "rerun the same command to resume")
     finally:
         if own:
             executor.shutdown(wait=True, cancel_futures=True)

@@ -207,6 +207,36 @@ def _solve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", help="schedule file to write (default: print it)")
 
 
+def _dask_address(text: str) -> str:
+    """An argparse type: ``tcp://HOST:PORT`` or ``local:N`` (checked here, reached later)."""
+    from .distributed import parse_address
+
+    try:
+        parse_address(text)
+    except OptionError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--dask: ")) from None
+    return text
+
+
+_DASK_HELP = "run on a dask.distributed cluster: tcp://HOST:PORT of its scheduler, or local:N worker processes"
+
+
+@contextlib.contextmanager
+def _cluster(address: str | None, method: str | None = None) -> Any:
+    """The executor of ``--dask ADDRESS`` (None without it), connected before any work and
+    closed on exit; ``method`` must be one that takes an executor."""
+    if address is None:
+        yield None
+        return
+    if method is not None and not any(o.name == "executor" for o in registry.get(method).options):
+        takes = [m.name for m in registry.all_methods() if any(o.name == "executor" for o in m.options)]
+        raise OptionError(f"--dask: method {method!r} runs in this process; give -m {' or '.join(takes)}")
+    from .distributed import connect
+
+    with connect(address) as executor:
+        yield executor
+
+
 def cmd_adapt(args: argparse.Namespace, extra: Sequence[str]) -> int:
     outputs = [o for o in (args.output, args.problem_output) if o]
     for o in outputs:
@@ -242,7 +272,10 @@ def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
     options = _method_options(extra)
     if args.initial:
         options["initial"] = Schedule.read(args.initial)
-    return _solve_and_write(args, problem, options)
+    with _cluster(args.dask, args.method) as executor:
+        if executor is not None:
+            options["executor"] = executor
+        return _solve_and_write(args, problem, options)
 
 
 def _solve_and_write(args: argparse.Namespace, problem: Problem, options: dict[str, Any]) -> int:
@@ -258,6 +291,9 @@ def _solve_and_write(args: argparse.Namespace, problem: Problem, options: dict[s
             print("mapsched: interrupted before a schedule was found; nothing written", file=sys.stderr)
             return 130
         stopped = interrupt.requested()
+    lost = getattr(options.get("executor"), "lost", False)  # a cluster's scheduler gone mid-run
+    if lost:
+        result.status = "feasible"
     if stopped:
         result.status, result.interrupted = "feasible", True
         if validate(problem, result):  # never write a broken schedule, however a method was stopped
@@ -275,11 +311,11 @@ def _solve_and_write(args: argparse.Namespace, problem: Problem, options: dict[s
               file=sys.stdout if args.output else sys.stderr)
     if args.log and result.log:
         print(result.log, file=sys.stderr)
-    if stopped:
+    if stopped or lost:
         where = args.output or "standard output"
-        print(f"mapsched: interrupted; wrote the best schedule found so far to {where}", file=sys.stderr)
-        return 130
-    return 0
+        why = "interrupted" if stopped else "the Dask scheduler was lost mid-run"
+        print(f"mapsched: {why}; wrote the best schedule found so far to {where}", file=sys.stderr)
+    return 130 if stopped else 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -335,7 +371,8 @@ def cmd_bound(args: argparse.Namespace) -> int:
     from .split import full_bound
 
     p = load_problem(args.problem)
-    b = lower_bound(p) if args.fast else full_bound(p, _left(args), args.window_time)  # printing takes no time
+    with _cluster(None if args.fast else args.dask) as executor:
+        b = lower_bound(p) if args.fast else full_bound(p, _left(args), args.window_time, executor)
     if args.json:
         print(json.dumps({"lower_bound": b.value, "rule": b.rule}))
     else:
@@ -419,8 +456,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     suite = bench.Suite(suite.name, suite.cases, methods, args.time_limit or suite.time_limit, suite.options,
                         suite.description)
     out = args.output or f"{suite.name}.jsonl"
-    with ProgressBar(f"bench {suite.name}, runs left", None, enabled=sys.stderr.isatty()) as bar:
-        rows = bench.run_suite(suite, out, workers=args.workers, threads=args.threads,
+    with _cluster(args.dask) as executor, \
+            ProgressBar(f"bench {suite.name}, runs left", None, enabled=sys.stderr.isatty()) as bar:
+        rows = bench.run_suite(suite, out, executor, workers=args.workers, threads=args.threads,
                                progress=lambda d, t: bar(0, float(t - d)))
     rows = [r for r in rows if r["method"] in methods]
     print(f"## {suite.name}: {suite.description}\n")
@@ -792,6 +830,7 @@ def build_parser() -> argparse.ArgumentParser:
     _solve_arguments(s)
     s.add_argument("--initial", metavar="SCHEDULE", help="start from this schedule's placement (latency; "
                    "methods auto, cp-search, sa, ea, exact)")
+    s.add_argument("--dask", metavar="ADDRESS", type=_dask_address, help=_DASK_HELP + " (-m split)")
 
     ad = sub.add_parser("adapt", help="re-place a schedule after devices are removed or added",
                         epilog="Method options follow as --name value; see 'mapsched methods'.")
@@ -840,6 +879,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds for the relaxation, module-chain and window bounds")
     b.add_argument("--window-time", type=_seconds, default=1.0,
                    help="seconds per window solve (5 raises the bound a little on large stacks, given time)")
+    b.add_argument("--dask", metavar="ADDRESS", type=_dask_address, help=_DASK_HELP + " (the chain and window solves)")
 
     sub.add_parser("methods", help="list the methods and their options")
 
@@ -885,6 +925,7 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("--workers", type=_count(0), default=1, help="runs at once (0: one per core)")
     bn.add_argument("--threads", type=_count(0), default=0, help="solver threads per run (0: the cores shared out)")
     bn.add_argument("--time-limit", type=_seconds, default=None, help="override the suite's per-method limit")
+    bn.add_argument("--dask", metavar="ADDRESS", type=_dask_address, help=_DASK_HELP + " (one run per task)")
 
     model_help = "MODULE:FACTORY building an nn.Module, e.g. mapsched.harness.models:resnet"
     shape_help = "input shape with a batch of 1 first, e.g. 1,3,224,224 (default: the model's input_shape)"

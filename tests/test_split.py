@@ -135,6 +135,9 @@ def test_any_executor_works():
         a = solve(p, "split", executor=pool)
     b = solve(p, "split", workers=1)
     assert a.makespan == pytest.approx(b.makespan) and validate(p, a) == []
+    # the DP's bound, over a complete table (pairs with no schedule included), is claimed as here
+    assert a.lower_bound == pytest.approx(b.lower_bound) and a.status == b.status
+    assert b.lower_bound > lower_bound(p).value + 1e-6
 
 
 def test_full_bound_uses_the_chain():

@@ -51,6 +51,7 @@ optimum of 13.7 ms).
 from __future__ import annotations
 
 import time
+from concurrent.futures import Executor, Future
 from dataclasses import replace
 
 import networkx as nx
@@ -58,6 +59,7 @@ import numpy as np
 
 from ..bounds import Bound, critical_path_bound, lower_bound, min_work, work_bound
 from ..bounds.batched import BATCHED_TASKS, batched_relaxation_bound, stage_bound, two_part_bound
+from ..distributed import as_executor, completed
 from ..formulations.relaxation import RELAXATION_TASKS, relaxation_bound
 from ..problem import Objective, Problem, System, Task
 from ..solve import solve
@@ -89,13 +91,30 @@ def single_input_relaxation(problem: Problem) -> Problem:
     return Problem(tasks, p.edges, system, Objective(), f"{p.name}[one input]")
 
 
+def _solved_bound(problem: Problem, tasks: list[int], time_limit: float) -> float:
+    """The proved bound of an exact solve of ``tasks`` alone (on a worker)."""
+    return float(solve(problem.restrict(tasks), "exact", time_limit=time_limit, threads=1).lower_bound)
+
+
 class _Recursion:
-    """The memoised recursion of one problem; ``one`` is that of its single-input relaxation."""
+    """The memoised recursion of one problem; ``one`` is that of its single-input relaxation.
+    With an executor, the exact solves run there: each is started as soon as the recursion
+    knows it needs it (:meth:`prefetch`), so the solves of the modules down the chain run
+    side by side while the recursion descends, and are collected on its way back."""
 
     def __init__(self, problem: Problem, chain, deadline: float, module_time_limit: float,
-                 one: _Recursion | None = None) -> None:
+                 one: _Recursion | None = None, executor: Executor | None = None) -> None:
         self.p, self.chain, self.deadline, self.limit = problem, chain, deadline, module_time_limit
         self.one = one or self
+        self.executor, self.shared = executor, problem
+        self.pending: dict[frozenset, Future] = {}
+        if hasattr(executor, "share"):  # a cluster gets the problem once per worker
+            try:
+                self.shared = executor.share(problem)
+            except Exception:
+                if not getattr(executor, "lost", False):
+                    raise
+                self.executor = None  # the cluster is gone already: solve here
         self.span = 1
         self.module_of = {i: t for t, mod in enumerate(chain.modules) for i in mod}
         self.exact_memo: dict[frozenset, float] = {}
@@ -124,11 +143,39 @@ class _Recursion:
             if left > 0.05 and (len(x) > BOUND_SOLVE_TASKS or self.p.L > 1):
                 limit = left if self.p.L == 1 else min(self.limit, left)
                 value = max(value, lower_bound(self.p.restrict(sorted(x)), time_limit=limit).value)
+            elif left > 0.05 and self.executor is not None:
+                self.prefetch(x)
+                value = max(value, self._collect(x))
             elif left > 0.05:
-                r = solve(self.p.restrict(sorted(x)), "exact", time_limit=min(self.limit, left), threads=1)
-                value = max(value, float(r.lower_bound))
+                value = max(value, _solved_bound(self.p, sorted(x), min(self.limit, left)))
             self.exact_memo[x] = value
         return self.exact_memo[x]
+
+    def prefetch(self, *sets: frozenset) -> None:
+        """Start the exact solves of these task sets on the executor (none without one)."""
+        left = self.deadline - time.perf_counter()
+        if self.executor is None or left <= 0.05 or self.p.L > 1:  # throughput: no exact solves (see exact)
+            return
+        for x in sets:
+            if x and x not in self.exact_memo and x not in self.pending and len(x) <= BOUND_SOLVE_TASKS:
+                self.pending[x] = self.executor.submit(_solved_bound, self.shared, sorted(x), min(self.limit, left))
+
+    def _collect(self, x: frozenset) -> float:
+        """The bound of a started solve; 0 (no proof) if it does not come back in time (a
+        solve that waited in a queue past the deadline) or the cluster is lost."""
+        future = self.pending.pop(x, None)
+        if future is None:
+            return 0.0
+        wait_for = max(0.0, self.deadline - time.perf_counter()) + self.limit
+        if next(completed([future], wait_for, self.executor), None) is None:
+            future.cancel()
+            return 0.0
+        try:
+            return future.result()
+        except Exception:
+            if getattr(self.executor, "lost", False):
+                return 0.0
+            raise
 
     def bound(self, x: frozenset, s: int) -> float:
         """Lower bound of task set x, all of whose tasks lie in modules s and later."""
@@ -156,20 +203,30 @@ class _Recursion:
         if not g2:
             return self.exact(m1)
         cross = [(int(p.src[e]), int(p.dst[e])) for e in range(p.E) if int(p.src[e]) in m1 and int(p.dst[e]) in g2]
-        best = max(self.exact(m1), self.bound(g2, s + span))
-        if cross and time.perf_counter() < self.deadline:
+        pres = []
+        if cross:
             outs, ins = {a for a, _ in cross}, {b for _, b in cross}
             sub_m, sub_g = p.graph.subgraph(m1), p.graph.subgraph(g2)
             m_out = frozenset(set().union(*(nx.ancestors(sub_m, o) | {o} for o in outs)))
+            pres = [frozenset(nx.ancestors(sub_m, o) | {o}) for o in outs]
+            self.prefetch(m_out)
+            self.one.prefetch(*pres)
+        if self.executor is None:  # the module first: where time runs out, it has had its solve
+            best = max(self.exact(m1), self.bound(g2, s + span))
+        else:  # its solves run while the recursion goes on down the chain
+            self.prefetch(m1)
+            rest = self.bound(g2, s + span)
+            best = max(self.exact(m1), rest)
+        if cross and time.perf_counter() < self.deadline:
             g_in = frozenset(set().union(*(nx.descendants(sub_g, w) | {w} for w in ins)))
             dep = min(self.one.bound(frozenset(nx.descendants(sub_g, w) | {w}), s + span) for w in ins)
-            pre = min(self.one.exact(frozenset(nx.ancestors(sub_m, o) | {o})) for o in outs)
+            pre = min(self.one.exact(x) for x in pres)
             best = max(best, self.exact(m_out) + dep, self.bound(g_in, s + span) + pre)
         return best
 
 
 def chain_bound(problem: Problem, chain=None, time_limit: float = 60.0, module_time_limit: float = 2.0,
-                span: int = 2) -> float:
+                span: int = 2, executor: Executor | None = None) -> float:
     """Lower bound on the optimal makespan by the chain recursion (latency or throughput).
 
     Parameters
@@ -187,6 +244,10 @@ def chain_bound(problem: Problem, chain=None, time_limit: float = 60.0, module_t
         them by the dependency sets (BENCHMARKS.md compares spans 1 and 2). The
         recursion runs with span 1 first, then wider while time is left, and the best
         result counts.
+    executor : concurrent.futures.Executor or distributed.Client, optional
+        Where the exact solves run (e.g. a :class:`mapsched.distributed.DaskExecutor`):
+        those of the modules down the chain then run side by side. The bound is the same
+        when every solve ends within ``module_time_limit``.
 
     Notes
     -----
@@ -195,20 +256,26 @@ def chain_bound(problem: Problem, chain=None, time_limit: float = 60.0, module_t
     modules. Throughput solves are costlier, so the time limit matters more there.
     """
     p = problem
+    executor = as_executor(executor)
     deadline = time.perf_counter() + time_limit
     chain = chain or pick_chain(p, 0, deadline=deadline)
-    one = _Recursion(single_input_relaxation(p), chain, deadline, module_time_limit) if p.L > 1 else None
-    rec = _Recursion(p, chain, deadline, module_time_limit, one)
+    one = _Recursion(single_input_relaxation(p), chain, deadline, module_time_limit,
+                     executor=executor) if p.L > 1 else None
+    rec = _Recursion(p, chain, deadline, module_time_limit, one, executor)
     best = rec.bound(frozenset(range(p.n)), 0)
     for k in range(2, span + 1):
         if time.perf_counter() >= deadline:
             break
         rec.widen(k)
         best = max(best, rec.bound(frozenset(range(p.n)), 0))
+    for r in {rec, rec.one}:  # solves started for a branch that time cut short
+        for future in r.pending.values():
+            future.cancel()
     return max(best, critical_path_bound(p), work_bound(p))
 
 
-def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: float = 1.0) -> Bound:
+def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: float = 1.0,
+               executor: Executor | None = None) -> Bound:
     """The best bound mapsched proves without solving the whole problem: the fast rules of
     :func:`mapsched.bounds.lower_bound`; for latency the relaxation with separated load
     cuts (:func:`~mapsched.formulations.relaxation.relaxation_bound`, a third of
@@ -222,7 +289,10 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
     (:func:`~mapsched.split.windows.window_bound`, ``window_time_limit`` seconds per
     window), or for throughput to the pipeline stages and the two-part bound over the
     chain's modules (:func:`~mapsched.bounds.batched.stage_bound`,
-    :func:`~mapsched.bounds.batched.two_part_bound`); with the rule that won.
+    :func:`~mapsched.bounds.batched.two_part_bound`); with the rule that won. The
+    exact solves of the module-chain recursion and the windows run through ``executor`` if
+    given (a :class:`mapsched.distributed.DaskExecutor` spreads them over a cluster); the
+    relaxations run here.
 
     Notes
     -----
@@ -245,6 +315,7 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
         if not value > 0:
             raise ValueError(f"full_bound: {name} must be a positive number of seconds, got {value!r}")
     deadline = time.perf_counter() + time_limit
+    executor = as_executor(executor)  # once for both rules
     latency = problem.L == 1
     share = time_limit / 2
     if problem.n <= (RELAXATION_TASKS if latency else BATCHED_TASKS):
@@ -256,12 +327,14 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
         left = max(0.01, deadline - time.perf_counter() - 2 * share)
         rules.append(Bound(batched_relaxation_bound(problem, time_limit=left), "batched-relaxation"))
     started = time.perf_counter()
-    chain = pick_chain(problem, 0, deadline=started + share / 2)  # module detection once, for every rule
-    rules.append(Bound(chain_bound(problem, chain, time_limit=max(0.01, started + share - time.perf_counter())),
+    chain = pick_chain(problem, 0, deadline=started + share / 2)  # module detection once, for both rules
+    rules.append(Bound(chain_bound(problem, chain, time_limit=max(0.01, started + share - time.perf_counter()),
+                                   executor=executor),
                        "module-chain"))
     left = deadline - time.perf_counter()
     if latency and left > 0:
-        rules.append(Bound(window_bound(problem, chain, time_limit=left, window_time_limit=window_time_limit),
+        rules.append(Bound(window_bound(problem, chain, time_limit=left, window_time_limit=window_time_limit,
+                                             executor=executor),
                            "module-windows"))
     elif not latency:
         until = time.perf_counter() + max(0.01, left)

@@ -46,7 +46,9 @@ Subproblems are independent. By default they are solved one after another in thi
 process, each by CP-SAT over all the threads (on more than four cores, by a pool of
 one process per four cores); any ``concurrent.futures.Executor`` works
 as well (those of dask.distributed and Ray included) if it can pickle a
-:class:`Problem`.
+:class:`Problem`. A :class:`mapsched.distributed.DaskExecutor` (``--dask``) gets the
+problem once per worker and builds the subproblems there; if its scheduler is lost,
+split returns the best schedule of the subproblems solved by then.
 """
 
 from __future__ import annotations
@@ -56,13 +58,14 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, wait
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 
 import networkx as nx
 import numpy as np
 
 from ..decoder import Decoder, owner_counts
+from ..distributed import as_executor, completed, task_threads
 from ..errors import InfeasibleError, ProblemError
 from ..feasibility import feasible_counts
 from ..formulations.common import retime_jobs
@@ -93,7 +96,9 @@ def solve_module(sub: Problem, backend: str, time_limit: float | None, symmetry:
                  threads: int = 1, until: float | None = None) -> ModuleSolution | None:
     """Solve one module subproblem exactly (in a worker, or here); None if it has no schedule,
     or if ``until`` (a ``time.time()``, which unlike ``perf_counter`` other machines share)
-    has passed. A solve started late gets only the time left until then."""
+    has passed. A solve started late gets only the time left until then. ``threads`` 0: the
+    task's share of its worker (:func:`mapsched.distributed.task_threads`; 1 elsewhere)."""
+    threads = threads or task_threads()
     if until is not None:
         left = until - time.time()
         if left <= 0:
@@ -180,9 +185,10 @@ def _com(p: Problem, chain: ModuleChain, t: int, v_prev: int, u: int) -> float:
         Option("symmetry", str, "none", "symmetry breaking in the module solves (see exact)"),
         Option("orbits", bool, True, "solve one (input, output) device pair per orbit of identical devices"),
         Option("workers", int, 0, "processes for the subproblems (0: one per 4 cores; 1: in this process)"),
-        Option("executor", object, None, "a concurrent.futures.Executor for the subproblems", cli=False),
+        Option("executor", object, None, "a concurrent.futures.Executor or a distributed.Client for the "
+               "subproblems", cli=False),
         Option("module_threads", int, 0, "solver threads per subproblem (0: the threads shared among the "
-               "processes; 1 with an executor)"),
+               "processes; with an executor, 1, or on a Dask cluster the worker's share of its host)"),
         Option("window", int, 2, "latency with several channels: modules solved at once in the rolling "
                "stitching (0: the seed paper's independent module solves)"),
         Option("step_time_limit", float, 0.5, "rolling stitching: seconds per step (its solves rarely "
@@ -196,6 +202,7 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     identical devices: one per orbit) and O(T m^3) DP steps; with the rolling
     stitching, T solves of ``window`` modules instead."""
     p = problem
+    executor = as_executor(executor)
     chain = pick_chain(p, channels, deadline=time.perf_counter() + ctx.remaining() / 4)
     exact_chain = _is_exact(p, chain)
     # Never worse than the heuristic it starts from: the heuristic recursion can be far
@@ -239,16 +246,17 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     # Small subproblems are solved fastest by CP-SAT with a few workers each (see
     # mapsched.formulations.cpsat.portfolio), so by default a process per four cores.
     width = 1
-    if executor is not None:
-        width = os.cpu_count() or 1
+    if executor is not None:  # a cluster's task slots (see mapsched.distributed), or this machine's cores
+        width = getattr(executor, "slots", None) or os.cpu_count() or 1
     elif len(jobs) > 1:
         width = workers or max(1, (os.cpu_count() or 1) // 4)
-    threads = module_threads or (1 if executor is not None else max(1, ctx.threads // width))
+    # 0 through an executor: each task's share of the worker it lands on (1 off a cluster).
+    threads = module_threads or (0 if executor is not None else max(1, ctx.threads // width))
     limit = module_time_limit
     if ctx.time_limit is not None:  # share what is left among the subproblems, so the table fills in time
         limit = min(module_time_limit, max(0.2, 0.8 * ctx.remaining() * width / max(1, len(jobs))))
     # Kept back: the last subproblem's set-up, which may run past its limit, and two stitchings.
-    results = _run(jobs, backend, limit, symmetry, threads, width, executor, ctx, 3 * one_pass)
+    results, complete = _run(jobs, backend, limit, symmetry, threads, width, executor, ctx, 3 * one_pass)
     solved = len(results)
     for t in range(T):
         for u in ins_dev[t]:
@@ -288,7 +296,8 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
             u, v = back[t, u, v]
             t -= 1
         dp = _stitch(p, chain.modules, [results[k] for k in reversed(chosen)], ctx)
-        if exact_chain and "repair" not in dp.log:
+        # A bound over a partial table would miss the combinations it lacks: none then.
+        if exact_chain and complete and "repair" not in dp.log:
             dp.lower_bound = min(bound[k] for k in finals)
         candidates.append(dp)
     if not exact_chain and all(free):
@@ -304,6 +313,9 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     if staged is not None:
         schedule.log += f"server stages: makespan {staged.makespan:.9g}\n"
     schedule.log += f"{chain.describe(p)}\n{solved} module subproblems solved\n"
+    if getattr(executor, "lost", False):
+        schedule.log += "split: the cluster's scheduler was lost mid-run; the best schedule of what was solved\n"
+        return schedule
     return _polish(p, schedule, backend, ctx)
 
 
@@ -375,35 +387,79 @@ def pick_chain(p: Problem, channels: int, deadline: float = math.inf) -> ModuleC
 
 
 def _run(jobs: _Subproblems, backend: str, limit: float | None, symmetry: str, threads: int, width: int,
-         executor: Executor | None, ctx: SolveContext, reserve: float) -> dict[tuple, ModuleSolution]:
+         executor: Executor | None, ctx: SolveContext, reserve: float) -> tuple[dict[tuple, ModuleSolution], bool]:
     """Solve every subproblem: through the executor, a pool of ``width`` processes, or here.
     With a time limit, ``reserve`` seconds of it are kept back for what follows, and each
-    subproblem gets at most what is left before them when it starts."""
+    subproblem gets at most what is left before them when it starts. Returns the solutions
+    and whether every subproblem was solved to the end (none cut off by the time limit, an
+    interrupt or a lost cluster).
+
+    An executor with a ``share`` method (:class:`mapsched.distributed.DaskExecutor`) gets
+    the problem once per worker, and the workers build the subproblems; others get each
+    subproblem, built here."""
     until = None if ctx.time_limit is None else time.time() + ctx.remaining() - reserve
 
     def expired() -> bool:  # ctx.expired() also says when an interrupt stops the solve
         return ctx.expired() or (until is not None and time.time() >= until)
 
     if executor is None and width == 1:
-        out = {}
+        out, seen = {}, 0
         for k, sub in jobs.items(expired):
+            seen += 1
             if sub is not None and (r := solve_module(sub, backend, limit, symmetry, threads, until)) is not None:
                 out[k] = r
-        return out
+        # Past the deadline a solve may have been skipped (None): count the table as partial.
+        return out, seen == len(jobs) and not expired()
     own = executor is None
     pool = executor or ProcessPoolExecutor(max_workers=width, mp_context=_mp_context())
     try:
-        futures = {}
-        for k, sub in jobs.items(expired):
-            if sub is not None:
-                futures[pool.submit(solve_module, sub, backend, limit, symmetry, threads, until)] = k
-        done, pending = wait(futures, timeout=ctx.remaining_or_none())
+        futures, seen = {}, 0
+        if hasattr(pool, "share"):
+            try:
+                shared = pool.share((jobs.p, jobs.chain))
+            except Exception:
+                if not getattr(pool, "lost", False):
+                    raise
+                return {}, False
+            for k in jobs.keys:
+                if expired():
+                    break
+                futures[pool.submit(_solve_key, shared, k, backend, limit, symmetry, threads, until)] = k
+                seen += 1
+        else:
+            for k, sub in jobs.items(expired):
+                seen += 1
+                if sub is not None:
+                    futures[pool.submit(solve_module, sub, backend, limit, symmetry, threads, until)] = k
+        done = set(completed(futures, ctx.remaining_or_none(), pool))
+        pending = set(futures) - done
         for f in pending:
             f.cancel()
-        return {futures[f]: r for f in done if (r := f.result()) is not None}
+        out, complete = {}, not pending and seen == len(jobs) and not expired()
+        for f in done:
+            try:
+                r = f.result()
+            except Exception:
+                if not getattr(pool, "lost", False):  # a real failure, not the cluster gone
+                    raise
+                complete = False
+                continue
+            if r is not None:
+                out[futures[f]] = r
+        return out, complete
     finally:
         if own:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _solve_key(shared: tuple[Problem, ModuleChain], key: tuple, backend: str, limit: float | None, symmetry: str,
+               threads: int, until: float | None) -> ModuleSolution | None:
+    """Build the subproblem of ``key`` from the shared problem and chain, and solve it (on a worker)."""
+    p, chain = shared
+    t, u, v = key
+    free = u == "free"
+    sub = _subproblem(p, chain, t, None if free else u, None if free else v)
+    return None if sub is None else solve_module(sub, backend, limit, symmetry, threads, until)
 
 
 def _mp_context() -> multiprocessing.context.BaseContext:

@@ -27,12 +27,13 @@ import math
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 
 import numpy as np
 
 from ..bounds import lower_bound
 from ..closure import Closure
+from ..distributed import as_executor, completed
 from ..formulations.cpsat import CpSatModel
 from ..formulations.exact import serial_bound
 from ..problem import Edge, Link, Problem, System
@@ -101,10 +102,18 @@ class _Heads:
     (its last ``span`` blocks), with releases from this rule on the smaller sets; memoised."""
 
     def __init__(self, problem: Problem, blocks: list[frozenset], span: int, limit: float, deadline: float,
-                 ancestors: Closure) -> None:
+                 ancestors: Closure, executor: Executor | None = None) -> None:
         """``ancestors``: the closure of the reversed graph, whose descendants of a task are
-        its ancestors in ``problem``."""
+        its ancestors in ``problem``. ``executor``: where the window solves run (default here)."""
         self.p, self.span, self.limit, self.deadline = problem, span, limit, deadline
+        self.executor, self.shared = executor, problem
+        if hasattr(executor, "share"):  # a cluster gets the problem once per worker, not once per window
+            try:
+                self.shared = executor.share(problem)
+            except Exception:
+                if not getattr(executor, "lost", False):
+                    raise
+                self.executor = None  # the cluster is gone already: solve the windows here
         self.block = {i: b for b, blk in enumerate(blocks) for i in blk}
         self.ancestors = ancestors
         # Only the windows' entries need their ancestors as sets: all of them would take
@@ -121,7 +130,17 @@ class _Heads:
         left = self.deadline - time.perf_counter()
         if left < 0.05:
             return 0.0
-        return window_lower_bound(self.p, tasks, release, tail, min(self.limit, left))
+        if self.executor is None:
+            return window_lower_bound(self.p, tasks, release, tail, min(self.limit, left))
+        future = self.executor.submit(window_lower_bound, self.shared, tasks, release, tail, min(self.limit, left))
+        if next(completed([future], executor=self.executor), None) is None:
+            return 0.0  # the cluster is gone: 0 is still a bound
+        try:
+            return future.result()
+        except Exception:
+            if getattr(self.executor, "lost", False):
+                return 0.0
+            raise
 
     def releases(self, within: frozenset, window: frozenset) -> dict[int, float]:
         """Releases of the window's entries (tasks with a parent outside it); the others
@@ -165,7 +184,7 @@ def blocks_of(chain, block: int) -> list[frozenset]:
 
 
 def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_time_limit: float = 1.0,
-                 span: int = 2, block: int = 10, threads: int | None = None) -> float:
+                 span: int = 2, block: int = 10, threads: int | None = None, executor: Executor | None = None) -> float:
     """Lower bound on the optimal latency makespan by head-and-tail windows (module docstring).
 
     Parameters
@@ -187,7 +206,11 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
         components of wide channels) are merged so that a window spans whole layers.
     threads : int, optional
         Windows solved at once, in threads, each by one CP-SAT worker (default: every
-        core). The two ends of the chain run side by side, then the windows between.
+        core; with ``executor``, its ``slots`` if it has them). The two ends of the chain run
+        side by side, then the windows between.
+    executor : concurrent.futures.Executor or distributed.Client, optional
+        Where the window solves run (e.g. a :class:`mapsched.distributed.DaskExecutor`);
+        the recursion that sets their releases stays here. The bound is the same.
 
     Returns
     -------
@@ -219,7 +242,8 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
     if p.L > 1:
         raise ValueError("window_bound: latency problems only (objective.batch 1); "
                          "use chain_bound for throughput")
-    threads = threads or os.cpu_count() or 1
+    executor = as_executor(executor)
+    threads = threads or getattr(executor, "slots", None) or os.cpu_count() or 1
     for name, value in (("span", span), ("block", block), ("threads", threads)):
         if not (isinstance(value, int) and value >= 1):
             raise ValueError(f"window_bound: {name} must be a positive integer, got {value!r}")
@@ -236,8 +260,8 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
     everything = frozenset(range(p.n))
     # The mirror keeps task indices and reverses every edge: its descendants are p's ancestors.
     q = mirror(p)
-    ahead = _Heads(p, blocks, span, window_time_limit, deadline, Closure(q))
-    behind = _Heads(q, blocks[::-1], span, window_time_limit, deadline, Closure(p))
+    ahead = _Heads(p, blocks, span, window_time_limit, deadline, Closure(q), executor)
+    behind = _Heads(q, blocks[::-1], span, window_time_limit, deadline, Closure(p), executor)
 
     def between(lo: int) -> float:
         w = frozenset().union(*blocks[lo:lo + span])

@@ -1,0 +1,152 @@
+"""split on a Dask LocalCluster of 1 and 2 worker processes; how far it would scale; Dask's overhead.
+
+Three tables, on the 20-module stacks of ``bench_split.py`` (10 nodes a module,
+cpu-t4-a100; single-channel, and 2- and 4-channel sdep and wdep solved by the
+independent module solves, ``--window 0``, whose subproblems are independent):
+
+1. split's wall time through ``mapsched.distributed`` on ``local:1`` and ``local:2``
+   (one solver thread per subproblem either way), side by side; goal: 2 workers at
+   least 1.7 times faster where there are enough subproblems.
+2. From each subproblem's time measured on the worker (1-worker run), the makespan of
+   the subproblem list on W = 1, 2, 4, ..., 64 workers by list scheduling (each
+   subproblem, in submission order, to the worker free first), plus the rest of
+   split's run (1-worker wall time less the subproblems' total: warm start, module
+   detection, DP, stitching, Dask's own cost), which does not shrink. Workers are
+   warmed up (imports) by two small solves before any timing.
+3. Dask's overhead per task through the same path (``DaskExecutor.submit`` with the
+   problem shared once): no-op tasks, all in flight at once (per task) and one at a
+   time (round trip); goal: under 10 ms.
+
+    python benchmarks/bench_dask.py                    # the tables (minutes, on 2 cores: run alone)
+    python benchmarks/bench_dask.py --modules 3 --nodes 5 --configs 1 --noop 20   # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import time
+from concurrent.futures import Future
+
+import mapsched
+from mapsched.distributed import connect
+from mapsched.generators import stack
+
+CONFIGS = {"1": (1, "sdep"), "2s": (2, "sdep"), "4s": (4, "sdep"), "2w": (2, "wdep"), "4w": (4, "wdep")}
+
+
+def _timed(fn, *args, **kwargs):
+    """``fn``'s result and its seconds on the worker."""
+    t0 = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t0
+
+
+def _noop(shared):
+    return None
+
+
+class Timed:
+    """An executor passing everything to ``inner`` and recording each task's seconds on its worker."""
+
+    def __init__(self, inner):
+        self.inner, self.seconds = inner, []
+
+    def __getattr__(self, name):  # share, slots, lost
+        return getattr(self.inner, name)
+
+    def submit(self, fn, *args, **kwargs):
+        outer = Future()
+
+        def unwrap(f):
+            if f.cancelled():
+                outer.cancel()
+                outer.set_running_or_notify_cancel()
+            elif f.exception() is not None:
+                outer.set_exception(f.exception())
+            else:
+                result, seconds = f.result()
+                self.seconds.append(seconds)
+                outer.set_result(result)
+
+        self.inner.submit(_timed, fn, *args, **kwargs).add_done_callback(unwrap)
+        return outer
+
+
+def list_schedule(durations: list[float], workers: int) -> float:
+    """Makespan of the jobs, in order, each to the worker free first."""
+    free = [0.0] * workers
+    for d in durations:
+        heapq.heappush(free, heapq.heappop(free) + d)
+    return max(free)
+
+
+def overhead(executor, problem, n: int) -> tuple[float, float]:
+    """Milliseconds per no-op task: all ``n`` in flight at once, and one at a time."""
+    shared = executor.share(problem)
+    executor.submit(_noop, shared).result()  # the problem reaches the workers
+    t0 = time.perf_counter()
+    for f in [executor.submit(_noop, shared) for _ in range(n)]:
+        f.result()
+    flight = (time.perf_counter() - t0) / n
+    t0 = time.perf_counter()
+    for _ in range(n):
+        executor.submit(_noop, shared).result()
+    return 1e3 * flight, 1e3 * (time.perf_counter() - t0) / n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--modules", type=int, default=20)
+    ap.add_argument("--nodes", type=int, default=10)
+    ap.add_argument("--configs", default="1,2s,4s,2w,4w", help=f"of {', '.join(CONFIGS)}")
+    ap.add_argument("--module-threads", type=int, default=1, help="solver threads per subproblem")
+    ap.add_argument("--noop", type=int, default=500, help="no-op tasks for the overhead")
+    args = ap.parse_args()
+    problems = {k: stack(args.modules, args.nodes, CONFIGS[k][0], CONFIGS[k][1], seed=args.modules)
+                for k in args.configs.split(",")}
+    opts = dict(module_threads=args.module_threads, window=0)
+    wall, times, results = {}, {}, {}
+    for w in (1, 2):
+        with connect(f"local:{w}") as ex:
+            # Workers import mapsched and the solvers on their first task: not part of any timing.
+            for _ in range(2):
+                mapsched.solve(stack(2, 4, seed=0), "split", executor=ex, **opts)
+            for k, p in problems.items():
+                timed = Timed(ex)
+                t0 = time.perf_counter()
+                r = mapsched.solve(p, "split", channels=CONFIGS[k][0], executor=timed, **opts)
+                wall[k, w] = time.perf_counter() - t0
+                assert not mapsched.validate(p, r)
+                results[k, w], times[k, w] = r, timed.seconds
+            if w == 2:
+                flight, trip = overhead(ex, next(iter(problems.values())), args.noop)
+
+    print(f"## split through Dask, {args.modules} modules of {args.nodes} nodes, {args.module_threads} solver "
+          f"thread(s) a subproblem\n")
+    print("| channels | tasks | subproblems | 1 worker (s) | 2 workers (s) | speed-up | makespans equal |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for k, p in problems.items():
+        same = abs(results[k, 1].makespan - results[k, 2].makespan) <= 1e-9 * results[k, 1].makespan
+        print(f"| {k} | {p.n} | {len(times[k, 2])} | {wall[k, 1]:.2f} | {wall[k, 2]:.2f} "
+              f"| {wall[k, 1] / wall[k, 2]:.2f}x | {'yes' if same else 'no'} |")
+
+    ws = [2 ** i for i in range(7)]
+    print("\n## the measured subproblems list-scheduled on W workers (s), plus the rest of split's run\n")
+    print("| channels | subproblems | rest (s) | " + " | ".join(f"W={w}" for w in ws) + " | speed-up at W=64 |")
+    print("|---|---:|---:|" + "---:|" * (len(ws) + 1))
+    for k in problems:
+        d = times[k, 1]  # measured with one worker: no two subproblems contend for the cores
+        rest = max(0.0, wall[k, 1] - sum(times[k, 1]))
+        spans = [rest + list_schedule(d, w) for w in ws]
+        print(f"| {k} | {len(d)} | {rest:.2f} | " + " | ".join(f"{s:.2f}" for s in spans)
+              + f" | {spans[0] / spans[-1]:.1f}x |")
+
+    print(f"\n## Dask's overhead per task (local:2, {args.noop} no-op tasks, the problem shared)\n")
+    print("| all in flight (ms/task) | one at a time (ms/task) |")
+    print("|---:|---:|")
+    print(f"| {flight:.2f} | {trip:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,260 @@
+"""Solving on a dask.distributed cluster: ``--dask ADDRESS`` and :class:`DaskExecutor`.
+
+What runs there: ``split``'s module subproblems, the exact solves of the module-chain
+and window bounds, and every (instance, method) run of a benchmark sweep. Each goes through a
+:class:`DaskExecutor`, a ``concurrent.futures.Executor`` over a ``distributed.Client``
+that the code of those methods takes like any other executor, plus three things a plain
+executor lacks:
+
+* :meth:`DaskExecutor.share` scatters an object (the problem) to every worker once;
+  what is submitted then names it, and the subproblems are built on the workers;
+* each task's solver threads come from the worker it lands on (:func:`task_threads`):
+  the cores of the worker's host shared among the task slots of all the workers there;
+* :attr:`DaskExecutor.lost` says when the scheduler went away mid-run, so that a
+  method keeps what it has instead of failing.
+
+Faults. A worker lost mid-task: the scheduler runs its tasks again elsewhere (up to
+``distributed.scheduler.allowed-failures`` times), and scattered data lives on every
+worker, so the result is the one a run without the loss gives. A scheduler that cannot
+be reached at the start: :func:`connect` fails in one line within its timeout. A
+scheduler lost mid-run: ``lost`` turns true as soon as the client loses its connection,
+and callers return the best they have without waiting on results in flight
+(:func:`completed`).
+
+``distributed`` is an optional dependency (``pip install 'mapsched[dask]'``), imported
+only by :func:`connect` and :class:`DaskExecutor`. Workers need ``mapsched`` importable,
+at the same version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
+from typing import Any
+
+from .errors import MapschedError, OptionError
+
+__all__ = ["DaskExecutor", "as_executor", "completed", "connect", "parse_address", "task_threads"]
+
+CONNECT_TIMEOUT = 5.0
+"""Seconds to reach a scheduler at the start (and to reconnect to one lost mid-run)."""
+
+_ADDRESS = re.compile(r"(tcp|tls)://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
+_local = threading.local()  # a worker may run several tasks at once, each in its own thread
+
+
+def parse_address(text: str) -> str | int:
+    """The scheduler address of ``tcp://host:port`` (or ``tls://``), or N of ``local:N``.
+
+    >>> parse_address("tcp://10.0.0.5:8786"), parse_address("local:2")
+    ('tcp://10.0.0.5:8786', 2)
+    """
+    head, sep, count = text.partition(":")
+    if head == "local" and sep:
+        if count.isdigit() and int(count) >= 1:
+            return int(count)
+        raise OptionError(f"--dask: local:N needs N, the worker processes, as a positive integer; got {text!r}")
+    m = _ADDRESS.fullmatch(text)
+    if m is None or not 1 <= int(m.group(3)) <= 65535:
+        raise OptionError(f"--dask: expected tcp://HOST:PORT of a running scheduler or local:N, got {text!r}")
+    return text
+
+
+def completed(futures: Iterable[Future], timeout: float | None = None, executor: Executor | None = None,
+              poll: float = 0.2) -> Iterator[Future]:
+    """The futures as they finish, until all have, ``timeout`` seconds have passed, or the
+    executor's cluster is lost (its ``lost`` attribute; checked every ``poll`` seconds).
+    With a cluster gone, a future whose result was on its way may never finish: this
+    keeps the finished ones without waiting on it."""
+    pending = set(futures)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while pending:
+        left = poll if deadline is None else min(poll, deadline - time.monotonic())
+        if left <= 0:
+            return
+        done, pending = wait(pending, timeout=left, return_when=FIRST_COMPLETED)
+        yield from done
+        if pending and getattr(executor, "lost", False):
+            return
+
+
+def as_executor(executor: Any) -> Executor | None:
+    """A :class:`DaskExecutor` on a ``distributed.Client``; an executor, or None, as it is.
+    What the ``executor`` arguments of split, the bounds and the sweeps go through."""
+    if executor is None or isinstance(executor, Executor):
+        return executor
+    try:
+        from distributed import Client
+    except ImportError:
+        return executor
+    return DaskExecutor(executor) if isinstance(executor, Client) else executor
+
+
+def task_threads(default: int = 1) -> int:
+    """Solver threads for the task running in this thread: the worker's share when it runs
+    through a :class:`DaskExecutor`, else ``default``."""
+    return getattr(_local, "threads", None) or default
+
+
+def _cores() -> int:
+    """Cores this process may use (on a worker: that worker's host)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _on_worker(fn: Callable[..., Any], shares: dict[str, int], args: tuple, kwargs: dict) -> Any:
+    """Run ``fn`` on a worker, with :func:`task_threads` set to that worker's share of its host."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    share = shares.get(worker.address) or max(1, _cores() // max(1, worker.state.nthreads))
+    _local.threads = share
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _local.threads = None
+
+
+class DaskExecutor(Executor):
+    """A ``concurrent.futures.Executor`` whose tasks run on a dask.distributed cluster.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        Connected to the scheduler.
+    retries : int
+        Times a task that raised is run again (a worker lost mid-task is handled by the
+        scheduler whatever this is).
+
+    Notes
+    -----
+    Tasks are submitted impure (each runs, even with equal arguments). Per task, the
+    overhead is one round trip to the scheduler and a worker (a few milliseconds on one
+    host; ``benchmarks/bench_dask.py`` measures it).
+    """
+
+    def __init__(self, client: Any, retries: int = 2) -> None:
+        self.client = client
+        self._inner = client.get_executor(pure=False, retries=retries)
+        self._shares = self._worker_shares()
+        self._lost = False
+        self._shared: list[Any] = []
+
+    def _worker_shares(self) -> dict[str, int]:
+        """Per worker, its host's cores over the task slots of every worker on that host."""
+        from distributed.comm import get_address_host
+
+        nthreads = self.client.nthreads()
+        cores = self.client.run(_cores)
+        host = {a: get_address_host(a) for a in nthreads}
+        slots: dict[str, int] = {}
+        for a, n in nthreads.items():
+            slots[host[a]] = slots.get(host[a], 0) + n
+        return {a: max(1, cores.get(a, 1) // max(1, slots[host[a]])) for a in nthreads}
+
+    @property
+    def slots(self) -> int:
+        """Tasks the cluster runs at once: the workers' threads, summed (at least 1)."""
+        try:
+            return max(1, sum(self.client.nthreads().values()))
+        except Exception:  # the scheduler is gone: one slot is what can be counted on
+            return 1
+
+    @property
+    def lost(self) -> bool:
+        """Whether the connection to the scheduler was lost."""
+        self._lost = self._lost or self.client.status != "running"  # reconnecting counts: tasks are failing
+        return self._lost
+
+    def share(self, obj: Any) -> Any:
+        """``obj`` on every worker, once: a handle to pass to :meth:`submit` in its place."""
+        handle = self.client.scatter(obj, broadcast=True, hash=False)
+        self._shared.append(handle)  # held until shutdown; freeing a handle frees the data
+        return handle
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        """Run ``fn(*args, **kwargs)`` on a worker; handles from :meth:`share` among the
+        arguments arrive as their objects."""
+        return self._inner.submit(_on_worker, fn, self._shares, args, kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if self.lost:
+            self._inner._shutdown = True  # no scheduler to wait for or cancel with
+        else:
+            self._inner.shutdown(wait=wait and not cancel_futures)
+        self._shared.clear()
+
+
+@contextlib.contextmanager
+def _quiet(*names: str) -> Iterator[None]:
+    """These loggers silent (but for critical messages) within the block."""
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+@contextlib.contextmanager
+def connect(address: str, timeout: float | None = None) -> Iterator[DaskExecutor]:
+    """A :class:`DaskExecutor` on the scheduler at ``address``, or on a LocalCluster of N
+    single-threaded worker processes for ``local:N``; closed on exit.
+
+    Raises :class:`~mapsched.errors.OptionError` for a malformed address and
+    :class:`~mapsched.errors.MapschedError` for a scheduler not reached within ``timeout``
+    seconds (default :data:`CONNECT_TIMEOUT`), or a missing ``distributed``: one line each,
+    before anything runs.
+    """
+    target = parse_address(address)
+    timeout = timeout or CONNECT_TIMEOUT
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise MapschedError("--dask: needs dask.distributed; pip install 'mapsched[dask]'") from None
+    import dask
+
+    with contextlib.ExitStack() as stack:
+        # The client logs every failed try to reach a scheduler, and the gathers a lost one
+        # cut off, with tracebacks: the one line of the callers says it all.
+        stack.enter_context(_quiet("distributed", "distributed.client", "tornado.application"))
+        stack.enter_context(dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s"}))
+        if isinstance(target, int):
+            # No dashboard; the scheduler's health endpoints on a free port, not 8787 (often taken).
+            cluster = stack.enter_context(LocalCluster(
+                n_workers=target, threads_per_worker=1, processes=True, dashboard_address=None,
+                scheduler_kwargs={"dashboard": False, "dashboard_address": ":0"}, silence_logs=logging.ERROR))
+            client = stack.enter_context(Client(cluster, timeout=timeout))
+        else:
+            try:
+                client = Client(target, timeout=timeout)
+            except (OSError, TimeoutError) as exc:
+                raise MapschedError(f"--dask: no scheduler answered at {target} within {timeout:g} s "
+                                    f"({type(exc).__name__}); start one with 'dask scheduler', or use local:N"
+                                    ) from None
+            stack.enter_context(client)
+            try:
+                client.wait_for_workers(1, timeout=timeout)
+            except TimeoutError:
+                raise MapschedError(f"--dask: the scheduler at {target} has no workers; start some with "
+                                    f"'dask worker {target}'") from None
+        try:
+            executor = DaskExecutor(client)
+        except Exception as exc:  # raised on a worker: most often, no mapsched there
+            raise MapschedError(f"--dask: the workers at {address} failed a first task ({exc}); "
+                                "install mapsched, this version, where they run") from None
+        try:
+            yield executor
+        finally:
+            executor.shutdown(wait=False, cancel_futures=True)
