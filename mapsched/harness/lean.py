@@ -73,14 +73,16 @@ def _build(graph: CoarseGraph, k: int, args: list[Any], compile: str) -> tuple[C
     out = module(*args)
     if compile == "none" or not _tensors(args) or not _tensors(out):
         return module, out
-    try:
-        with warnings.catch_warnings():
-            # A tensor read as a Python number would be frozen into the trace: keep fx there.
-            warnings.simplefilter("error", torch.jit.TracerWarning)
+    with warnings.catch_warnings():
+        # TorchScript is deprecated in favour of torch.compile, which needs a C++ build per graph.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        # A tensor read as a Python number would be frozen into the trace: keep fx there.
+        warnings.simplefilter("error", torch.jit.TracerWarning)
+        try:
             traced = torch.jit.trace(module, tuple(args), check_trace=False)
-    except torch.jit.TracerWarning:
-        return module, out
-    fn = torch.jit.freeze(traced.eval())
+        except torch.jit.TracerWarning:
+            return module, out
+        fn = torch.jit.freeze(traced.eval())
     for _ in range(WARM_CALLS):
         lean = fn(*args)
     if len(lean) != len(out) or not all(a.shape == b.shape and torch.allclose(a, b, rtol=1e-4, atol=1e-5)
