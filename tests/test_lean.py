@@ -141,3 +141,13 @@ def test_cli_profile_jit_and_run_refuses_another_setting(tmp_path, capsys):
     assert err.count("\n") == 1 and not out.exists()
     assert main(["run", model, str(prob), str(sched), "--threads", "1", "--repeats", "1"]) == 0
     assert "outputs match the unscheduled model: yes" in capsys.readouterr().out
+
+
+def test_a_trace_that_computes_other_values_is_refused(monkeypatch):
+    import mapsched.harness.lean as lean_mod
+
+    real = torch.jit.freeze
+    monkeypatch.setattr(lean_mod.torch.jit, "freeze", lambda m: (lambda *a: tuple(t + 1 for t in real(m)(*a))))
+    m, x = _model("resnet")
+    with pytest.raises(HarnessError, match="computes other values than its fx module; run with compile none"):
+        prepare(trace(m, x), [x], 1, "jit")

@@ -67,6 +67,19 @@ def _tensors(values: Sequence[Any]) -> bool:
     return all(isinstance(v, torch.Tensor) for v in values)
 
 
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal up to the reordering of floating-point operations (freezing folds BN into convs):
+    the tolerance of :func:`~mapsched.harness.outputs_match`, looser on CUDA (TF32)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not a.is_floating_point():
+        return torch.equal(a, b)
+    if a.is_cuda:
+        scale = float(b.abs().max()) if b.numel() else 0.0
+        return torch.allclose(a, b, rtol=1e-2, atol=1e-2 * max(scale, 1e-6))
+    return torch.allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
 def _build(graph: CoarseGraph, k: int, args: list[Any], compile: str) -> tuple[Callable[..., Any], Any]:
     """Segment ``k``'s callable for arguments shaped as ``args``, and its outputs on them."""
     module = graph.module(k)
@@ -85,8 +98,7 @@ def _build(graph: CoarseGraph, k: int, args: list[Any], compile: str) -> tuple[C
         fn = torch.jit.freeze(traced.eval())
     for _ in range(WARM_CALLS):
         lean = fn(*args)
-    if len(lean) != len(out) or not all(a.shape == b.shape and torch.allclose(a, b, rtol=1e-4, atol=1e-5)
-                                        for a, b in zip(lean, out)):
+    if len(lean) != len(out) or not all(_close(a, b) for a, b in zip(lean, out)):
         raise HarnessError(f"compile: the traced task {graph.segments[k].name} computes other values than its fx "
                            f"module; run with compile none")
     return fn, out
@@ -121,6 +133,16 @@ def prepare(graph: CoarseGraph, inputs: Sequence[torch.Tensor], n: int, compile:
     One pass over the model when nothing is cached; with ``jit`` also one trace, one
     freeze and :data:`WARM_CALLS` calls per segment not cached yet (tens of ms for the
     small example models). Run under ``torch.inference_mode``.
+
+    Examples
+    --------
+    >>> from mapsched.harness import trace
+    >>> from mapsched.harness.models import resnet
+    >>> m = resnet()
+    >>> x = torch.zeros(m.input_shape)
+    >>> calls = prepare(trace(m, x), [x], 1, "jit")
+    >>> isinstance(calls[1], torch.jit.ScriptModule)
+    True
     """
     cache = graph._lean
     values: dict[str, Any] = dict(zip(graph.placeholders, inputs))
