@@ -921,8 +921,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--no-overheads", action="store_true",
                     help="do not measure the executor's per-job and cross-device overheads into the times")
     pr.add_argument("--compile", choices=COMPILE, default="none",
-                    help="how each task runs: none (fx, op by op) or jit (a frozen TorchScript trace per batch "
-                         "size); recorded, and 'run' needs the same")
+                    help="how each task runs: none (fx, op by op), jit (a frozen TorchScript trace per batch "
+                         "size) or cuda-graph (that trace as a CUDA graph on a GPU); recorded, and 'run' needs "
+                         "the same")
     pr.add_argument("-o", "--output", help="the problem file to write (required unless --check)")
 
     tr = sub.add_parser("trace", help="trace a PyTorch model's training step op by op in fake mode (needs torch)",

@@ -176,9 +176,10 @@ _LINK_KEYS = {"a", "b", "bandwidth", "latency", "directed"}
 _TASK_KEYS = {"name", "latency", "weight_bytes", "input_bytes", "output_bytes"}
 _EDGE_KEYS = {"src", "dst", "bytes"}
 _CALIBRATION_KEYS = {"threads", "interop_threads", "overhead", "sync", "scale", "fitted", "compile"}
-COMPILE = ("none", "jit")
+COMPILE = ("none", "jit", "cuda-graph")
 """How a measurement harness may run each task (``calibration.compile``): ``none``, op by op
-from Python; ``jit``, a frozen TorchScript trace per task and batch size."""
+from Python; ``jit``, a frozen TorchScript trace per task and batch size; ``cuda-graph``,
+that trace captured as a CUDA graph on a GPU (``jit`` on the CPU)."""
 MAX_SCALE = 1e6
 """Largest kernel-time factor a calibration may give."""
 

@@ -56,6 +56,12 @@ def test_jit_callables_are_torchscript_and_compute_the_fx_values(name):
     assert prepare(g, [x], 1, "jit") == calls  # cached: built once
 
 
+def test_cuda_graph_setting_is_jit_on_the_cpu():
+    m, x = _model("resnet")
+    calls = prepare(trace(m, x), [x], 1, "cuda-graph")
+    assert all(isinstance(fn, torch.jit.ScriptModule) for fn in calls.values())
+
+
 def test_a_segment_crossing_a_python_number_keeps_its_fx_module():
     m, x = _model("transformer")
     g = trace(m, x)
@@ -141,6 +147,20 @@ def test_cli_profile_jit_and_run_refuses_another_setting(tmp_path, capsys):
     assert err.count("\n") == 1 and not out.exists()
     assert main(["run", model, str(prob), str(sched), "--threads", "1", "--repeats", "1"]) == 0
     assert "outputs match the unscheduled model: yes" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_cuda_graph_tasks_reproduce_the_model(name):
+    m, x = _model(name)
+    g = trace(m, x)
+    p = profile_graph(g, x, ["cpu", "cuda:0"], [1, 2], warmup=0, repeats=1, compile="cuda-graph",
+                      objective=Objective("throughput", 3)).problem
+    xs = torch.randn(3, *m.input_shape[1:], generator=torch.Generator().manual_seed(2))
+    for method in ("heft", "bheft"):
+        run = execute(g, p, mapsched.solve(p, method), xs, warmup=0)
+        with torch.inference_mode():
+            assert outputs_match(run.outputs, m(xs), p.device_names)
 
 
 def test_a_trace_that_computes_other_values_is_refused(monkeypatch):
