@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 import mapsched  # noqa: E402
 from mapsched import HarnessError, Objective, Problem, ProblemError, validate  # noqa: E402
 from mapsched.cli import main  # noqa: E402
-from mapsched.harness import execute, outputs_match, prepare, profile, trace  # noqa: E402
+from mapsched.harness import calibrate, execute, outputs_match, prepare, profile, trace  # noqa: E402
 from mapsched.harness.models import FACTORIES  # noqa: E402
 from mapsched.harness.profile import profile_graph  # noqa: E402
 
@@ -130,6 +130,15 @@ def test_execute_refuses_another_setting_than_the_profile(lean):
         execute(g, old, r, x, compile="jit")
     with pytest.raises(HarnessError, match="compile: expected one of none, jit"):
         profile(FACTORIES["transformer"](), x, DEVICES, compile="inductor")
+
+
+def test_calibration_keeps_the_setting(lean):
+    g, p = lean["transformer"]
+    _, x = _model("transformer")
+    q, report = calibrate(g, p, x, count=1, warmup=0, repeats=1)
+    assert q.calibration.compile == "jit" and q.calibration.fitted and len(report.measured) == 1
+    with pytest.raises(HarnessError, match="profiled with tasks compiled 'jit'"):
+        calibrate(g, p, x, count=1, compile="none")
 
 
 def test_cli_profile_jit_and_run_refuses_another_setting(tmp_path, capsys):
