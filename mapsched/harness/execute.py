@@ -3,12 +3,14 @@
 Every device gets one worker thread that runs its jobs in the schedule's order. A job
 waits for the jobs that produce its inputs, gathers the rows of the inputs it holds
 (from as many producers and devices as hold them), copies them to its device, and runs
-its task's segment on that batch. On CUDA each device has its own stream: its thread
-only queues kernels, a copy from another GPU waits on the stream for the event its
-producer recorded, and the host waits on that event only where the CPU consumes a
-GPU's output; job times on a GPU come from CUDA events. On a machine without a GPU,
-emulated devices ``cpu:0``, ``cpu:1``... run on separate threads of the host (set
-``torch.set_num_threads`` so that they do not fight over the cores)."""
+its task's callable on that batch (see :mod:`mapsched.harness.lean`: the segment's fx
+module, or a frozen TorchScript trace of it per batch size, as the problem was
+profiled). On CUDA each device has its own stream: its thread only queues kernels, a
+copy from another GPU waits on the stream for the event its producer recorded, and the
+host waits on that event only where the CPU consumes a GPU's output; job times on a GPU
+come from CUDA events. On a machine without a GPU, emulated devices ``cpu:0``,
+``cpu:1``... run on separate threads of the host (set ``torch.set_num_threads`` so that
+they do not fight over the cores)."""
 
 from __future__ import annotations
 
@@ -136,12 +138,11 @@ def _gather(pieces: list[tuple[int, slice | None]], jobs: list[Job], done: dict[
 
 @dataclass
 class _Devices:
-    """What every run of one execution shares: per device the graph with its weights there,
-    the callable of every (task, number of inputs) its jobs run (built in advance, as
-    profiling built them, so that no run pays for it), the CUDA stream, and one
+    """What every run of one execution shares: per device the callable of every (task,
+    number of inputs) its jobs run, on the graph with its weights there (built in advance,
+    as profiling built them, so that no run pays for it), the CUDA stream, and one
     long-lived worker thread."""
 
-    graphs: dict[str, CoarseGraph]
     calls: dict[str, dict[tuple[int, int], Callable[..., Any]]]
     streams: dict[str, Any]
     pools: dict[str, ThreadPoolExecutor]
@@ -168,7 +169,7 @@ class _Devices:
         # team at the default size.
         threads = torch.get_num_threads()
         pools = {d: ThreadPoolExecutor(1, f"mapsched-{d}", torch.set_num_threads, (threads,)) for d in names}
-        return cls(graphs, calls, streams, pools, tdev)
+        return cls(calls, streams, pools, tdev)
 
     def close(self) -> None:
         for pool in self.pools.values():
