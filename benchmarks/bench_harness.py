@@ -15,9 +15,11 @@ objective (:func:`mapsched.harness.calibrate`: six schedules run and fitted), an
 same figures follow for the calibrated predictions
 (:func:`mapsched.harness.calibrate.predict`), the throughput rows with the latency fit's
 terms; the six fitted schedules are partly among the latency schedules scored (HEFT,
-MET, CPOP), so those rows are partly in-sample.
+MET, CPOP), so those rows are partly in-sample. ``--compile none,jit`` profiles and runs
+every model both ways (:mod:`mapsched.harness.lean`: op by op from Python, or a frozen
+TorchScript trace per task and batch size), the setting in the prediction column.
 
-    python benchmarks/bench_harness.py --random 12 --warmup 3 --repeats 5 [--calibrate]
+    python benchmarks/bench_harness.py --random 12 --warmup 3 --repeats 5 [--calibrate] [--compile none,jit]
 
 On a machine with a GPU, ``--devices cpu,cuda:0`` measures a real CPU and GPU instead.
 """
@@ -31,7 +33,7 @@ import torch
 from scipy.stats import spearmanr
 
 import mapsched
-from mapsched.harness import calibrate, execute, outputs_match, profile
+from mapsched.harness import COMPILE, calibrate, execute, outputs_match, profile, trace
 from mapsched.harness.calibrate import predict
 from mapsched.harness.models import FACTORIES, LARGE
 
@@ -70,11 +72,16 @@ def main() -> None:
     ap.add_argument("--devices", default="cpu:0,cpu:1", help="e.g. cpu,cuda:0 on a machine with a GPU")
     ap.add_argument("--threads", type=int, default=1, help="intra-op threads per device")
     ap.add_argument("--calibrate", action="store_true", help="also score calibrated predictions")
+    ap.add_argument("--compile", default="none",
+                    help=f"comma-separated settings to profile and run each model with, of {', '.join(COMPILE)}")
     ap.add_argument("--models", default=",".join([*FACTORIES, *LARGE]),
                     help=f"comma-separated, of {', '.join([*FACTORIES, *LARGE])}")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     devices = args.devices.split(",")
+    settings = args.compile.split(",")
+    if not set(settings) <= set(COMPILE):
+        ap.error(f"--compile: expected settings of {', '.join(COMPILE)}, got {args.compile!r}")
     print("| model | objective | prediction | tasks | schedules | predicted (ms) | measured (ms) | Pearson r "
           "| Spearman rho | rho, 10% apart (schedules) | measured / predicted | median abs error "
           "| predicted best, measured / best | outputs equal |")
@@ -84,47 +91,52 @@ def main() -> None:
     for name in args.models.split(","):
         model = FACTORIES[name](**SIZES[name]) if name in FACTORIES else LARGE[name]()
         example = torch.randn(model.input_shape, generator=torch.Generator().manual_seed(0))
-        # 0.5, not the default 0.25: at 0.25 the quiet machine's Inception profile was refused
-        # (2 of 90 measurements at 0.27 after re-measuring).
-        base = profile(model, example, devices, [1, 2, 4], warmup=3, repeats=10, name=name, max_spread=0.5)
-        for objective, methods in ((mapsched.Objective(), LATENCY),
-                                   (mapsched.Objective("throughput", args.batch), THROUGHPUT)):
-            p = base.with_objective(objective)
-            x = torch.randn(p.L, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
-            with torch.inference_mode():
-                reference = model(x)
-            # Calibration fits latency problems; a throughput problem takes the latency fit's terms.
-            if args.calibrate and p.L == 1:
-                fitted = calibrate(model, p, x, warmup=args.warmup, repeats=args.repeats)[0]
-                terms = fitted
-            elif args.calibrate:
-                fitted = terms.with_objective(objective)
-            else:
-                fitted = None
-            pred, meas, cal, equal = [], [], [], 0
-            for s in schedules(p, methods, args.random):
-                run = execute(model, p, s, x, warmup=args.warmup, repeats=args.repeats)
-                pred.append(s.makespan)
-                meas.append(run.makespan)
-                if fitted is not None:
-                    cal.append(predict(fitted, s))
-                equal += outputs_match(run.outputs, reference, devices)
-            wrong += len(pred) - equal
-            meas_a = np.array(meas)
-            for label, values in (("profiled", pred), ("calibrated", cal)):
-                if not values:
-                    continue
-                pred_a = np.array(values)
-                if label == "profiled":
-                    every.append((pred_a, meas_a))
-                r = float(np.corrcoef(pred_a, meas_a)[0, 1])
-                rho = float(spearmanr(pred_a, meas_a).statistic)
-                apart, kept = spread_rho(pred_a, meas_a)
-                print(f"| {name} | {objective.kind} | {label} | {p.n} | {len(pred)} "
-                      f"| {pred_a.min():.2f} to {pred_a.max():.2f} | {meas_a.min():.2f} to {meas_a.max():.2f} "
-                      f"| {r:.3f} | {rho:.3f} | {apart:.3f} ({kept}) | {np.median(meas_a / pred_a):.2f} "
-                      f"| {np.median(np.abs(meas_a / pred_a - 1)):.1%} "
-                      f"| {meas_a[np.argmin(pred_a)] / meas_a.min():.3f} | {equal}/{len(pred)} |", flush=True)
+        # Traced once, so that the lean callables are built once per batch size, not per run.
+        graph = trace(model, example)
+        for setting in settings:
+            # 0.5, not the default 0.25: at 0.25 the quiet machine's Inception profile was refused
+            # (2 of 90 measurements at 0.27 after re-measuring).
+            base = profile(model, example, devices, [1, 2, 4], warmup=3, repeats=10, name=name, max_spread=0.5,
+                           compile=setting)
+            for objective, methods in ((mapsched.Objective(), LATENCY),
+                                       (mapsched.Objective("throughput", args.batch), THROUGHPUT)):
+                p = base.with_objective(objective)
+                x = torch.randn(p.L, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
+                with torch.inference_mode():
+                    reference = model(x)
+                # Calibration fits latency problems; a throughput problem takes the latency fit's terms.
+                if args.calibrate and p.L == 1:
+                    fitted = calibrate(graph, p, x, warmup=args.warmup, repeats=args.repeats)[0]
+                    terms = fitted
+                elif args.calibrate:
+                    fitted = terms.with_objective(objective)
+                else:
+                    fitted = None
+                pred, meas, cal, equal = [], [], [], 0
+                for s in schedules(p, methods, args.random):
+                    run = execute(graph, p, s, x, warmup=args.warmup, repeats=args.repeats)
+                    pred.append(s.makespan)
+                    meas.append(run.makespan)
+                    if fitted is not None:
+                        cal.append(predict(fitted, s))
+                    equal += outputs_match(run.outputs, reference, devices)
+                wrong += len(pred) - equal
+                meas_a = np.array(meas)
+                for label, values in (("profiled", pred), ("calibrated", cal)):
+                    if not values:
+                        continue
+                    pred_a = np.array(values)
+                    if label == "profiled":
+                        every.append((pred_a, meas_a))
+                    r = float(np.corrcoef(pred_a, meas_a)[0, 1])
+                    rho = float(spearmanr(pred_a, meas_a).statistic)
+                    apart, kept = spread_rho(pred_a, meas_a)
+                    shown = label if setting == "none" else f"{label}, {setting}"
+                    print(f"| {name} | {objective.kind} | {shown} | {p.n} | {len(pred)} "
+                          f"| {pred_a.min():.2f} to {pred_a.max():.2f} | {meas_a.min():.2f} to {meas_a.max():.2f} "
+                          f"| {r:.3f} | {rho:.3f} | {apart:.3f} ({kept}) | {np.median(meas_a / pred_a):.2f} "
+                          f"| {np.median(np.abs(meas_a / pred_a - 1)):.1%} "
+                          f"| {meas_a[np.argmin(pred_a)] / meas_a.min():.3f} | {equal}/{len(pred)} |", flush=True)
     pred_all = np.concatenate([a for a, _ in every])
     meas_all = np.concatenate([b for _, b in every])
     print(f"\nall {len(pred_all)} schedules: Pearson r = {np.corrcoef(pred_all, meas_all)[0, 1]:.3f}, "

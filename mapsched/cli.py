@@ -20,7 +20,7 @@ from typing import IO, Any, NoReturn
 from . import instances, interrupt, registry
 from .errors import HarnessError, InfeasibleError, MapschedError, OptionError
 from .files import check_output
-from .problem import Problem
+from .problem import COMPILE, Problem
 from .schedule import Schedule
 from .solve import DEFAULT_METHOD, solve
 from .validate import validate
@@ -728,7 +728,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
                                         cluster=not args.no_cluster, warmup=args.warmup, repeats=args.repeats,
                                         objective=objective, name=args.model.partition(":")[2],
                                         max_spread=args.max_spread, retries=args.retries,
-                                        overheads=not args.no_overheads)
+                                        overheads=not args.no_overheads, compile=args.compile)
     if args.check:
         print(result.report())
     if args.output is None:
@@ -772,6 +772,7 @@ def _run_setup(harness: Any, torch: Any, args: argparse.Namespace) -> tuple[Prob
     harness.check_threads(problem, "--threads N, --interop-threads N",
                           (args.threads or torch.get_num_threads(),
                            args.interop_threads or torch.get_num_interop_threads()))
+    args.compile = harness.recorded_compile(problem, args.compile, "--compile")
     _set_threads(torch, args)
     model, shape = _model(args.model, args.input_shape)
     inputs = torch.randn((problem.L, *shape[1:]), generator=torch.Generator().manual_seed(args.seed))
@@ -785,7 +786,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     check_output(args.output, [args.problem])
     problem, model, inputs = _run_setup(harness, torch, args)
     calibrated, report = harness.calibrate(model, problem, inputs, count=args.schedules, cluster=not args.no_cluster,
-                                           warmup=args.warmup, repeats=args.repeats, seed=args.seed)
+                                           warmup=args.warmup, repeats=args.repeats, seed=args.seed,
+                                           compile=args.compile)
     print(report.table())
     calibrated.write(args.output)
     print(f"wrote the calibrated {calibrated!r} to {args.output}")
@@ -801,7 +803,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     problem, model, inputs = _run_setup(harness, torch, args)
     schedule = Schedule.read(args.schedule)
     run = harness.execute(model, problem, schedule, inputs, cluster=not args.no_cluster, warmup=args.warmup,
-                          repeats=args.repeats)
+                          repeats=args.repeats, compile=args.compile)
     with torch.inference_mode():
         reference = model(inputs)
     same = harness.outputs_match(run.outputs, reference, problem.device_names)
@@ -959,6 +961,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="torch inter-op threads (default: PyTorch's); recorded, and 'run' needs the same")
     pr.add_argument("--no-overheads", action="store_true",
                     help="do not measure the executor's per-job and cross-device overheads into the times")
+    pr.add_argument("--compile", choices=COMPILE, default="none",
+                    help="how each task runs: none (fx, op by op), jit (a frozen TorchScript trace per batch "
+                         "size) or cuda-graph (that trace as a CUDA graph on a GPU); recorded, and 'run' needs "
+                         "the same")
     pr.add_argument("-o", "--output", help="the problem file to write (required unless --check)")
 
     tr = sub.add_parser("trace", help="trace a PyTorch model's training step op by op in fake mode (needs torch)",
@@ -994,6 +1000,8 @@ def build_parser() -> argparse.ArgumentParser:
                             help="torch inter-op threads; must be those the problem was profiled with")
         parser.add_argument("--warmup", type=_count(0), default=1)
         parser.add_argument("--repeats", type=_count(1), default=3, help="timed runs (the median is used)")
+        parser.add_argument("--compile", choices=COMPILE, default=None,
+                            help="how each task runs (default: as profiled); must be the profile's")
     rn.add_argument("-o", "--output", help="write the measured jobs as a schedule file")
     cb.add_argument("--schedules", type=_count(1), default=6, help="schedules to run (default 6)")
     cb.add_argument("-o", "--output", required=True, help="the calibrated problem file to write")

@@ -119,6 +119,9 @@ class Calibration:
         Factor on the kernel times (1 unless fitted: devices that slow each other down).
     fitted : bool
         Whether the terms were fitted to measured runs rather than measured directly.
+    compile : str or None
+        How the harness ran each task when measured (one of :data:`COMPILE`); None
+        where not recorded, which means ``none``. ``mapsched run`` refuses another.
     """
 
     threads: int | None = None
@@ -127,6 +130,7 @@ class Calibration:
     sync: Mapping[tuple[str, str], float] = field(default_factory=dict)
     scale: float = 1.0
     fitted: bool = False
+    compile: str | None = None
 
     def kernel(self, latency: float, device: str) -> float:
         """The kernel time inside ``latency`` of a job on ``device``: the terms taken out."""
@@ -151,8 +155,9 @@ class Calibration:
         threads = "" if self.threads is None else f"; torch threads {self.threads} intra-op"
         if self.interop_threads is not None:
             threads += f"{',' if threads else '; torch threads'} {self.interop_threads} inter-op"
+        lean = "" if self.compile in (None, "none") else f"; tasks compiled {self.compile}"
         return (f"{how}: {span(self.overhead.values())} ms per job, {span(self.sync.values())} ms per cross-device "
-                f"dependency{scale}{threads}")
+                f"dependency{scale}{threads}{lean}")
 
 
 MAX_MS = 1e12
@@ -170,7 +175,11 @@ _DEVICE_KEYS = {"name", "memory", "batch_sizes", "node"}
 _LINK_KEYS = {"a", "b", "bandwidth", "latency", "directed"}
 _TASK_KEYS = {"name", "latency", "weight_bytes", "input_bytes", "output_bytes"}
 _EDGE_KEYS = {"src", "dst", "bytes"}
-_CALIBRATION_KEYS = {"threads", "interop_threads", "overhead", "sync", "scale", "fitted"}
+_CALIBRATION_KEYS = {"threads", "interop_threads", "overhead", "sync", "scale", "fitted", "compile"}
+COMPILE = ("none", "jit", "cuda-graph")
+"""How a measurement harness may run each task (``calibration.compile``): ``none``, op by op
+from Python; ``jit``, a frozen TorchScript trace per task and batch size; ``cuda-graph``,
+that trace captured as a CUDA graph on a GPU (``jit`` on the CPU)."""
 MAX_SCALE = 1e6
 """Largest kernel-time factor a calibration may give."""
 
@@ -371,7 +380,9 @@ class Problem:
         scale = _number(cal.scale, f"{where}.scale", positive=True, bounds=(0.0, MAX_SCALE))
         if not isinstance(cal.fitted, bool):
             raise ProblemError(f"{where}.fitted: expected true or false, got {shown(cal.fitted)}")
-        return Calibration(threads[0], threads[1], overhead, sync, scale, cal.fitted)
+        if cal.compile is not None and cal.compile not in COMPILE:
+            raise ProblemError(f"{where}.compile: expected one of {', '.join(COMPILE)}, got {shown(cal.compile)}")
+        return Calibration(threads[0], threads[1], overhead, sync, scale, cal.fitted, cal.compile)
 
     def _check_tasks(self, tasks: Sequence[Task]) -> tuple[Task, ...]:
         tasks = list(tasks)
@@ -742,6 +753,8 @@ class Problem:
         out["sync"] = [{"a": a, "b": b, "ms": v} for (a, b), v in cal.sync.items()]
         out["scale"] = cal.scale
         out["fitted"] = cal.fitted
+        if cal.compile is not None:  # written only when recorded: older readers take the file as before
+            out["compile"] = cal.compile
         return out
 
     @staticmethod
@@ -757,7 +770,7 @@ class Problem:
                 raise err(f"calibration.sync[{k}]: duplicate pair {shown(entry['a'])} -> {shown(entry['b'])}")
             sync[(entry["a"], entry["b"])] = entry["ms"]
         return Calibration(cal.get("threads"), cal.get("interop_threads"), overhead, sync, cal.get("scale", 1.0),
-                           cal.get("fitted", False))
+                           cal.get("fitted", False), cal.get("compile"))
 
     def to_json(self, indent: int | None = 1) -> str:
         return dumps(self.to_dict(), indent)

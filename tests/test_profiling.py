@@ -35,7 +35,7 @@ def timer(monkeypatch):
     calls = []
 
     def install(ms_of_pass):
-        def fake(graph, dev, inputs):
+        def fake(graph, dev, inputs, calls_of_tasks):
             calls.append(dev)
             ms = ms_of_pass(len(calls) - 1)
             return [ms if seg.nodes else 0.0 for seg in graph.segments]

@@ -13,6 +13,9 @@ Needs the optional extra ``mapsched[torch]``.
   the problem's times and records them with the thread settings;
 - :func:`execute` runs a schedule on the devices and measures it (under the thread
   settings the problem was profiled with);
+- :func:`prepare` builds the callable each task runs, in profiling and execution
+  alike: its fx module, or with ``compile="jit"`` a frozen TorchScript trace per batch
+  size (:mod:`mapsched.harness.lean`); the problem records the setting;
 - :func:`calibrate` runs a few schedules and fits the overhead terms to their measured
   makespans by least squares, returning the calibrated problem and the fit;
 - :func:`trace_step` traces a whole training step op by op with ``make_fx`` in fake
@@ -26,11 +29,13 @@ from .calibrate import CalibrationReport, calibrate
 from .devices import available
 from .execute import Execution, execute, outputs_match
 from .graph import CoarseGraph, Segment, trace
+from .lean import COMPILE, prepare, recorded_compile
 from .overheads import check_threads, measure_overheads, thread_settings
 from .profile import NoisyMeasurementWarning, Profiled, Spread, measure_links, profile, profile_report
 
 __all__ = [
-    "CalibrationReport", "CoarseGraph", "Execution", "NoisyMeasurementWarning", "Profiled", "Segment", "Spread",
+    "COMPILE", "CalibrationReport", "CoarseGraph", "Execution", "NoisyMeasurementWarning", "Profiled", "Segment",
+    "Spread",
     "available", "calibrate", "check_threads", "execute", "measure_links", "measure_overheads", "outputs_match",
-    "profile", "profile_report", "thread_settings", "trace", "trace_step",
+    "prepare", "profile", "profile_report", "recorded_compile", "thread_settings", "trace", "trace_step",
 ]

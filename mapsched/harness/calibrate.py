@@ -27,6 +27,7 @@ from ..schedule import Schedule
 from ..solve import solve
 from .execute import execute
 from .graph import CoarseGraph, trace
+from .lean import recorded_compile
 from .overheads import check_threads, refit
 
 __all__ = ["SCHEDULES", "CalibrationReport", "calibrate", "predict", "schedules"]
@@ -151,7 +152,7 @@ def _candidate(problem: Problem, theta: Sequence[float]) -> Problem:
 
 def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Tensor | Sequence[torch.Tensor],
               *, count: int = SCHEDULES, cluster: bool = True, warmup: int = 1, repeats: int = 3,
-              seed: int = 0) -> tuple[Problem, CalibrationReport]:
+              seed: int = 0, compile: str | None = None) -> tuple[Problem, CalibrationReport]:
     """Run a few schedules of ``problem`` for real and fit its overhead terms to their makespans.
 
     Parameters
@@ -168,6 +169,9 @@ def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Te
         As for :func:`~mapsched.harness.execute`; each schedule's median run is fitted.
     seed : int
         Seed of the HEFT, MET, CPOP and random schedules.
+    compile : str, optional
+        How each task runs, as for :func:`~mapsched.harness.execute`: by default as
+        profiled; another setting is refused. The calibrated problem records it.
 
     Returns
     -------
@@ -203,13 +207,14 @@ def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Te
         raise HarnessError("problem: calibrate fits latency problems only (one input); profile with the "
                            "latency objective and calibrate that")
     check_threads(problem)
+    compile = recorded_compile(problem, compile)
     batch = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
     graph = model if isinstance(model, CoarseGraph) else trace(model, [x[:1] for x in batch], cluster)
     runs = schedules(problem, count, seed)
     # One untimed execution first: a fresh process runs its first executions slower (allocator,
     # library caches), which would make the first schedules look slow beyond their warm-up run.
-    execute(graph, problem, runs[0][1], batch, warmup=0, repeats=max(1, warmup))
-    measured = np.array([execute(graph, problem, s, batch, warmup=warmup, repeats=repeats).makespan
+    execute(graph, problem, runs[0][1], batch, warmup=0, repeats=max(1, warmup), compile=compile)
+    measured = np.array([execute(graph, problem, s, batch, warmup=warmup, repeats=repeats, compile=compile).makespan
                          for _, s in runs])
     cal = problem.calibration
     x0 = [float(np.mean(list(cal.overhead.values()))) if cal and cal.overhead else 0.0,

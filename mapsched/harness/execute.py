@@ -3,19 +3,21 @@
 Every device gets one worker thread that runs its jobs in the schedule's order. A job
 waits for the jobs that produce its inputs, gathers the rows of the inputs it holds
 (from as many producers and devices as hold them), copies them to its device, and runs
-its task's segment on that batch. On CUDA each device has its own stream: its thread
-only queues kernels, a copy from another GPU waits on the stream for the event its
-producer recorded, and the host waits on that event only where the CPU consumes a
-GPU's output; job times on a GPU come from CUDA events. On a machine without a GPU,
-emulated devices ``cpu:0``, ``cpu:1``... run on separate threads of the host (set
-``torch.set_num_threads`` so that they do not fight over the cores)."""
+its task's callable on that batch (see :mod:`mapsched.harness.lean`: the segment's fx
+module, or a frozen TorchScript trace of it per batch size, as the problem was
+profiled). On CUDA each device has its own stream: its thread only queues kernels, a
+copy from another GPU waits on the stream for the event its producer recorded, and the
+host waits on that event only where the CPU consumes a GPU's output; job times on a GPU
+come from CUDA events. On a machine without a GPU, emulated devices ``cpu:0``,
+``cpu:1``... run on separate threads of the host (set ``torch.set_num_threads`` so that
+they do not fight over the cores)."""
 
 from __future__ import annotations
 
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -30,6 +32,7 @@ from ..problem import Problem
 from ..schedule import Job, Schedule
 from .devices import move, synchronize, torch_device
 from .graph import CoarseGraph, trace
+from .lean import prepare, recorded_compile
 from .overheads import check_threads
 
 __all__ = ["Execution", "execute", "outputs_match"]
@@ -135,30 +138,38 @@ def _gather(pieces: list[tuple[int, slice | None]], jobs: list[Job], done: dict[
 
 @dataclass
 class _Devices:
-    """What every run of one execution shares: per device the graph with its weights there
-    (every task's module built in advance, so that no run pays for it), the CUDA stream,
-    and one long-lived worker thread."""
+    """What every run of one execution shares: per device the callable of every (task,
+    number of inputs) its jobs run, on the graph with its weights there (built in advance,
+    as profiling built them, so that no run pays for it), the CUDA stream, and one
+    long-lived worker thread."""
 
-    graphs: dict[str, CoarseGraph]
+    calls: dict[str, dict[tuple[int, int], Callable[..., Any]]]
     streams: dict[str, Any]
     pools: dict[str, ThreadPoolExecutor]
     tdev: dict[str, torch.device]
 
     @classmethod
-    def open(cls, graph: CoarseGraph, problem: Problem) -> _Devices:
+    def open(cls, graph: CoarseGraph, problem: Problem, jobs: Sequence[Job], batch: Sequence[torch.Tensor],
+             compile: str) -> _Devices:
         names = [d.name for d in problem.system.devices]
         tdev = {d: torch_device(d) for d in names}
         graphs = {d: graph.to(tdev[d]) for d in names}
-        for g in graphs.values():
-            for k, seg in enumerate(g.segments):
-                if seg.nodes:
-                    g.module(k)
+        seg_of = {s.name: k for k, s in enumerate(graph.segments)}
+        calls: dict[str, dict[tuple[int, int], Callable[..., Any]]] = {d: {} for d in names}
+        for d in names:
+            need: dict[int, set[int]] = {}  # number of inputs to the tasks of jobs of that size
+            for job in jobs:
+                if job.device == d and graph.segments[seg_of[job.task]].nodes:
+                    need.setdefault(len(job.inputs), set()).add(seg_of[job.task])
+            for n, tasks in need.items():
+                inputs = [move(x[:n], "cpu", d) for x in batch]
+                calls[d].update(((k, n), fn) for k, fn in prepare(graphs[d], inputs, n, compile, tasks).items())
         streams = {d: torch.cuda.Stream(tdev[d]) if tdev[d].type == "cuda" else None for d in names}
         # The caller's intra-op thread count: a fresh thread would start its own OpenMP
         # team at the default size.
         threads = torch.get_num_threads()
         pools = {d: ThreadPoolExecutor(1, f"mapsched-{d}", torch.set_num_threads, (threads,)) for d in names}
-        return cls(graphs, streams, pools, tdev)
+        return cls(calls, streams, pools, tdev)
 
     def close(self) -> None:
         for pool in self.pools.values():
@@ -208,14 +219,14 @@ def _launch(graph: CoarseGraph, jobs: list[Job], batch: Sequence[torch.Tensor],
                 args.append(_gather(pieces, jobs, done, graph.segments[p].outputs.index(v), dev, stream))
             if stream is None:
                 start = time.perf_counter() - t0
-                values = list(devs.graphs[dev].module(k)(*args)) if seg.nodes else [staged[j]]
+                values = list(devs.calls[dev][k, len(job.inputs)](*args)) if seg.nodes else [staged[j]]
                 done[j] = _Done(values, start, time.perf_counter() - t0)
                 return
             # On CUDA the kernels are only queued: this thread goes on to queue the device's
             # next job, and the events time the kernels once the run is over.
             began, event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             began.record(stream)
-            values = list(devs.graphs[dev].module(k)(*args)) if seg.nodes else [staged[j]]
+            values = list(devs.calls[dev][k, len(job.inputs)](*args)) if seg.nodes else [staged[j]]
             event.record(stream)
             done[j] = _Done(values, math.nan, math.nan, event, began)
 
@@ -247,7 +258,7 @@ def _launch(graph: CoarseGraph, jobs: list[Job], batch: Sequence[torch.Tensor],
 
 def execute(model: nn.Module | CoarseGraph, problem: Problem, schedule: Schedule,
             inputs: torch.Tensor | Sequence[torch.Tensor], *, cluster: bool = True, warmup: int = 1,
-            repeats: int = 1) -> Execution:
+            repeats: int = 1, compile: str | None = None) -> Execution:
     """Run ``schedule`` of ``problem`` on the model, for real, and measure it.
 
     Parameters
@@ -265,6 +276,11 @@ def execute(model: nn.Module | CoarseGraph, problem: Problem, schedule: Schedule
         The clustering used when profiling, to trace ``model`` the same way.
     warmup, repeats : int
         Untimed runs, then timed runs; the run with the median makespan is returned.
+    compile : str, optional
+        How each task runs (see :func:`~mapsched.harness.profile`): by default as the
+        problem was profiled; another setting than the recorded one is refused. The
+        callables of every task and job size are built (and cached on the graph) before
+        the first run.
 
     Returns
     -------
@@ -290,9 +306,10 @@ def execute(model: nn.Module | CoarseGraph, problem: Problem, schedule: Schedule
     graph = model if isinstance(model, CoarseGraph) else trace(model, [x[:1] for x in batch], cluster)
     _check(graph, problem, schedule)
     check_threads(problem)
+    compile = recorded_compile(problem, compile)
     jobs = list(schedule.jobs)
     runs = []
-    devs = _Devices.open(graph, problem)
+    devs = _Devices.open(graph, problem, jobs, batch, compile)
     try:
         for r in range(warmup + max(1, repeats)):
             done, wall = _launch(graph, jobs, batch, devs)

@@ -123,6 +123,7 @@ class CoarseGraph:
             seg.outputs = [n for n in (seg.nodes or [seg.name]) if n in used_outside]
         self.nbytes, self.batched = _value_info(gm, example)
         self._modules: dict[int, fx.GraphModule] = {}
+        self._lean: dict[tuple[str, int, int], Any] = {}  # see mapsched.harness.lean.prepare
 
     @property
     def names(self) -> list[str]:
@@ -186,7 +187,7 @@ class CoarseGraph:
         other.gm = copy.deepcopy(self.gm).to(device)
         other._by_name = {n.name: n for n in other.gm.graph.nodes}
         other._output = other._by_name[self._output.name]
-        other._modules = {}
+        other._modules, other._lean = {}, {}
         return other
 
     def output(self, values: dict[str, Any]) -> Any:

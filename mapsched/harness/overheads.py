@@ -170,14 +170,15 @@ def measure_overheads(devices: Sequence[str], jobs: int = JOBS,
 
 
 def refit(problem: Problem, overhead: dict[str, float], sync: dict[tuple[str, str], float], scale: float = 1.0,
-          *, threads: tuple[int | None, int | None] | None = None, fitted: bool = False) -> Problem:
+          *, threads: tuple[int | None, int | None] | None = None, fitted: bool = False,
+          compile: str | None = None) -> Problem:
     """``problem`` with other overhead terms in its times: the recorded ones taken out, these put in.
 
     A task's latency on ``u`` becomes ``scale × kernel + overhead[u]`` (the kernel time being
     what the recorded calibration leaves of it), a link's latency its copy latency plus
     ``sync[(a, b)]`` (an undirected link takes the larger of its two directions). A task
-    that takes no time anywhere (a model input, prefetched) stays at 0. ``threads``
-    defaults to the recorded settings.
+    that takes no time anywhere (a model input, prefetched) stays at 0. ``threads`` and
+    ``compile`` (how the tasks ran) default to the recorded settings.
     """
     old = problem.calibration or Calibration()
     tasks = []
@@ -192,12 +193,14 @@ def refit(problem: Problem, overhead: dict[str, float], sync: dict[tuple[str, st
         copy = min(old.copy(ln.latency, a, b) for a, b in pairs)
         links.append(Link(ln.a, ln.b, ln.bandwidth, copy + max(sync.get(p, 0.0) for p in pairs), ln.directed))
     recorded = (old.threads, old.interop_threads) if threads is None else threads
-    cal = Calibration(recorded[0], recorded[1], dict(overhead), dict(sync), scale, fitted)
+    cal = Calibration(recorded[0], recorded[1], dict(overhead), dict(sync), scale, fitted,
+                      old.compile if compile is None else compile)
     return Problem(tasks, problem.edges, type(problem.system)(problem.system.devices, tuple(links)),
                    problem.objective, problem.name, cal)
 
 
-def fold(problem: Problem, overhead: dict[str, float], sync: dict[tuple[str, str], float]) -> Problem:
+def fold(problem: Problem, overhead: dict[str, float], sync: dict[tuple[str, str], float],
+         compile: str = "none") -> Problem:
     """``problem``, just profiled, with measured overheads added to its times and recorded,
-    with the current thread settings."""
-    return refit(problem, overhead, sync, threads=thread_settings())
+    with the current thread settings and ``compile``, how its tasks were run."""
+    return refit(problem, overhead, sync, threads=thread_settings(), compile=compile)

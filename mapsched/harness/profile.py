@@ -11,8 +11,9 @@ from __future__ import annotations
 import platform
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,6 +23,7 @@ from ..errors import HarnessError
 from ..problem import Device, Edge, Link, Objective, Problem, System, Task
 from .devices import available, memory_bytes, move, synchronize, time_ms, torch_device
 from .graph import CoarseGraph, _rows, trace
+from .lean import check_compile, prepare
 from .overheads import fold, measure_overheads
 
 __all__ = [
@@ -62,8 +64,11 @@ def measure_links(devices: Sequence[str], sizes: tuple[int, int] = (2**12, 2**24
     return links
 
 
-def _timed_pass(graph: CoarseGraph, dev: torch.device, inputs: Sequence[torch.Tensor]) -> list[float]:
-    """Run every segment in order on ``dev`` and time each (ms); model inputs take 0.
+def _timed_pass(graph: CoarseGraph, dev: torch.device, inputs: Sequence[torch.Tensor],
+                calls: dict[int, Callable[..., Any]]) -> list[float]:
+    """Run every segment in order on ``dev`` through its callable in ``calls`` (those of
+    :func:`~mapsched.harness.lean.prepare`, which execution runs) and time each (ms);
+    model inputs take 0.
 
     Timing the tasks in the flow of a whole pass, rather than one task over and over,
     sees the caches as a real run leaves them.
@@ -75,7 +80,7 @@ def _timed_pass(graph: CoarseGraph, dev: torch.device, inputs: Sequence[torch.Te
             args = [values[v] for v in seg.inputs]
             synchronize(dev)
             t0 = time.perf_counter()
-            out = graph.module(k)(*args)
+            out = calls[k](*args)
             synchronize(dev)
             times[k] = 1000.0 * (time.perf_counter() - t0)
             values.update(zip(seg.outputs, out))
@@ -198,15 +203,16 @@ def _spread(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return med, np.where(np.isnan(cv), np.inf, cv), scatter
 
 
-def _measure(graph: CoarseGraph, dev: torch.device, inputs: Sequence[torch.Tensor], label: str, batch: int,
-             repeats: int, max_spread: float, retries: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _measure(graph: CoarseGraph, dev: torch.device, inputs: Sequence[torch.Tensor],
+             calls: dict[int, Callable[..., Any]], label: str, batch: int, repeats: int, max_spread: float,
+             retries: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Time ``repeats`` passes, then re-time the batch while some task is unstable.
 
     Returns the median, spread, scatter and rounds per task; each task keeps its
     steadiest round. A whole pass is re-run, not the noisy tasks alone, so they are
     timed in the same flow (caches, interleaving) as the first time.
     """
-    med, cv, scatter = _spread(np.array([_timed_pass(graph, dev, inputs) for _ in range(repeats)]))
+    med, cv, scatter = _spread(np.array([_timed_pass(graph, dev, inputs, calls) for _ in range(repeats)]))
     rounds = np.ones(len(med), dtype=int)
     for r in range(retries):
         bad = (cv > max_spread) & (scatter > SPREAD_FLOOR_MS)
@@ -215,7 +221,7 @@ def _measure(graph: CoarseGraph, dev: torch.device, inputs: Sequence[torch.Tenso
         warnings.warn(f"{int(bad.sum())} measurement(s) on {label} at batch {batch} vary by more than {max_spread:g} "
                       f"(worst spread {cv[bad].max():.2f}): the machine looks busy; re-measuring "
                       f"(round {r + 2} of {retries + 1})", NoisyMeasurementWarning, stacklevel=4)
-        m2, cv2, s2 = _spread(np.array([_timed_pass(graph, dev, inputs) for _ in range(repeats)]))
+        m2, cv2, s2 = _spread(np.array([_timed_pass(graph, dev, inputs, calls) for _ in range(repeats)]))
         rounds[bad] += 1
         better = bad & (cv2 < cv)  # a round another process disturbed less
         med, cv, scatter = np.where(better, m2, med), np.where(better, cv2, cv), np.where(better, s2, scatter)
@@ -225,7 +231,8 @@ def _measure(graph: CoarseGraph, dev: torch.device, inputs: Sequence[torch.Tenso
 def profile_graph(graph: CoarseGraph, example: torch.Tensor | Sequence[torch.Tensor], devices: Sequence[str],
                   batch_sizes: Sequence[int] = (1,), *, warmup: int = 2, repeats: int = 5,
                   objective: Objective | None = None, name: str = "model", links: bool = True,
-                  max_spread: float = MAX_SPREAD, retries: int = RETRIES, overheads: bool = True) -> Profiled:
+                  max_spread: float = MAX_SPREAD, retries: int = RETRIES, overheads: bool = True,
+                  compile: str = "none") -> Profiled:
     """Profile the segments of a traced model, with the spread of every latency; see :func:`profile`.
 
     Never refuses: the caller decides what to do with :attr:`Profiled.unstable`.
@@ -234,6 +241,7 @@ def profile_graph(graph: CoarseGraph, example: torch.Tensor | Sequence[torch.Ten
         raise HarnessError(f"max_spread: expected a positive number, got {max_spread!r}")
     if retries < 0:
         raise HarnessError(f"retries: expected 0 or more, got {retries!r}")
+    check_compile(compile)
     example = (example,) if isinstance(example, torch.Tensor) else tuple(example)
     tdev = {d: torch_device(d) for d in devices}
     latency: list[dict[str, dict[str, float]]] = [{} for _ in graph.segments]
@@ -246,12 +254,14 @@ def profile_graph(graph: CoarseGraph, example: torch.Tensor | Sequence[torch.Ten
             label = ",".join(names)
             for b in batch_sizes:
                 inputs = [move(_rows(x, b), "cpu", str(dev)) for x in example]
+                calls = prepare(on, inputs, b, compile)
                 for _ in range(warmup):
-                    _timed_pass(on, dev, inputs)
+                    _timed_pass(on, dev, inputs, calls)
                 # Each pass times every task once, in order, so a task's repeats are interleaved
                 # with all the others: a burst of load spreads over many tasks' samples rather
                 # than landing on all the repeats of one.
-                med, cv, scatter, rounds = _measure(on, dev, inputs, label, b, max(1, repeats), max_spread, retries)
+                med, cv, scatter, rounds = _measure(on, dev, inputs, calls, label, b, max(1, repeats), max_spread,
+                                                    retries)
                 for k, seg in enumerate(graph.segments):
                     for d in names:
                         latency[k].setdefault(d, {})[str(b)] = float(med[k])
@@ -272,13 +282,14 @@ def profile_graph(graph: CoarseGraph, example: torch.Tensor | Sequence[torch.Ten
     problem = Problem(tasks, edges, system, objective, name)
     # The thread settings are recorded even without overheads: the times hold for them alone.
     overhead, sync = measure_overheads(devices, repeats=max(1, min(repeats, 3))) if overheads else ({}, {})
-    return Profiled(fold(problem, overhead, sync), tuple(spreads), max_spread)
+    return Profiled(fold(problem, overhead, sync, compile), tuple(spreads), max_spread)
 
 
 def profile_report(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor],
                    devices: Sequence[str] | None = None, batch_sizes: Sequence[int] = (1,), *, cluster: bool = True,
                    warmup: int = 2, repeats: int = 5, objective: Objective | None = None, name: str | None = None,
-                   max_spread: float = MAX_SPREAD, retries: int = RETRIES, overheads: bool = True) -> Profiled:
+                   max_spread: float = MAX_SPREAD, retries: int = RETRIES, overheads: bool = True,
+                   compile: str = "none") -> Profiled:
     """:func:`profile`, returning the problem with the spread of every measurement, never refusing.
 
     Examples
@@ -302,13 +313,13 @@ def profile_report(model: nn.Module, example: torch.Tensor | Sequence[torch.Tens
     graph = trace(model, example_t, cluster)
     return profile_graph(graph, example_t, devices, [int(b) for b in batch_sizes], warmup=warmup, repeats=repeats,
                          objective=objective, name=name or type(model).__name__, links=len(devices) > 1,
-                         max_spread=max_spread, retries=retries, overheads=overheads)
+                         max_spread=max_spread, retries=retries, overheads=overheads, compile=compile)
 
 
 def profile(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], devices: Sequence[str] | None = None,
             batch_sizes: Sequence[int] = (1,), *, cluster: bool = True, warmup: int = 2, repeats: int = 5,
             objective: Objective | None = None, name: str | None = None, max_spread: float = MAX_SPREAD,
-            retries: int = RETRIES, force: bool = False, overheads: bool = True) -> Problem:
+            retries: int = RETRIES, force: bool = False, overheads: bool = True, compile: str = "none") -> Problem:
     """Trace ``model``, time every task on every device and batch size, and measure the links.
 
     Parameters
@@ -349,6 +360,12 @@ def profile(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], de
         the problem's ``calibration`` records the terms and the current thread settings
         (``torch.get_num_threads()``, ``torch.get_num_interop_threads()``), which
         :func:`~mapsched.harness.execute` then requires.
+    compile : str
+        How each task runs, in the timings and then in :func:`~mapsched.harness.execute`
+        (recorded in the problem's ``calibration``, which ``execute`` then requires):
+        ``none``, its fx module, op by op from Python; ``jit``, a frozen TorchScript
+        trace of it per batch size (see :mod:`mapsched.harness.lean`), built before the
+        timed passes.
     objective : Objective, optional
         Written into the problem; latency by default.
     name : str, optional
@@ -389,7 +406,7 @@ def profile(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], de
     """
     result = profile_report(model, example, devices, batch_sizes, cluster=cluster, warmup=warmup, repeats=repeats,
                             objective=objective, name=name, max_spread=max_spread, retries=retries,
-                            overheads=overheads)
+                            overheads=overheads, compile=compile)
     reason = result.refusal()
     if reason and not force:
         raise HarnessError(reason)
