@@ -4,7 +4,10 @@ Latency problems use :mod:`.milp` and :mod:`.cpsat`; throughput problems (L > 1)
 use :mod:`.batched_milp` and :mod:`.batched_cpsat`. Both backends start from
 ``heft``'s (``bheft``'s) schedule, honour ``time_limit`` and
 ``threads``, and return the best schedule found with the solver's proved bound;
-the status is ``optimal`` only when the schedule meets that bound.
+the status is ``optimal`` only when the schedule meets that bound. The batched models
+allow one job per task and device, fewer than the format does, so for throughput their
+bound is reported in the log (``batched model: optimal among ...``), not as the result's
+bound.
 """
 
 from __future__ import annotations
@@ -132,7 +135,21 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
     if not best:
         raise InfeasibleError("exact: no schedule satisfies the plugins' constraints "
                               + ("(proved)" if out["optimal"] else "(none found within the time limit)"))
+    if problem.L > 1:
+        return _finish(best[0], None, log + batched_note(best[0].makespan, out["bound"]))
     return _finish(best[0], out["bound"], log)
+
+
+def batched_note(makespan: float, bound: float | None) -> str:
+    """What the batched models prove. They run each task at most once per device (one batch
+    of any size), while the format lets a task run several jobs on one device, which can be
+    faster; so their bound holds only among such schedules and is not claimed as a lower
+    bound (:func:`mapsched.bounds.lower_bound` gives one)."""
+    if bound is None or bound != bound:
+        return "batched model: no bound\n"
+    among = "optimal" if meets(makespan, bound) else f"no schedule ends before {bound:.9g} ms"
+    return (f"batched model: {among} among schedules with one job per task and device; several "
+            "jobs per device may be faster, so it is not a lower bound\n")
 
 
 def serial_bound(problem: Problem) -> float:
