@@ -71,10 +71,10 @@ from .reinforce import (
     epsilon,
     first_line,
     imitation_loss,
-    load_checkpoint,
-    one_thread,
     policy_gradient_loss,
+    snapshot,
     step_returns,
+    train_here,
 )
 
 __all__ = ["STAGES", "Config", "Placer", "Selector", "Trainer", "parse_stages", "solve_doppler"]
@@ -280,10 +280,6 @@ class _Env:
                             lambda v, feats, valid: min((f[4], d) for d, f in enumerate(feats) if valid[d])[1])
 
 
-def _state(module: nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in module.state_dict().items()}
-
-
 class Trainer:
     """DOPPLER's policies on one problem: rollouts, Stage I and II updates, evaluation, checkpoints.
 
@@ -366,7 +362,7 @@ class Trainer:
         self.seconds = max(self.seconds, time.perf_counter() - started)  # an episode takes longer
         if value < self.eval_makespan or self.best_policy is None:
             self.eval_makespan = value
-            self.best_policy = {"sel": _state(self.sel), "plc": _state(self.plc)}
+            self.best_policy = {"sel": snapshot(self.sel), "plc": snapshot(self.plc)}
         return value
 
     # ------------------------------------------------------------- learning
@@ -472,10 +468,10 @@ class Trainer:
         p = self.p
         return {
             "method": "doppler", "config": asdict(self.cfg), "devices": p.m,
-            "policy": self.best_policy or {"sel": _state(self.sel), "plc": _state(self.plc)},
+            "policy": self.best_policy or {"sel": snapshot(self.sel), "plc": snapshot(self.plc)},
             "eval_makespan": self.eval_makespan, "best_makespan": self.best_makespan,
             "best_assignment": self.best_assignment, "problem": {"tasks": p.n, "edges": p.E},
-            "resume": {"sel": _state(self.sel), "plc": _state(self.plc),
+            "resume": {"sel": snapshot(self.sel), "plc": snapshot(self.plc),
                        "opt_sel": self.opt["sel"].state_dict(), "opt_plc": self.opt["plc"].state_dict(),
                        "rng": json.dumps(self.rng.bit_generator.state), "baseline": self.baseline.state(),
                        "done": dict(self.done), "stages": list(stages), "episodes": episodes, "seed": self.seed,
@@ -535,24 +531,8 @@ def solve_doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None,
     """The ``doppler`` method (registered in :mod:`mapsched.learned`): see its option help."""
     p = problem
     names = parse_stages(stages)
-    deadline = time.perf_counter() + ctx.remaining()
-    seed = int(ctx.rng.integers(2**31 - 1))
-    with one_thread():
-        if policy:
-            trainer = Trainer.from_checkpoint(p, load_checkpoint(policy, "doppler", p.m), seed)
-        else:
-            trainer = Trainer(p, Config(hidden=hidden, rounds=rounds), seed)
-        count = episodes if episodes is not None else (0 if policy else DEFAULT_EPISODES)
-        if time.perf_counter() < deadline:
-            trainer.evaluate()
-            if trainer.best_makespan < math.inf:
-                ctx.improved(trainer.best_makespan)
-
-        def progress(stage: str, done: int, best: float) -> None:
-            if best < math.inf:
-                ctx.improved(best)
-
-        trainer.run(names, count, deadline, progress, stop=lambda: ctx.remaining() <= 0)
+    trainer = train_here(Trainer, p, ctx, "doppler", policy, episodes, names,
+                         Config(hidden=hidden, rounds=rounds), DEFAULT_EPISODES)
     assignment, note = trainer.best_assignment, None
     if assignment is None:
         assignment, note = _fallback(p, trainer.env)

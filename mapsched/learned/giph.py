@@ -84,7 +84,7 @@ from ..errors import InfeasibleError, OptionError
 from ..problem import Problem
 from ..schedule import Schedule
 from ..simulate import simulate
-from .reinforce import first_line, load_checkpoint, one_thread
+from .reinforce import first_line, load_checkpoint, one_thread, snapshot
 
 __all__ = ["NODE_FEATURES", "EDGE_FEATURES", "VARIANTS", "Config", "GiphNet", "GpNet", "Search", "Trainer",
            "gpnet", "load_policy", "search", "shipped_policy", "solve_giph"]
@@ -472,10 +472,6 @@ def load_policy(path: str = "", flag: str = "--policy") -> tuple[GiphNet, dict[s
 # ---------------------------------------------------------------- training
 
 
-def _state(module: nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in module.state_dict().items()}
-
-
 def _eval_specs(suite: str, cases: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """Held-out evaluation cases of an experiment set: graphs of its grid with seeds 50 on (no
     split uses them), on its training networks where it tests on those, else on networks of its
@@ -578,7 +574,7 @@ class Trainer:
         value = float(np.mean(slrs))
         self.curve.append((self.done, value))
         if value < self.eval_slr or self.best_policy is None:
-            self.eval_slr, self.best_policy = value, _state(self.net)
+            self.eval_slr, self.best_policy = value, snapshot(self.net)
         return value
 
     def run(self, episodes: int, deadline: float = math.inf, progress: Callable[[int, float], None] | None = None,
@@ -606,9 +602,9 @@ class Trainer:
         return {
             "method": "giph", "config": asdict(self.cfg), "devices": 0, "suite": self.suite,
             "features": {"node": list(NODE_FEATURES), "edge": list(EDGE_FEATURES)},
-            "policy": self.best_policy or _state(self.net), "eval_slr": self.eval_slr,
+            "policy": self.best_policy or snapshot(self.net), "eval_slr": self.eval_slr,
             "curve": [list(c) for c in self.curve],
-            "resume": {"net": _state(self.net), "opt": self.opt.state_dict(), "done": self.done, "seed": self.seed,
+            "resume": {"net": snapshot(self.net), "opt": self.opt.state_dict(), "done": self.done, "seed": self.seed,
                        "rng": json.dumps(self.rng.bit_generator.state)},
         }
 

@@ -73,7 +73,14 @@ from ..problem import Problem
 from ..schedule import Schedule
 from ..simulate import simulate
 from .mpnn import graph_tensors
-from .reinforce import entropy_term, epsilon, first_line, load_checkpoint, one_thread, policy_gradient_loss
+from .reinforce import (
+    entropy_term,
+    epsilon,
+    first_line,
+    policy_gradient_loss,
+    snapshot,
+    train_here,
+)
 
 __all__ = ["STAGES", "Config", "Policy", "Trainer", "parse_stages", "solve_placeto"]
 
@@ -182,10 +189,6 @@ class Record:
     devices: list[int] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
     makespan: float = math.inf  # of the final placement
-
-
-def _state(module: nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in module.state_dict().items()}
 
 
 class Trainer:
@@ -328,7 +331,7 @@ class Trainer:
         self.seconds = max(self.seconds, time.perf_counter() - started)  # an episode takes longer
         if value < self.eval_makespan or self.best_policy is None:
             self.eval_makespan = value
-            self.best_policy = {"policy": _state(self.policy)}
+            self.best_policy = {"policy": snapshot(self.policy)}
         return value
 
     # ------------------------------------------------------------- learning
@@ -400,10 +403,10 @@ class Trainer:
         p = self.p
         return {
             "method": "placeto", "config": asdict(self.cfg), "devices": p.m,
-            "policy": self.best_policy or {"policy": _state(self.policy)},
+            "policy": self.best_policy or {"policy": snapshot(self.policy)},
             "eval_makespan": self.eval_makespan, "best_makespan": self.best_makespan,
             "best_assignment": self.best_assignment, "problem": {"tasks": p.n, "edges": p.E},
-            "resume": {"policy": _state(self.policy), "opt": self.opt.state_dict(),
+            "resume": {"policy": snapshot(self.policy), "opt": self.opt.state_dict(),
                        "rng": json.dumps(self.rng.bit_generator.state), "returns": list(self.returns),
                        "episodes_seen": self.episodes_seen, "done": dict(self.done), "stages": list(stages),
                        "episodes": episodes, "seed": self.seed, "rollouts": self.rollouts},
@@ -446,22 +449,8 @@ def solve_placeto(problem: Problem, ctx: Any, policy: str, episodes: int | None,
                   rounds: int) -> Schedule:
     """The ``placeto`` method (registered in :mod:`mapsched.learned`): see its option help."""
     p = problem
-    deadline = time.perf_counter() + ctx.remaining()
-    seed = int(ctx.rng.integers(2**31 - 1))
-    with one_thread():
-        if policy:
-            trainer = Trainer.from_checkpoint(p, load_checkpoint(policy, "placeto", p.m), seed)
-        else:
-            trainer = Trainer(p, Config(hidden=hidden, rounds=rounds), seed)
-        count = episodes if episodes is not None else (0 if policy else DEFAULT_EPISODES)
-        if time.perf_counter() < deadline:
-            trainer.evaluate()
-            ctx.improved(trainer.best_makespan)
-
-        def progress(stage: str, done: int, best: float) -> None:
-            ctx.improved(best)
-
-        trainer.run(STAGES, count, deadline, progress, stop=lambda: ctx.remaining() <= 0)
+    trainer = train_here(Trainer, p, ctx, "placeto", policy, episodes, STAGES,
+                         Config(hidden=hidden, rounds=rounds), DEFAULT_EPISODES)
     assignment = trainer.best_assignment
     if assignment is None:  # the time limit came before the first rollout: its initial placement
         assignment = trainer.start

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,10 +29,44 @@ from ..errors import OptionError
 from ..files import write_file
 
 __all__ = ["FORMAT", "VERSION", "Baseline", "entropy_term", "epsilon", "first_line", "imitation_loss",
-           "load_checkpoint", "one_thread", "policy_gradient_loss", "save_checkpoint", "step_returns"]
+           "load_checkpoint", "one_thread", "policy_gradient_loss", "save_checkpoint", "snapshot", "step_returns",
+           "train_here"]
 
 FORMAT = "mapsched.policy"
 VERSION = 1
+
+
+def snapshot(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A copy of ``module``'s weights that later training steps leave alone."""
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+def train_here(trainer_class: Any, problem: Any, ctx: Any, method: str, policy: str, episodes: int | None,
+               stages: tuple[str, ...], config: Any, default_episodes: int) -> Any:
+    """A per-problem learner's run inside ``solve``: load ``policy`` (or start from
+    ``config``), evaluate it, then train ``episodes`` per stage (by default
+    ``default_episodes`` without a policy, none with one) within the time limit, reporting
+    every better makespan to ``ctx``. ``trainer_class`` is the method's ``Trainer``
+    (``from_checkpoint``, ``evaluate``, ``run``, ``best_makespan``)."""
+    deadline = time.perf_counter() + ctx.remaining()
+    seed = int(ctx.rng.integers(2**31 - 1))
+    with one_thread():
+        if policy:
+            trainer = trainer_class.from_checkpoint(problem, load_checkpoint(policy, method, problem.m), seed)
+        else:
+            trainer = trainer_class(problem, config, seed)
+        count = episodes if episodes is not None else (0 if policy else default_episodes)
+        if time.perf_counter() < deadline:
+            trainer.evaluate()
+            if trainer.best_makespan < math.inf:
+                ctx.improved(trainer.best_makespan)
+
+        def progress(stage: str, done: int, best: float) -> None:
+            if best < math.inf:
+                ctx.improved(best)
+
+        trainer.run(stages, count, deadline, progress, stop=lambda: ctx.remaining() <= 0)
+    return trainer
 
 
 @contextlib.contextmanager
