@@ -79,6 +79,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..closure import Closure
+from ..highs_lp import RowProgramme
 from ..problem import Objective, Problem, System, Task
 from ..units import byte_unit
 from ..validate import floating_bound
@@ -114,16 +115,14 @@ def heads_tails(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     return head, tail
 
 
-class _Batched:
+class _Batched(RowProgramme):
     """The programme in HiGHS, columns ``x (one per runnable task, device, batch) | a | C | z``."""
 
     def __init__(self, problem: Problem, deadline: float, limit: float = math.inf) -> None:
         """Jobs and transfers longer than ``limit`` are left out (see :func:`batched_relaxation_bound`)."""
-        import highspy
-
-        self.hs = highspy
+        super().__init__(deadline)
+        highspy = self.hs
         p = self.p = problem
-        self.deadline = deadline
         n, m = p.n, p.m
         sizes = p.batch_sizes.astype(float)
         room = p.mem * (1 + 1e-9)  # what the validator lets a device hold
@@ -137,10 +136,7 @@ class _Batched:
         comm = np.where(np.eye(m, dtype=bool)[None], 0.0, p.comm)  # [e, u, v]
         self.zcols = np.flatnonzero((np.isfinite(comm) & (comm <= limit)).ravel())
         self.zcomm = comm.ravel()[self.zcols]
-        self.h = h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
-        highspy.Highs.resetGlobalScheduler(True)  # one pool per process (see milp.run_highs)
-        h.setOptionValue("threads", 1)
+        h = self.h
         inf = highspy.kHighsInf
         cols = self.Z + len(self.zcols)
         upper = np.full(cols, inf)
@@ -148,7 +144,6 @@ class _Batched:
         h.addVars(cols, np.zeros(cols), upper)
         h.changeColsCost(1, np.array([self.C], dtype=np.int32), np.array([1.0]))
         self.by_task = [np.flatnonzero(self.ti == i) for i in range(n)]
-        self.rows: list[tuple[float, float, dict[int, float]]] = []
         for i in range(n):
             self.rows.append((1.0, 1.0, dict.fromkeys(self.by_task[i].tolist(), 1.0)))
             self.rows.append((0.0, inf, {self.C: 1.0, **self.minus_end(i)}))
@@ -183,32 +178,6 @@ class _Batched:
 
     def add(self, lo: float, row: dict[int, float]) -> None:
         self.rows.append((lo, self.hs.kHighsInf, row))
-
-    def flush(self) -> None:
-        if not self.rows:
-            return
-        starts, index, value = [0], [], []
-        for _, _, row in self.rows:
-            index += row.keys()
-            value += row.values()
-            starts.append(len(index))
-        lo = np.array([r[0] for r in self.rows])
-        hi = np.array([r[1] for r in self.rows])
-        self.h.addRows(len(self.rows), lo, hi, len(index), np.array(starts[:-1], dtype=np.int32),
-                       np.array(index, dtype=np.int32), np.array(value, dtype=float))
-        self.rows = []
-
-    def run(self) -> bool:
-        """Solve until the deadline; whether HiGHS proved the optimum."""
-        left = self.deadline - time.perf_counter()
-        if left <= 0:
-            return False
-        self.h.setOptionValue("time_limit", left)
-        self.h.run()
-        return self.h.getModelStatus() == self.hs.HighsModelStatus.kOptimal
-
-    def value(self) -> float:
-        return float(self.h.getInfo().objective_function_value)
 
     def integral_bound(self, most: int) -> float:
         """HiGHS's proved bound, by the deadline, of the programme where every task runs

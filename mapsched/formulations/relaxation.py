@@ -37,6 +37,7 @@ import time
 
 import numpy as np
 
+from ..highs_lp import RowProgramme
 from ..portfolio import best_list_schedule
 from ..problem import Problem
 from ..units import byte_unit
@@ -55,15 +56,13 @@ per task and device that a cut starts or ends at); above it the cuts go without,
 valid."""
 
 
-class _Relaxation:
+class _Relaxation(RowProgramme):
     """The programme in HiGHS, with the column layout ``x | s | C | z``."""
 
     def __init__(self, problem: Problem, deadline: float, limit: float = math.inf) -> None:
-        import highspy
-
-        self.hs = highspy
+        super().__init__(deadline)
+        highspy = self.hs
         p = self.p = problem
-        self.deadline = deadline
         n, m = p.n, p.m
         need = p.weight + p.act
         room = p.mem * (1 + 1e-9)  # what the validator lets a device hold
@@ -73,18 +72,13 @@ class _Relaxation:
         self.S, self.C, self.Z = n * m, n * m + n, n * m + n + 1
         comm = np.where(np.eye(m, dtype=bool)[None], 0.0, p.comm)  # [e, u, v]
         comm = np.where(comm <= limit, comm, np.inf)
-        self.h = h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
-        # one pool per process, sized by the first solve (see milp.run_highs)
-        highspy.Highs.resetGlobalScheduler(True)
-        h.setOptionValue("threads", 1)
+        h = self.h
         cols = self.Z + p.E * m * m
         upper = np.full(cols, highspy.kHighsInf)
         upper[: n * m] = self.ok.ravel()
         upper[self.Z:] = np.where(np.isfinite(comm), highspy.kHighsInf, 0.0).ravel()
         h.addVars(cols, np.zeros(cols), upper)
         h.changeColsCost(1, np.array([self.C], dtype=np.int32), np.array([1.0]))
-        self.rows: list[tuple[float, float, dict[int, float]]] = []
         inf = highspy.kHighsInf
         for i in range(n):
             self.rows.append((1.0, 1.0, {self.x(i, u): 1.0 for u in range(m)}))
@@ -128,30 +122,6 @@ class _Relaxation:
         if last:
             row[self.x(k, v)] = row.get(self.x(k, v), 0.0) + last
         self.rows.append((first + last, self.hs.kHighsInf, row))
-
-    def flush(self) -> None:
-        starts, index, value = [0], [], []
-        for _, _, row in self.rows:
-            index += row.keys()
-            value += row.values()
-            starts.append(len(index))
-        lo = np.array([r[0] for r in self.rows])
-        hi = np.array([r[1] for r in self.rows])
-        self.h.addRows(len(self.rows), lo, hi, len(index), np.array(starts[:-1], dtype=np.int32),
-                       np.array(index, dtype=np.int32), np.array(value, dtype=float))
-        self.rows = []
-
-    def run(self) -> bool:
-        """Solve until the deadline; whether HiGHS proved the optimum."""
-        left = self.deadline - time.perf_counter()
-        if left <= 0:
-            return False
-        self.h.setOptionValue("time_limit", left)
-        self.h.run()
-        return self.h.getModelStatus() == self.hs.HighsModelStatus.kOptimal
-
-    def value(self) -> float:
-        return float(self.h.getInfo().objective_function_value)
 
     def solution(self) -> tuple[np.ndarray, np.ndarray, float]:
         col = np.array(self.h.getSolution().col_value)
