@@ -30,12 +30,12 @@ Examples
 
 from __future__ import annotations
 
+from .context import SolveContext
 from .heuristics.cp_search import improve
 from .portfolio import best_start
 from .problem import Problem
 from .registry import Option, get, register
 from .schedule import Schedule
-from .solve import SolveContext
 
 __all__ = ["EXACT_JOBS"]
 

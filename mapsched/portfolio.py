@@ -45,8 +45,8 @@ def best_list_schedule(problem: Problem, ctx=None) -> Schedule:
     >>> best_list_schedule(mapsched.instances.load("topcuoglu2002")).makespan
     80.0
     """
+    from .context import SolveContext
     from .registry import get
-    from .solve import SolveContext
 
     best, slowest, tried = None, 0.0, []
     for name in LIST_SCHEDULERS[problem.objective.kind]:

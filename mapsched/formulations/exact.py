@@ -16,12 +16,12 @@ import time
 
 import numpy as np
 
+from ..context import SolveContext
 from ..errors import InfeasibleError
 from ..portfolio import best_start
 from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
-from ..solve import SolveContext
 from ..symmetry import symmetry_plugins
 from ..validate import meets
 from .batched_cpsat import CpSatBatched

@@ -55,13 +55,13 @@ import numpy as np
 
 from .. import interrupt
 from ..construct import repair_placement
+from ..context import SolveContext
 from ..decoder import Decoder
 from ..errors import InfeasibleError
 from ..problem import Problem
 from ..ranks import mean_comm, mean_cost, rank_order, upward_rank
 from ..registry import Option, register
 from ..schedule import Schedule
-from ..solve import SolveContext
 
 __all__ = ["Placement", "etf_placement", "favourite_children", "favourite_lp", "memory_shortfall", "topo_placement"]
 

@@ -73,12 +73,12 @@ import numpy as np
 
 from .. import coarsen  # the module, not its names: importing mapsched.coarsen first runs this one half-way through it
 from ..construct import repair_placement
+from ..context import SolveContext
 from ..decoder import Builder, Decoder
 from ..problem import Problem
 from ..ranks import mean_comm, mean_cost
 from ..registry import Option, register
 from ..schedule import Schedule
-from ..solve import SolveContext
 from .baechi import Placement, _check_memory, topo_placement
 
 __all__ = ["ORDERS", "Fused", "adjusting_placement", "fill_order", "fuse", "order_placement"]

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..context import SolveContext
 from ..decoder import Decoder, as_owner
 from ..portfolio import best_start
 from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
-from ..solve import SolveContext
 
 __all__ = ["improve"]
 

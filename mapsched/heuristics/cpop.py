@@ -11,12 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..construct import construct, finish
+from ..context import SolveContext
 from ..decoder import ready_order
 from ..problem import Problem
 from ..ranks import downward_rank, upward_rank
 from ..registry import register
 from ..schedule import Schedule
-from ..solve import SolveContext
 
 
 def critical_path(problem: Problem, priority: np.ndarray) -> list[int]:

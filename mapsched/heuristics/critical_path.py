@@ -29,13 +29,13 @@ repair of :mod:`mapsched.construct`.
 from __future__ import annotations
 
 from ..construct import construct
+from ..context import SolveContext
 from ..decoder import ready_order
 from ..problem import Problem
 from ..ranks import upward_rank
 from ..registry import Option, register
 from ..schedule import Schedule
 from ..simulate import simulate
-from ..solve import SolveContext
 
 
 @register(

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..context import SolveContext
 from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
-from ..solve import SolveContext
 from .search import MappingSpace
 
 

@@ -4,10 +4,10 @@ latency of everything scheduled so far grows least, communication included."""
 from __future__ import annotations
 
 from ..construct import construct, finish
+from ..context import SolveContext
 from ..problem import Problem
 from ..registry import register
 from ..schedule import Schedule
-from ..solve import SolveContext
 
 
 def _greedy(problem: Problem, ctx: SolveContext) -> Schedule:

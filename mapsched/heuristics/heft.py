@@ -10,11 +10,11 @@ ranks with mean batch times and chooses among input splits.
 from __future__ import annotations
 
 from ..construct import construct, finish
+from ..context import SolveContext
 from ..problem import Problem
 from ..ranks import rank_order, upward_rank
 from ..registry import register
 from ..schedule import Schedule
-from ..solve import SolveContext
 
 
 def _heft(problem: Problem, ctx: SolveContext) -> Schedule:

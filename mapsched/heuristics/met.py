@@ -8,10 +8,10 @@ among the options memory and links still allow; then it is list-scheduled.
 from __future__ import annotations
 
 from ..construct import construct, finish, job_time
+from ..context import SolveContext
 from ..problem import Problem
 from ..registry import register
 from ..schedule import Schedule
-from ..solve import SolveContext
 
 
 def _met(problem: Problem, ctx: SolveContext) -> Schedule:

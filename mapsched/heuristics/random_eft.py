@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..context import SolveContext
 from ..errors import InfeasibleError
 from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
 from ..simulate import simulate
-from ..solve import SolveContext
 from .random_search import random_owner
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..context import SolveContext
 from ..decoder import Decoder
 from ..errors import InfeasibleError, OptionError
 from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
-from ..solve import SolveContext
 from ..splits import owner_from_counts, sample_split
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..context import SolveContext
 from ..decoder import Decoder
 from ..errors import InfeasibleError
 from ..problem import Problem
 from ..registry import register
 from ..schedule import Schedule
-from ..solve import SolveContext
 
 
 @register("single-best", "everything on the one device that runs the whole graph fastest")

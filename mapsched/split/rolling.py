@@ -27,13 +27,13 @@ from dataclasses import replace
 import numpy as np
 from ortools.sat.python import cp_model
 
+from ..context import SolveContext
 from ..errors import ProblemError
 from ..formulations.common import capped, retime_jobs
 from ..formulations.cpsat import CpSatModel, default_resolution, run_cpsat
 from ..formulations.exact import serial_bound
 from ..problem import Problem, System
 from ..schedule import Schedule
-from ..solve import SolveContext
 from .modules import ModuleChain
 
 __all__ = ["rolling"]

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from ..context import SolveContext
 from ..errors import ProblemError
 from ..problem import Problem
-from ..solve import SolveContext
 from ..symmetry import Symmetry
 from .modules import ModuleChain
 
