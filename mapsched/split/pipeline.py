@@ -1,0 +1,187 @@
+"""Batched throughput: the chain walked module by module, so that modules pipeline.
+
+``split``'s recursion over (input device, output device) adds module makespans: it
+holds each channel end as one batch of all L inputs, so module t + 1 cannot start
+before module t has finished every input. Here the state that pipelining needs is
+carried from one module to the next instead, as the latency rolling stitching
+(:mod:`.rolling`) does:
+
+* when each device is busy: every job placed so far is a fixed interval in its
+  device's no-overlap constraint (finer than a time at which the device is free:
+  later modules may fill its gaps);
+* the release profile: for every edge from a placed task to the module, input l
+  reaches a batch of the receiving task on device v at the end of the placed job
+  that holds l, plus the transfer from that job's device to v. These are per-input
+  release times in the module's batched model (:meth:`~mapsched.formulations.
+  batched_cpsat.CpSatBatched.release`), so a module's first batches start on the
+  inputs that the previous module has finished while it works on the others;
+* the memory the placed jobs hold, taken off each device.
+
+Step t solves modules t .. t + window - 1 with the batched CP-SAT model under that
+state, minimising their makespan, keeps module t, and left-justifies the kept jobs
+(re-timed in the solver's order), so that the next module sees the earliest release
+profile of that order. All times are in ticks of one resolution for the whole walk,
+rounded down as in the exact models; the result is re-timed exactly at the end.
+
+What is exact, what is heuristic
+    Every step is the exact batched model (one batch per task and device, as
+    ``exact``) of its window *given* the jobs placed before it: every schedule of the
+    window that agrees with them is a solution of the step, and conversely. Hence:
+
+    * with ``window`` at least the number of modules there is a single step, which is
+      the exact batched model of the whole graph: the walk is exact (when the step is
+      proved optimal);
+    * the last step always returns an optimal completion of the placed modules.
+
+    Otherwise the walk is a heuristic: step t commits module t to the schedule that
+    minimises the window's makespan, with no view of the modules after the window,
+    and a release profile that ends later but releases most inputs earlier may serve
+    them better. Unlike the (u, v) recursion it never serialises modules: a step may
+    always start a batch as soon as its inputs are released and its device is free.
+    ``split`` keeps the walk only as one candidate among its others, so it is never
+    worse than without it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from ..errors import ProblemError
+from ..formulations.batched_cpsat import CpSatBatched
+from ..formulations.common import retime_jobs
+from ..formulations.cpsat import default_resolution, run_cpsat
+from ..problem import Problem, System
+from ..schedule import Schedule
+from ..solve import SolveContext
+from .modules import ModuleChain
+
+__all__ = ["pipeline"]
+
+
+
+def pipeline(problem: Problem, chain: ModuleChain, window: int, upper: float, step_time_limit: float,
+             ctx: SolveContext, hint: Schedule | None = None, until: float | None = None) -> Schedule | None:
+    """Walk the chain as described in the module docstring (throughput problems, ``L > 1``).
+
+    Parameters
+    ----------
+    upper : float
+        The makespan of some schedule of the whole problem; it sets the resolution.
+    step_time_limit : float
+        Seconds per step's solve at most; with a time limit, each step gets at most its
+        share of what is left until ``until`` (``ctx.elapsed()`` seconds) among the steps left.
+    hint : Schedule, optional
+        A schedule whose jobs of each window are hinted to its step.
+
+    Returns
+    -------
+    Schedule or None
+        None when a step finds no schedule (memory left too tight, or no time).
+
+    Notes
+    -----
+    One batched exact solve of at most ``window`` modules per module, one after another,
+    and a re-timing of the placed jobs after each: O(T (model + n L)) besides the solves.
+    """
+    p = problem
+    res = default_resolution(2.0 * upper)
+    T = len(chain.modules)
+    placed: list[tuple[int, int, int, int, int]] = []  # (task, device, input mask, start, length) in ticks
+    used = np.zeros(p.m)  # bytes held on each device by the placed jobs
+    end = np.zeros((p.n, p.L), dtype=np.int64)  # ticks at which each placed task ends each input
+    where = np.full((p.n, p.L), -1, dtype=np.int64)  # the device of that job
+    for t in range(T):
+        if ctx.expired():
+            return None
+        tasks = sorted(i for mod in chain.modules[t:t + window] for i in mod)
+        left = (until if until is not None else math.inf) - ctx.elapsed()
+        limit = min(step_time_limit, left / (T - t))
+        if limit <= 0.05:
+            return None
+        jobs = _step(p, tasks, placed, used, end, where, res, limit, ctx, hint)
+        if jobs is None:
+            return None
+        keep = [j for j in jobs if j[0] in chain.modules[t]]
+        placed = _left_justify(p, res, [j[:4] for j in placed] + keep)
+        for i, u, mask, s, d in placed:
+            ins = [lo for lo in range(p.L) if mask >> lo & 1]
+            end[i, ins], where[i, ins] = s + d, u
+        for i, u, mask, _ in keep:
+            used[u] += p.weight[i] + p.act[i] * bin(mask).count("1")
+    return retime_jobs(p, [(i, u, mask, s) for i, u, mask, s, _ in placed])
+
+
+def _left_justify(p: Problem, res: float, jobs: list[tuple[int, int, int, int]]
+                  ) -> list[tuple[int, int, int, int, int]]:
+    """Jobs ``(task, device, mask, key)`` re-timed exactly in the order of their keys, as
+    ``(task, device, mask, start, length)`` in ticks rounded down (so that they never
+    overlap, and release their inputs no later than the true times do)."""
+    tasks = sorted({i for i, *_ in jobs})
+    index = {i: k for k, i in enumerate(tasks)}
+    sub = p.restrict(tasks)
+    s = retime_jobs(sub, [(index[i], u, mask, start) for i, u, mask, start in jobs])
+    out = []
+    for j in s.jobs:
+        i, u = p.task_index[j.task], p.device_index[j.device]
+        a = math.floor(j.start * res)
+        out.append((i, u, sum(1 << lo for lo in j.inputs), a, math.floor(j.end * res) - a))
+    return out
+
+
+def _step(p: Problem, tasks: list[int], placed: list[tuple[int, int, int, int, int]], used: np.ndarray,
+          end: np.ndarray, where: np.ndarray, res: float, limit: float, ctx: SolveContext,
+          hint: Schedule | None) -> list[tuple[int, int, int, int]] | None:
+    """Solve ``tasks`` in the context of the placed jobs: their jobs (task, device, mask, start)
+    in ticks, or None."""
+    system = System(tuple(replace(d, memory=d.memory - used[u]) for u, d in enumerate(p.system.devices)),
+                    p.system.links)
+    inside = set(tasks)
+    try:
+        sub = Problem([p.tasks[i] for i in tasks], [e for e in p.edges if p.task_index[e.src] in inside
+                                                   and p.task_index[e.dst] in inside], system, p.objective)
+    except ProblemError:  # what is left of some device's memory no longer fits a task
+        return None
+    # Release of each input at each receiving batch, from the edges out of placed tasks.
+    release = np.zeros((len(tasks), p.m, p.L), dtype=np.int64)  # -1: no link from the sender's device
+    for k, i in enumerate(tasks):
+        for e in p.in_edges[i]:
+            a = int(p.src[e])
+            if a in inside:
+                continue
+            for v in range(p.m):
+                for lo in range(p.L):
+                    u = int(where[a, lo])
+                    c = 0.0 if u == v else float(p.comm[e, u, v])
+                    r = int(end[a, lo]) + math.floor(c * res) if math.isfinite(c) else -1
+                    if release[k, v, lo] >= 0:
+                        release[k, v, lo] = -1 if r < 0 else max(release[k, v, lo], r)
+    latest = max([s + d for *_, s, d in placed] + [int(release.max(initial=0))])
+    finite = np.where(np.isfinite(sub.lat), sub.lat, 0.0)
+    comm = np.where(np.isfinite(sub.comm), sub.comm, 0.0)
+    # A schedule of the window exists within this horizon: after everything placed, task
+    # after task, each of its batches after the other.
+    horizon = latest / res + float(finite.max(axis=2).sum() + (comm.max(axis=(1, 2)).sum() if sub.E else 0.0))
+    busy = [[] for _ in range(p.m)]
+    for _, u, _, s, d in placed:
+        busy[u].append((s, d))
+    model = CpSatBatched(sub, horizon, res, input_symmetry=False, busy=busy)
+    for k in range(len(tasks)):
+        for v in range(p.m):
+            for lo in range(p.L):
+                if release[k, v, lo]:
+                    model.release(k, v, lo, int(release[k, v, lo]))
+    if hint is not None:  # the hint's jobs of the window, in its order after everything placed
+        after = latest + 1
+        ours = [(p.task_index[j.task], p.device_index[j.device], sum(1 << lo for lo in j.inputs),
+                 after + math.floor(j.start * res)) for j in hint.jobs if p.task_index[j.task] in inside]
+        index = {i: k for k, i in enumerate(tasks)}
+        model.hint_jobs([(index[i], u, mask, s) for i, u, mask, s, _ in
+                         _left_justify(p, res, [j[:4] for j in placed] + ours) if i in inside])
+    solver, status, _ = run_cpsat(model, limit, ctx.threads, int(ctx.rng.integers(2**31 - 1)), False)
+    if status not in (cp_model.FEASIBLE, cp_model.OPTIMAL):
+        return None
+    return [(tasks[k], u, mask, start) for k, u, mask, start in model.read(solver)]
