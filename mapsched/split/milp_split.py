@@ -31,7 +31,7 @@ Batched throughput
     that way, a channel end is a barrier (no input leaves module t before all have),
     so the recursion adds module makespans although consecutive modules may pipeline
     inputs: it is a heuristic there, and the re-timing recovers only part of the
-    overlap. So first (with ``pipeline`` > 0 and CP-SAT, in at most a third of a time
+    overlap. So first (with ``pipeline`` > 0 and CP-SAT, in at most half of a time
     limit) the chain is walked module by module with the state pipelining needs,
     device occupancy and the per-input release profile (:mod:`.pipeline`, whose
     docstring says where that walk is exact); its schedule is one more candidate, so
@@ -227,9 +227,9 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     sym = find_symmetry(p)
     symmetry_plugins(problem, symmetry)  # reject a bad criterion before any work
     walked = None
-    if p.L > 1 and pipeline > 0 and backend == "cpsat":  # a third of the time limit at most
-        until = None if ctx.time_limit is None else ctx.elapsed() + ctx.remaining() / 3
-        walked = pipelined(p, chain, pipeline, start.makespan, pipeline_step_limit, ctx, start, until)
+    if p.L > 1 and pipeline > 0 and backend == "cpsat":  # half of the time limit at most
+        until = None if ctx.time_limit is None else ctx.elapsed() + ctx.remaining() / 2
+        walked = pipelined(p, chain, pipeline, start.makespan, pipeline_step_limit, ctx, start, until, group=True)
         if walked is not None:
             ctx.improved(walked.makespan)
             walked.log += f"pipelined walk, {pipeline} module(s) per step: makespan {walked.makespan:.9g}\n"

@@ -40,6 +40,15 @@ What is exact, what is heuristic
     always start a batch as soon as its inputs are released and its device is free.
     ``split`` keeps the walk only as one candidate among its others, so it is never
     worse than without it.
+
+Inputs in groups (``group``)
+    When every batch size that fits in L, and L, are multiples of g > 1, inputs
+    l g .. l g + g - 1 can be made to travel together: the walk then runs on the
+    problem of L / g groups (batch sizes, and activation bytes per group, scaled by g;
+    transfers unchanged), whose models are g times smaller, and the schedule found is
+    expanded to the inputs. That keeps every schedule valid but restricts the search
+    (a batch can no longer mix parts of two groups), so it is a heuristic even for a
+    single window; ``split`` uses it, where a step has a second or two.
 """
 
 from __future__ import annotations
@@ -54,7 +63,7 @@ from ..errors import ProblemError
 from ..formulations.batched_cpsat import CpSatBatched
 from ..formulations.common import retime_jobs
 from ..formulations.cpsat import default_resolution, run_cpsat
-from ..problem import Problem, System
+from ..problem import Edge, Objective, Problem, System, Task
 from ..schedule import Schedule
 from ..solve import SolveContext
 from .modules import ModuleChain
@@ -64,7 +73,8 @@ __all__ = ["pipeline"]
 
 
 def pipeline(problem: Problem, chain: ModuleChain, window: int, upper: float, step_time_limit: float,
-             ctx: SolveContext, hint: Schedule | None = None, until: float | None = None) -> Schedule | None:
+             ctx: SolveContext, hint: Schedule | None = None, until: float | None = None,
+             group: bool = False) -> Schedule | None:
     """Walk the chain as described in the module docstring (throughput problems, ``L > 1``).
 
     Parameters
@@ -76,6 +86,8 @@ def pipeline(problem: Problem, chain: ModuleChain, window: int, upper: float, st
         share of what is left until ``until`` (``ctx.elapsed()`` seconds) among the steps left.
     hint : Schedule, optional
         A schedule whose jobs of each window are hinted to its step.
+    group : bool
+        Walk with inputs in groups (module docstring).
 
     Returns
     -------
@@ -87,6 +99,18 @@ def pipeline(problem: Problem, chain: ModuleChain, window: int, upper: float, st
     One batched exact solve of at most ``window`` modules per module, one after another,
     and a re-timing of the placed jobs after each: O(T (model + n L)) besides the solves.
     """
+    g = _group_size(problem) if group else 1
+    if g > 1:
+        p = _grouped(problem, g)
+        if hint is not None:  # kept if its jobs hold whole groups
+            whole = all(set(j.inputs) == {lo // g * g + r for lo in j.inputs for r in range(g)} for j in hint.jobs)
+            hint = replace(hint, jobs=[replace(j, inputs=tuple(sorted({lo // g for lo in j.inputs})))
+                                       for j in hint.jobs]) if whole else None
+        s = pipeline(p, chain, window, upper, step_time_limit, ctx, hint, until)
+        if s is None:
+            return None
+        return retime_jobs(problem, [(problem.task_index[j.task], problem.device_index[j.device],
+                                      sum(((1 << g) - 1) << (lo * g) for lo in j.inputs), j.start) for j in s.jobs])
     p = problem
     res = default_resolution(2.0 * upper)
     T = len(chain.modules)
@@ -113,6 +137,30 @@ def pipeline(problem: Problem, chain: ModuleChain, window: int, upper: float, st
         for i, u, mask, _ in keep:
             used[u] += p.weight[i] + p.act[i] * bin(mask).count("1")
     return retime_jobs(p, [(i, u, mask, s) for i, u, mask, s, _ in placed])
+
+
+def _group_size(p: Problem) -> int:
+    """The largest g dividing L and every batch size up to L."""
+    return math.gcd(p.L, *(b for d in p.system.devices for b in d.batch_sizes if b <= p.L))
+
+
+def _grouped(p: Problem, g: int) -> Problem:
+    """``p`` with L / g inputs, each a group of g (module docstring)."""
+    devices = tuple(replace(d, batch_sizes=tuple(b // g for b in d.batch_sizes if b <= p.L and b % g == 0))
+                    for d in p.system.devices)
+    tasks = []
+    for i, t in enumerate(p.tasks):
+        lat = {}
+        for u, d in enumerate(p.system.devices):
+            times = {b // g: float(p.lat[i, u, p.batch_pos[b]]) for b in d.batch_sizes
+                     if b <= p.L and b % g == 0 and math.isfinite(p.lat[i, u, p.batch_pos[b]])}
+            if times:
+                lat[d.name] = times
+        tasks.append(Task(t.name, lat, t.weight_bytes, t.input_bytes * g, t.output_bytes * g))
+    out = {t.name: t.output_bytes for t in p.tasks}
+    edges = [Edge(e.src, e.dst, out[e.src] if e.bytes is None else e.bytes) for e in p.edges]
+    return Problem(tasks, edges, System(devices, p.system.links), Objective(p.objective.kind, p.L // g),
+                   f"{p.name}/{g}")
 
 
 def _left_justify(p: Problem, res: float, jobs: list[tuple[int, int, int, int]]
