@@ -43,8 +43,8 @@ Redundant constraints (load cuts for batches)
     each task's shortest batch on each device and the transfers between devices.
     Every input of batch (i, u) passes each ancestor of i on some device, so
     ``s[i, u] >= head[i, u]``, and ``C >= end[i, u] + tail[i, u]`` when the batch
-    exists. Per device, its batches fit between the earliest head and the latest
-    makespan less the least tail of the tasks it runs:
+    exists. Per device, if it runs any batch, its batches fit between the earliest
+    head and the makespan less the least tail of the tasks it can run:
     ``sum_i dur[i, u] <= C - min_i head[i, u] - min_i tail[i, u]``. These sum the
     latency model's device windows and load cuts over the whole graph.
 
@@ -152,9 +152,12 @@ class CpSatBatched:
             m.add_no_overlap(intervals[u] + fixed)
             on = [i for i in range(p.n) if (i, u) in self.x]
             ok = [i for i in on if np.isfinite(head[i, u]) and np.isfinite(tail[i, u])]
-            if ok:  # the device's batches lie between the earliest head and the makespan less the least tail
+            if ok:  # a used device's batches lie between the earliest head and the makespan less the least tail
+                used = m.new_bool_var(f"used{u}")
+                for i in on:
+                    m.add_implication(self.present[i, u], used)
                 room = min(int(head[i, u]) for i in ok) + min(int(tail[i, u]) for i in ok)
-                m.add(sum(self.dur[i, u] for i in on) + room <= self.C)
+                m.add(sum(self.dur[i, u] for i in on) + room <= self.C).only_enforce_if(used)
             if math.isfinite(p.mem[u]):
                 # CP-SAT sums the row over every batch-size literal
                 most = sum(p.act[i] * k + p.weight[i] for i in on for k in options[i, u])
@@ -177,7 +180,8 @@ class CpSatBatched:
                     else:
                         m.add(self.s[j, v] >= self.end[i, u] + int(math.floor(c * res))).only_enforce_if(z)
 
-        self.order = [int(t) for t in p.topo]
+        # Tasks that only one device runs have the same owner for every input: left out.
+        self.order = [int(t) for t in p.topo if sum((int(t), u) in self.x for u in range(p.m)) > 1]
         self.sorted_inputs = input_symmetry
         if input_symmetry:
             self._sort_inputs()
@@ -191,6 +195,8 @@ class CpSatBatched:
         """``sig(l) <=_lex sig(l + 1)`` over the tasks in topological order (module docstring):
         ``eq[l, k]`` says the signatures of l and l + 1 agree on the first k + 1 tasks."""
         m, p = self.model, self.problem
+        if not self.order:
+            return
         for lo in range(p.L - 1):
             prev = None  # agreement so far (None: the empty prefix, true)
             for k, i in enumerate(self.order):

@@ -227,9 +227,12 @@ def _step(p: Problem, tasks: list[int], placed: list[tuple[int, int, int, int, i
         ours = [(p.task_index[j.task], p.device_index[j.device], sum(1 << lo for lo in j.inputs),
                  after + math.floor(j.start * res)) for j in hint.jobs if p.task_index[j.task] in inside]
         index = {i: k for k, i in enumerate(tasks)}
-        model.hint_jobs([(index[i], u, mask, s) for i, u, mask, s, _ in
-                         _left_justify(p, res, [j[:4] for j in placed] + ours) if i in inside])
+        try:
+            appended = _left_justify(p, res, [j[:4] for j in placed] + ours)
+        except (TypeError, ValueError):  # a job of the hint that cannot follow the placed ones (no link)
+            appended = []
+        model.hint_jobs([(index[i], u, mask, s) for i, u, mask, s, _ in appended if i in inside])
     solver, status, _ = run_cpsat(model, limit, ctx.threads, int(ctx.rng.integers(2**31 - 1)), False)
     if status not in (cp_model.FEASIBLE, cp_model.OPTIMAL):
         return None
-    return [(tasks[k], u, mask, start) for k, u, mask, start in model.read(solver)]
+    return [(tasks[k], u, mask, round(start * res)) for k, u, mask, start in model.read(solver)]  # ms to ticks
