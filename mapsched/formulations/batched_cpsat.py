@@ -45,8 +45,10 @@ Redundant constraints (load cuts for batches)
     ``s[i, u] >= head[i, u]``, and ``C >= end[i, u] + tail[i, u]`` when the batch
     exists. Per device, if it runs any batch, its batches fit between the earliest
     head and the makespan less the least tail of the tasks it can run:
-    ``sum_i dur[i, u] <= C - min_i head[i, u] - min_i tail[i, u]``. These sum the
-    latency model's device windows and load cuts over the whole graph.
+    ``sum_i dur[i, u] <= C - min_i head[i, u] - min_i tail[i, u]``; and all devices'
+    work fits in m makespans. These are the latency model's device windows and load
+    cuts taken over the whole graph (the latency cuts between two tasks do not carry
+    over: a task's batches on several devices have no single start and end).
 
 Times are integer ticks rounded down, and jobs and transfers past the horizon are
 shortened to just beyond it, as in :mod:`.cpsat`, so the bound is sound.
@@ -164,6 +166,9 @@ class CpSatBatched:
                 sizes, room = memory_row(np.concatenate([p.act[on], p.weight[on]]), p.mem[u], most)
                 m.add(cp_model.LinearExpr.weighted_sum([self.n[i, u] for i in on] + [self.x[i, u] for i in on],
                                                        sizes) <= room)
+
+        # All devices together: their work fits in m makespans.
+        m.add(sum(self.dur.values()) <= p.m * self.C)
 
         for e in range(p.E):
             i, j = int(p.src[e]), int(p.dst[e])
