@@ -31,7 +31,11 @@ What is exact, what is heuristic
     * with ``window`` at least the number of modules there is a single step, which is
       the exact batched model of the whole graph: the walk is exact (when the step is
       proved optimal);
-    * the last step always returns an optimal completion of the placed modules.
+    * the last step, whose window reaches the end of the chain and is kept whole,
+      returns an optimal completion of the modules placed before it (when proved).
+
+    The final re-timing keeps every device's job order and only moves jobs earlier, so
+    it never ends later than the steps' schedule, up to the rounding of ticks.
 
     Otherwise the walk is a heuristic: step t commits module t to the schedule that
     minimises the window's makespan, with no view of the modules after the window,
@@ -96,7 +100,8 @@ def pipeline(problem: Problem, chain: ModuleChain, window: int, upper: float, st
 
     Notes
     -----
-    One batched exact solve of at most ``window`` modules per module, one after another,
+    One batched exact solve of at most ``window`` modules per module up to the one
+    whose window reaches the end of the chain, one after another,
     and a re-timing of the placed jobs after each: O(T (model + n L)) besides the solves.
     """
     g = _group_size(problem) if group else 1
@@ -129,6 +134,8 @@ def pipeline(problem: Problem, chain: ModuleChain, window: int, upper: float, st
         jobs = _step(p, tasks, placed, used, end, where, res, limit, ctx, hint)
         if jobs is None:
             return None
+        if t + window >= T:  # the window reaches the end of the chain: keep all of it
+            return retime_jobs(p, [(i, u, mask, s) for i, u, mask, s, _ in placed] + jobs)
         keep = [j for j in jobs if j[0] in chain.modules[t]]
         placed = _left_justify(p, res, [j[:4] for j in placed] + keep)
         for i, u, mask, s, d in placed:
