@@ -32,7 +32,8 @@ Batched throughput
     so the recursion adds module makespans although consecutive modules may pipeline
     inputs: it is a heuristic there, and the re-timing recovers only part of the
     overlap. So first (with ``pipeline`` > 0 and CP-SAT, in at most half of a time
-    limit) the chain is walked module by module with the state pipelining needs,
+    limit; the module recursion then gets half of the rest, and the whole-graph polish
+    below the other half) the chain is walked module by module with the state pipelining needs,
     device occupancy and the per-input release profile (:mod:`.pipeline`, whose
     docstring says where that walk is exact); its schedule is one more candidate, so
     ``split`` is never worse than without it. On identical servers, a second
@@ -262,10 +263,13 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
         width = workers or max(1, (os.cpu_count() or 1) // 4)
     threads = module_threads or (1 if executor is not None else max(1, ctx.threads // width))
     limit = module_time_limit
+    # With a pipelined schedule, half of what is left goes to improving it over the whole
+    # graph (the polish) rather than to the module recursion, which adds module makespans.
+    polish = ctx.remaining() / 2 if walked is not None and ctx.time_limit is not None else 0.0
     if ctx.time_limit is not None:  # share what is left among the subproblems, so the table fills in time
-        limit = min(module_time_limit, max(0.2, 0.8 * ctx.remaining() * width / max(1, len(jobs))))
+        limit = min(module_time_limit, max(0.2, 0.8 * (ctx.remaining() - polish) * width / max(1, len(jobs))))
     # Kept back: the last subproblem's set-up, which may run past its limit, and two stitchings.
-    results = _run(jobs, backend, limit, symmetry, threads, width, executor, ctx, 3 * one_pass)
+    results = _run(jobs, backend, limit, symmetry, threads, width, executor, ctx, 3 * one_pass + polish)
     solved = len(results)
     for t in range(T):
         for u in ins_dev[t]:
