@@ -11,7 +11,7 @@ from mapsched.formulations.common import retime_jobs
 from mapsched.generators import stack
 from mapsched.solve import SolveContext
 from mapsched.split.milp_split import pick_chain
-from mapsched.split.pipeline import pipeline
+from mapsched.split.pipeline import grouped_improve, pipeline
 
 
 def optimum(p, model):
@@ -96,3 +96,14 @@ def test_grouped_walk_pipelines_a_stack():
     plain = solve(p, "split", threads=1, pipeline=0)
     walked = solve(p, "split", threads=1)
     assert validate(p, walked) == [] and walked.makespan <= plain.makespan + 1e-9
+
+
+def test_grouped_improve_keeps_a_valid_schedule_no_worse():
+    p = stack(2, 5, 1, seed=3, objective=Objective("throughput", 8))
+    chain = pick_chain(p, 0)
+    start = solve(p, "bheft")
+    s = pipeline(p, chain, 1, start.makespan, 1.0, SolveContext(), start, group=True)
+    better = grouped_improve(p, s, SolveContext(), 1.0)
+    assert validate(p, better) == [] and better.makespan <= s.makespan
+    assert grouped_improve(p, start, SolveContext(), 1.0) is start or all(
+        len(j.inputs) % 2 == 0 for j in start.jobs)  # a start that splits a pair is returned as it is

@@ -33,7 +33,8 @@ Batched throughput
     inputs: it is a heuristic there, and the re-timing recovers only part of the
     overlap. So first (with ``pipeline`` > 0 and CP-SAT, in at most half of a time
     limit; the module recursion then gets half of the rest, and the whole-graph polish
-    below the other half) the chain is walked module by module with the state pipelining needs,
+    below the other half, first on the model with inputs in groups, then on the full
+    one) the chain is walked module by module with the state pipelining needs,
     device occupancy and the per-input release profile (:mod:`.pipeline`, whose
     docstring says where that walk is exact); its schedule is one more candidate, so
     ``split`` is never worse than without it. On identical servers, a second
@@ -83,6 +84,7 @@ from ..splits import batch_options, owner_from_counts
 from ..symmetry import find_symmetry, symmetry_plugins
 from ..validate import meets
 from .modules import ModuleChain, detect_modules
+from .pipeline import grouped_improve
 from .pipeline import pipeline as pipelined
 from .rolling import rolling
 from .stages import server_stages
@@ -329,6 +331,14 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     if walked is not None and schedule is not walked:
         schedule.log += f"pipelined walk: makespan {walked.makespan:.9g}\n"
     schedule.log += f"{chain.describe(p)}\n{solved} module subproblems solved\n"
+    if walked is not None and ctx.time_limit is not None and ctx.remaining() >= 2 * _POLISH_MIN:
+        # Half of the polish on the model with inputs in groups, g times smaller (see .pipeline).
+        left, log = ctx.remaining(), schedule.log
+        better = grouped_improve(p, schedule, ctx, left / 2)
+        if better is not schedule:
+            ctx.improved(better.makespan)
+            better.log = log + f"improved with inputs in groups for {left / 2:.1f} s: {better.makespan:.9g}\n"
+            schedule = better
     return _polish(p, schedule, backend, ctx)
 
 

@@ -67,12 +67,13 @@ from ..errors import ProblemError
 from ..formulations.batched_cpsat import CpSatBatched
 from ..formulations.common import retime_jobs
 from ..formulations.cpsat import default_resolution, run_cpsat
+from ..formulations.exact import improve
 from ..problem import Edge, Objective, Problem, System, Task
 from ..schedule import Schedule
 from ..solve import SolveContext
 from .modules import ModuleChain
 
-__all__ = ["pipeline"]
+__all__ = ["grouped_improve", "pipeline"]
 
 
 
@@ -144,6 +145,28 @@ def pipeline(problem: Problem, chain: ModuleChain, window: int, upper: float, st
         for i, u, mask, _ in keep:
             used[u] += p.weight[i] + p.act[i] * bin(mask).count("1")
     return retime_jobs(p, [(i, u, mask, s) for i, u, mask, s, _ in placed])
+
+
+def grouped_improve(problem: Problem, s: Schedule, ctx: SolveContext, seconds: float) -> Schedule:
+    """``s`` improved for ``seconds`` by the exact batched model of the problem with inputs in
+    groups (module docstring), started from ``s``; ``s`` itself when its jobs do not hold
+    whole groups, when there are no groups, or when nothing better is found. The grouped
+    model is g times smaller than the whole problem's, so it often improves a schedule the
+    full model cannot in the same time; its bound holds only for grouped schedules and is
+    dropped."""
+    g = _group_size(problem)
+    if g == 1 or seconds <= 0 or any(min(j.inputs) % g or len(j.inputs) % g
+                                     or j.inputs != tuple(range(min(j.inputs), min(j.inputs) + len(j.inputs)))
+                                     for j in s.jobs):
+        return s
+    p, q = problem, _grouped(problem, g)
+    start = retime_jobs(q, [(p.task_index[j.task], p.device_index[j.device],
+                             sum(1 << (lo // g) for lo in j.inputs if lo % g == 0), j.start) for j in s.jobs])
+    sub = SolveContext(time_limit=seconds, rng=ctx.rng, threads=ctx.threads)
+    out = improve(q, start, sub)
+    back = retime_jobs(p, [(p.task_index[j.task], p.device_index[j.device],
+                            sum(((1 << g) - 1) << (lo * g) for lo in j.inputs), j.start) for j in out.jobs])
+    return back if back.makespan < s.makespan else s
 
 
 def _group_size(p: Problem) -> int:
