@@ -42,8 +42,9 @@ What is exact, what is heuristic
     and a release profile that ends later but releases most inputs earlier may serve
     them better. Unlike the (u, v) recursion it never serialises modules: a step may
     always start a batch as soon as its inputs are released and its device is free.
-    ``split`` keeps the walk only as one candidate among its others, so it is never
-    worse than without it.
+    ``split`` adds the walk as one more candidate: without a time limit it computes
+    every other candidate as before, so it is never worse than without the walk; with
+    one, the walk and the polish after it take time from the module recursion.
 
 Inputs in groups (``group``)
     When every batch size that fits in L, and L, are multiples of g > 1, inputs
