@@ -202,7 +202,8 @@ class CpSatBatched:
 
     def _sort_inputs(self) -> None:
         """``sig(l) <=_lex sig(l + 1)`` over the tasks in topological order (module docstring):
-        ``eq[l, k]`` says the signatures of l and l + 1 agree on the first k + 1 tasks."""
+        ``eq[l, k]`` says the signatures of l and l + 1 agree on the first k + 1 tasks.
+        O(n L) literals and O(n L m) constraint terms."""
         m, p = self.model, self.problem
         if not self.order:
             return
@@ -252,7 +253,7 @@ class CpSatBatched:
                          int(math.floor(j.start * self.res))) for j in schedule.jobs])
 
     def hint_jobs(self, jobs: list[tuple[int, int, int, int]]) -> None:
-        """Hint jobs ``(task, device, input mask, start in ticks)``, as :meth:`hint`."""
+        """Hint jobs ``(task, device, input mask, start in ticks)``, as :meth:`hint`. O(n m L + L log L n)."""
         p, m = self.problem, self.model
         m.clear_hints()
         at = {(i, u): (mask, s) for i, u, mask, s in jobs}
