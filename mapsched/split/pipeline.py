@@ -107,8 +107,7 @@ def pipeline(problem: Problem, chain: ModuleChain, window: int, upper: float, st
     and a re-timing of the placed jobs after each: O(T (model + n L)) besides the solves.
     """
     g = _group_size(problem) if group else 1
-    if g > 1:
-        p = _grouped(problem, g)
+    if g > 1 and (p := _grouped(problem, g)) is not None:
         if hint is not None:  # kept if its jobs hold whole groups
             whole = all(set(j.inputs) == {lo // g * g + r for lo in j.inputs for r in range(g)} for j in hint.jobs)
             hint = replace(hint, jobs=[replace(j, inputs=tuple(sorted({lo // g for lo in j.inputs})))
@@ -161,6 +160,8 @@ def grouped_improve(problem: Problem, s: Schedule, ctx: SolveContext, seconds: f
                                      for j in s.jobs):
         return s
     p, q = problem, _grouped(problem, g)
+    if q is None:
+        return s
     start = retime_jobs(q, [(p.task_index[j.task], p.device_index[j.device],
                              sum(1 << (lo // g) for lo in j.inputs if lo % g == 0), j.start) for j in s.jobs])
     sub = SolveContext(time_limit=seconds, rng=ctx.rng, threads=ctx.threads)
@@ -175,8 +176,9 @@ def _group_size(p: Problem) -> int:
     return math.gcd(p.L, *(b for d in p.system.devices for b in d.batch_sizes if b <= p.L))
 
 
-def _grouped(p: Problem, g: int) -> Problem:
-    """``p`` with L / g inputs, each a group of g (module docstring). O(n m |sizes| + E)."""
+def _grouped(p: Problem, g: int) -> Problem | None:
+    """``p`` with L / g inputs, each a group of g (module docstring), or None where that is no
+    problem (a device with no batch size up to L). O(n m |sizes| + E)."""
     devices = tuple(replace(d, batch_sizes=tuple(b // g for b in d.batch_sizes if b <= p.L and b % g == 0))
                     for d in p.system.devices)
     tasks = []
@@ -190,8 +192,11 @@ def _grouped(p: Problem, g: int) -> Problem:
         tasks.append(Task(t.name, lat, t.weight_bytes, t.input_bytes * g, t.output_bytes * g))
     out = {t.name: t.output_bytes for t in p.tasks}
     edges = [Edge(e.src, e.dst, out[e.src] if e.bytes is None else e.bytes) for e in p.edges]
-    return Problem(tasks, edges, System(devices, p.system.links), Objective(p.objective.kind, p.L // g),
-                   f"{p.name}/{g}")
+    try:
+        return Problem(tasks, edges, System(devices, p.system.links), Objective(p.objective.kind, p.L // g),
+                       f"{p.name}/{g}")
+    except ProblemError:
+        return None
 
 
 def _left_justify(p: Problem, res: float, jobs: list[tuple[int, int, int, int]]
