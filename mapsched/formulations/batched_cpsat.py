@@ -63,18 +63,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from ortools.sat.python import cp_model
 
-from ..problem import Problem
+from ..errors import ProblemError
+from ..problem import Edge, Objective, Problem, System, Task
 from ..schedule import Schedule
 from ..splits import batch_options
 from .common import Plugin, apply_plugins, capped
 from .cpsat import default_resolution, memory_row, run_cpsat
 
-__all__ = ["CpSatBatched"]
+__all__ = ["CpSatBatched", "group_size", "grouped"]
 
 
 SMALL_TASKS = 40
@@ -322,3 +324,33 @@ def _windows(p: Problem, res: float) -> tuple[np.ndarray, np.ndarray]:
             j = int(p.dst[e])
             tail[i] = np.maximum(tail[i], np.min(hop[e] + (short[j] + tail[j])[None, :], axis=1))
     return head, tail
+
+
+def group_size(p: Problem) -> int:
+    """The largest g dividing L and every batch size up to L. O(m |sizes|)."""
+    return math.gcd(p.L, *(b for d in p.system.devices for b in d.batch_sizes if b <= p.L))
+
+
+def grouped(p: Problem, g: int) -> Problem | None:
+    """``p`` with L / g inputs, each a group of g of ``p``'s (inputs l g .. l g + g - 1):
+    batch sizes and activation bytes scaled by g, transfers unchanged; or None where that
+    is no problem (a device with no batch size up to L). Every schedule of it is one of
+    ``p`` once each group is expanded. O(n m |sizes| + E)."""
+    devices = tuple(replace(d, batch_sizes=tuple(b // g for b in d.batch_sizes if b <= p.L and b % g == 0))
+                    for d in p.system.devices)
+    tasks = []
+    for i, t in enumerate(p.tasks):
+        lat = {}
+        for u, d in enumerate(p.system.devices):
+            times = {b // g: float(p.lat[i, u, p.batch_pos[b]]) for b in d.batch_sizes
+                     if b <= p.L and b % g == 0 and math.isfinite(p.lat[i, u, p.batch_pos[b]])}
+            if times:
+                lat[d.name] = times
+        tasks.append(Task(t.name, lat, t.weight_bytes, t.input_bytes * g, t.output_bytes * g))
+    out = {t.name: t.output_bytes for t in p.tasks}
+    edges = [Edge(e.src, e.dst, out[e.src] if e.bytes is None else e.bytes) for e in p.edges]
+    try:
+        return Problem(tasks, edges, System(devices, p.system.links), Objective(p.objective.kind, p.L // g),
+                       f"{p.name}/{g}")
+    except ProblemError:
+        return None

@@ -65,11 +65,11 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from ..errors import ProblemError
-from ..formulations.batched_cpsat import CpSatBatched
+from ..formulations.batched_cpsat import CpSatBatched, group_size, grouped
 from ..formulations.common import retime_jobs
 from ..formulations.cpsat import default_resolution, run_cpsat
 from ..formulations.exact import improve
-from ..problem import Edge, Objective, Problem, System, Task
+from ..problem import Problem, System
 from ..schedule import Schedule
 from ..solve import SolveContext
 from .modules import ModuleChain
@@ -106,8 +106,8 @@ def pipeline(problem: Problem, chain: ModuleChain, window: int, upper: float, st
     whose window reaches the end of the chain, one after another,
     and a re-timing of the placed jobs after each: O(T (model + n L)) besides the solves.
     """
-    g = _group_size(problem) if group else 1
-    if g > 1 and (p := _grouped(problem, g)) is not None:
+    g = group_size(problem) if group else 1
+    if g > 1 and (p := grouped(problem, g)) is not None:
         if hint is not None:  # kept if its jobs hold whole groups
             whole = all(set(j.inputs) == {lo // g * g + r for lo in j.inputs for r in range(g)} for j in hint.jobs)
             hint = replace(hint, jobs=[replace(j, inputs=tuple(sorted({lo // g for lo in j.inputs})))
@@ -154,12 +154,12 @@ def grouped_improve(problem: Problem, s: Schedule, ctx: SolveContext, seconds: f
     model is g times smaller than the whole problem's, so it often improves a schedule the
     full model cannot in the same time; its bound holds only for grouped schedules and is
     dropped. Two re-timings, O(n L) jobs, besides the solve."""
-    g = _group_size(problem)
+    g = group_size(problem)
     if g == 1 or seconds <= 0 or any(min(j.inputs) % g or len(j.inputs) % g
                                      or j.inputs != tuple(range(min(j.inputs), min(j.inputs) + len(j.inputs)))
                                      for j in s.jobs):
         return s
-    p, q = problem, _grouped(problem, g)
+    p, q = problem, grouped(problem, g)
     if q is None:
         return s
     start = retime_jobs(q, [(p.task_index[j.task], p.device_index[j.device],
@@ -169,34 +169,6 @@ def grouped_improve(problem: Problem, s: Schedule, ctx: SolveContext, seconds: f
     back = retime_jobs(p, [(p.task_index[j.task], p.device_index[j.device],
                             sum(((1 << g) - 1) << (lo * g) for lo in j.inputs), j.start) for j in out.jobs])
     return back if back.makespan < s.makespan else s
-
-
-def _group_size(p: Problem) -> int:
-    """The largest g dividing L and every batch size up to L. O(m |sizes|)."""
-    return math.gcd(p.L, *(b for d in p.system.devices for b in d.batch_sizes if b <= p.L))
-
-
-def _grouped(p: Problem, g: int) -> Problem | None:
-    """``p`` with L / g inputs, each a group of g (module docstring), or None where that is no
-    problem (a device with no batch size up to L). O(n m |sizes| + E)."""
-    devices = tuple(replace(d, batch_sizes=tuple(b // g for b in d.batch_sizes if b <= p.L and b % g == 0))
-                    for d in p.system.devices)
-    tasks = []
-    for i, t in enumerate(p.tasks):
-        lat = {}
-        for u, d in enumerate(p.system.devices):
-            times = {b // g: float(p.lat[i, u, p.batch_pos[b]]) for b in d.batch_sizes
-                     if b <= p.L and b % g == 0 and math.isfinite(p.lat[i, u, p.batch_pos[b]])}
-            if times:
-                lat[d.name] = times
-        tasks.append(Task(t.name, lat, t.weight_bytes, t.input_bytes * g, t.output_bytes * g))
-    out = {t.name: t.output_bytes for t in p.tasks}
-    edges = [Edge(e.src, e.dst, out[e.src] if e.bytes is None else e.bytes) for e in p.edges]
-    try:
-        return Problem(tasks, edges, System(devices, p.system.links), Objective(p.objective.kind, p.L // g),
-                       f"{p.name}/{g}")
-    except ProblemError:
-        return None
 
 
 def _left_justify(p: Problem, res: float, jobs: list[tuple[int, int, int, int]]
