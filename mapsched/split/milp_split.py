@@ -37,7 +37,7 @@ Batched throughput
     one) the chain is walked module by module with the state pipelining needs,
     device occupancy and the per-input release profile (:mod:`.pipeline`, whose
     docstring says where that walk is exact); its schedule is one more candidate, so
-    ``split`` is never worse than without it. On identical servers, a second
+    without a time limit ``split`` is never worse than without it. On identical servers, a second
     candidate cuts the chain into one stage per server (:mod:`.stages`), solved first
     with half of what is left of a time limit.
 
