@@ -279,9 +279,8 @@ def test_throughput_chain_bound_is_below_the_optimum(seed, batch):
     assert b >= max(critical_path_bound(p), work_bound(p))
     for method in ("bheft", "bmet", "split"):
         assert b <= solve(p, method, time_limit=10).makespan * (1 + 1e-9)
-    opt = solve(p, "exact", threads=1, time_limit=10)
-    assume(opt.status == "optimal")
-    assert b <= opt.makespan * (1 + 1e-9)
+    # the best schedule the batched exact model finds (its one-batch optimum: not a bound)
+    assert b <= solve(p, "exact", threads=1, time_limit=10).makespan * (1 + 1e-9)
 
 
 def test_full_bound_covers_throughput():

@@ -5,43 +5,103 @@ size k among the sizes u runs (memory allowing), ``y[i, u, l]`` says input l is 
 it, and an optional interval of variable length ``sum_k t[i, u, k] b[i, u, k]``
 starting at ``s[i, u]`` runs it. Each input of each task is on exactly one device,
 and ``sum_l y[i, u, l] == sum_k k b[i, u, k]``, so the batch size is the number of
-inputs. Per edge (i, j), input l and devices (u, v): if ``y[i, u, l]`` and
-``y[j, v, l]`` then ``s[j, v] >= end[i, u] + com(e, u, v)``. Memory counts
-activations per input and weights once per device used. ``AddNoOverlap`` per device.
+inputs. Memory counts activations per input and weights once per device used.
+``AddNoOverlap`` per device.
+
+Precedences through links
+    Per edge e = (i, j) and devices (u, v), one literal ``z[e, u, v]`` says some
+    input goes from batch (i, u) to batch (j, v): ``y[i, u, l] and y[j, v, l] =>
+    z[e, u, v]`` for every l (clauses), and ``z[e, u, v] => s[j, v] >= end[i, u] +
+    com(e, u, v)`` (``z`` false where no link joins u and v). Setting ``z`` where no
+    input passes only adds a constraint, so the optimum is that of the per-input
+    form ``y[i, u, l] and y[j, v, l] => s[j, v] >= ...``; the model states E m^2
+    enforced linear constraints instead of E m^2 L.
 
 Symmetry between inputs
     Relabelling the inputs by one permutation, applied to every task at once, maps
-    a schedule to a schedule with the same makespan (every rule treats inputs
-    alike). So some optimum gives the first task (in topological order) its inputs
-    in device order: ``owner(t0, l) <= owner(t0, l + 1)``. That is the only input
-    symmetry broken; within other tasks inputs are linked through the edges.
+    a schedule to one with the same batches, starts and makespan (every rule treats
+    inputs alike; batches, starts, memory and the device plugins of
+    :mod:`mapsched.symmetry`, which read only per-(task, device) counts, uses and
+    loads, do not change). Sorting the inputs by their *signature*, the devices of
+    their jobs task after task in topological order, is such a relabelling, so some
+    optimum has signatures in lexicographic order: ``sig(l) <=_lex sig(l + 1)``
+    (``input_symmetry``, on by default). This breaks every input permutation that
+    changes a schedule; inputs of equal signature stay interchangeable, but then any
+    order of them is the same schedule. The plugins' device relabellings commute with
+    input relabellings, so both orders can be imposed at once: make a device plugin
+    hold, then sort the inputs, which changes nothing the plugin reads.
+
+    Why counts alone are not exact: replacing the ``y`` by per-edge counts of inputs
+    going from (i, u) to (j, v) is exact on trees, but a task with two parents needs
+    per-input agreement between the two edges' flows (a joint distribution with given
+    pairwise marginals), which counts cannot express on graphs with reconvergent
+    paths, such as every random-wired module.
+
+Redundant constraints (load cuts for batches)
+    Per task and device, ``head[i, u]``: the earliest start of a batch of i on u,
+    and ``tail[i, u]``: the least time the rest of the graph needs after it, both with
+    each task's shortest batch on each device and the transfers between devices.
+    Every input of batch (i, u) passes each ancestor of i on some device, so
+    ``s[i, u] >= head[i, u]``, and ``C >= end[i, u] + tail[i, u]`` when the batch
+    exists. Per device, if it runs any batch, its batches fit between the earliest
+    head and the makespan less the least tail of the tasks it can run:
+    ``sum_i dur[i, u] <= C - min_i head[i, u] - min_i tail[i, u]``; and all devices'
+    work fits in m makespans. These are the latency model's device windows and load
+    cuts taken over the whole graph (the latency cuts between two tasks do not carry
+    over: a task's batches on several devices have no single start and end).
 
 Times are integer ticks rounded down, and jobs and transfers past the horizon are
 shortened to just beyond it, as in :mod:`.cpsat`, so the bound is sound.
+
+Context (the pipelined walk of ``split``)
+    ``busy`` adds fixed intervals to the devices' no-overlap constraints (jobs placed
+    already), and :meth:`CpSatBatched.release` adds per-input release times; inputs
+    are then not interchangeable, and the caller passes ``input_symmetry=False``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from ortools.sat.python import cp_model
 
-from ..problem import Problem
+from ..errors import ProblemError
+from ..problem import Edge, Objective, Problem, System, Task
 from ..schedule import Schedule
 from ..splits import batch_options
 from .common import Plugin, apply_plugins, capped
 from .cpsat import default_resolution, memory_row, run_cpsat
 
-__all__ = ["CpSatBatched"]
+__all__ = ["CpSatBatched", "group_size", "grouped"]
+
+
+SMALL_TASKS = 40
+"""Tasks up to which :meth:`CpSatBatched.solve` runs two workers on two or three threads."""
 
 
 class CpSatBatched:
-    """The CP-SAT model of a throughput problem (``problem.L > 1``)."""
+    """The CP-SAT model of a throughput problem (``problem.L > 1``).
+
+    Parameters
+    ----------
+    input_symmetry : bool
+        Order the inputs' signatures (see the module docstring); only where inputs are
+        interchangeable (no :meth:`release` times).
+    busy : list of list of (int, int), optional
+        Per device, fixed ``(start, length)`` intervals in ticks that its jobs avoid.
+
+    Notes
+    -----
+    O(n m (|sizes| + L) + E m^2 L) variables and constraints, O(E m^2) of them linear.
+    """
 
     def __init__(self, problem: Problem, upper_bound: float, resolution: float | None = None,
-                 plugins: tuple[Plugin, ...] = ()) -> None:
+                 plugins: tuple[Plugin, ...] = (), input_symmetry: bool = True,
+                 busy: Sequence[Sequence[tuple[int, int]]] | None = None) -> None:
         self.problem = problem
         self.res = res = resolution or default_resolution(upper_bound)
         self.model = m = cp_model.CpModel()
@@ -57,8 +117,10 @@ class CpSatBatched:
         self.s: dict[tuple[int, int], Any] = {}
         self.end: dict[tuple[int, int], Any] = {}
         self.y: dict[tuple[int, int, int], Any] = {}
+        self.present: dict[tuple[int, int], Any] = {}
         intervals: list[list[Any]] = [[] for _ in range(p.m)]
         options: dict[tuple[int, int], list[int]] = {}
+        head, tail = _windows(p, res)
         for i in range(p.n):
             for u in range(p.m):
                 sizes = batch_options(p, i, u)
@@ -72,31 +134,47 @@ class CpSatBatched:
                 self.n[i, u] = sum(k * v for k, v in bs.items())
                 ticks = {k: int(math.floor(p.lat[i, u, p.batch_pos[k]] * res)) for k in sizes}
                 self.dur[i, u] = sum(ticks[k] * v for k, v in bs.items())
-                s = self.s[i, u] = m.new_int_var(0, horizon, f"s{i}_{u}")
+                reach = bool(np.isfinite(head[i, u]) and np.isfinite(tail[i, u]))
+                s = self.s[i, u] = m.new_int_var(min(int(head[i, u]), horizon) if reach else 0, horizon,
+                                                 f"s{i}_{u}")
                 self.end[i, u] = s + self.dur[i, u]
-                present = m.new_bool_var(f"on{i}_{u}")
+                present = self.present[i, u] = m.new_bool_var(f"on{i}_{u}")
                 m.add(x == present)
+                if not reach:  # no input can reach u, or leave it, for this task
+                    m.add(present == 0)
                 size = m.new_int_var(0, max(ticks.values()), f"d{i}_{u}")
                 m.add(size == self.dur[i, u])
                 end = m.new_int_var(0, horizon + max(ticks.values()), f"e{i}_{u}")
                 intervals[u].append(m.new_optional_interval_var(s, size, end, present, f"iv{i}_{u}"))
-                m.add(end <= self.C).only_enforce_if(present)
+                m.add(end + (int(tail[i, u]) if reach else 0) <= self.C).only_enforce_if(present)
                 for lo in range(L):
                     self.y[i, u, lo] = m.new_bool_var(f"y{i}_{u}_{lo}")
                     m.add_implication(self.y[i, u, lo], present)
                 m.add(sum(self.y[i, u, lo] for lo in range(L)) == self.n[i, u])
             for lo in range(L):
                 m.add_exactly_one(self.y[i, u, lo] for u in range(p.m) if (i, u) in self.x)
+        self.intervals = intervals
         for u in range(p.m):
-            m.add_no_overlap(intervals[u])
-            m.add(sum(self.dur[i, u] for i in range(p.n) if (i, u) in self.x) <= self.C)
+            fixed = [m.new_fixed_size_interval_var(a, d, f"busy{u}_{k}")
+                     for k, (a, d) in enumerate((busy or [[]] * p.m)[u]) if d > 0]
+            m.add_no_overlap(intervals[u] + fixed)
+            on = [i for i in range(p.n) if (i, u) in self.x]
+            ok = [i for i in on if np.isfinite(head[i, u]) and np.isfinite(tail[i, u])]
+            if ok:  # a used device's batches lie between the earliest head and the makespan less the least tail
+                used = m.new_bool_var(f"used{u}")
+                for i in on:
+                    m.add_implication(self.present[i, u], used)
+                room = min(int(head[i, u]) for i in ok) + min(int(tail[i, u]) for i in ok)
+                m.add(sum(self.dur[i, u] for i in on) + room <= self.C).only_enforce_if(used)
             if math.isfinite(p.mem[u]):
-                on = [i for i in range(p.n) if (i, u) in self.x]
                 # CP-SAT sums the row over every batch-size literal
                 most = sum(p.act[i] * k + p.weight[i] for i in on for k in options[i, u])
                 sizes, room = memory_row(np.concatenate([p.act[on], p.weight[on]]), p.mem[u], most)
                 m.add(cp_model.LinearExpr.weighted_sum([self.n[i, u] for i in on] + [self.x[i, u] for i in on],
                                                        sizes) <= room)
+
+        # All devices together: their work fits in m makespans.
+        m.add(sum(self.dur.values()) <= p.m * self.C)
 
         for e in range(p.E):
             i, j = int(p.src[e]), int(p.dst[e])
@@ -105,20 +183,56 @@ class CpSatBatched:
                     if (i, u) not in self.x or (j, v) not in self.x:
                         continue
                     c = p.comm[e, u, v]
+                    z = m.new_bool_var(f"z{e}_{u}_{v}")  # some input goes from batch (i, u) to (j, v)
                     for lo in range(L):
-                        both = [self.y[i, u, lo], self.y[j, v, lo]]
-                        if not math.isfinite(c):
-                            m.add_bool_or([both[0].Not(), both[1].Not()])
-                        else:
-                            m.add(self.s[j, v] >= self.end[i, u] + int(math.floor(c * res))).only_enforce_if(both)
+                        m.add_bool_or([self.y[i, u, lo].Not(), self.y[j, v, lo].Not(), z])
+                    if not math.isfinite(c):
+                        m.add(z == 0)
+                    else:
+                        m.add(self.s[j, v] >= self.end[i, u] + int(math.floor(c * res))).only_enforce_if(z)
 
-        # Inputs are interchangeable: the first task takes them in device order (see module doc).
-        t0 = int(p.topo[0])
-        owner = [sum(u * self.y[t0, u, lo] for u in range(p.m) if (t0, u) in self.x) for lo in range(L)]
-        for lo in range(L - 1):
-            m.add(owner[lo] <= owner[lo + 1])
+        # Tasks that only one device runs have the same owner for every input: left out.
+        self.order = [int(t) for t in p.topo if sum((int(t), u) in self.x for u in range(p.m)) > 1]
+        self.sorted_inputs = input_symmetry
+        if input_symmetry:
+            self._sort_inputs()
         apply_plugins(self, plugins)
         m.minimize(self.C)
+
+    def _owner(self, i: int, lo: int) -> Any:
+        return sum(u * self.y[i, u, lo] for u in range(self.problem.m) if (i, u) in self.x)
+
+    def _sort_inputs(self) -> None:
+        """``sig(l) <=_lex sig(l + 1)`` over the tasks in topological order (module docstring):
+        ``eq[l, k]`` says the signatures of l and l + 1 agree on the first k + 1 tasks.
+        O(n L) literals and O(n L m) constraint terms."""
+        m, p = self.model, self.problem
+        if not self.order:
+            return
+        for lo in range(p.L - 1):
+            prev = None  # agreement so far (None: the empty prefix, true)
+            for k, i in enumerate(self.order):
+                a, b = self._owner(i, lo), self._owner(i, lo + 1)
+                if k == len(self.order) - 1:
+                    m.add(a <= b).only_enforce_if(*([prev] if prev is not None else []))
+                    break
+                eq = m.new_bool_var(f"eq{lo}_{k}")
+                lits = [prev] if prev is not None else []
+                m.add(a <= b).only_enforce_if(lits)
+                m.add(a < b).only_enforce_if([*lits, eq.Not()])
+                m.add(a == b).only_enforce_if(eq)
+                if prev is not None:
+                    m.add_implication(eq, prev)
+                prev = eq
+
+    def release(self, i: int, u: int, lo: int, ticks: int) -> None:
+        """Input ``lo`` reaches batch (i, u) at ``ticks`` at the earliest (negative: never)."""
+        if (i, u) not in self.x:
+            return
+        if ticks < 0:
+            self.model.add(self.y[i, u, lo] == 0)
+        else:
+            self.model.add(self.s[i, u] >= ticks).only_enforce_if(self.y[i, u, lo])
 
     # ModelView for plugins (times in ticks)
     def use(self, i: int, u: int) -> Any:
@@ -134,23 +248,47 @@ class CpSatBatched:
         self.model.add(constraint)
 
     def hint(self, schedule: Schedule) -> None:
-        """Hint a schedule whose inputs follow the symmetry order (else CP-SAT repairs it)."""
+        """Hint a schedule, its inputs relabelled in signature order when the model orders
+        them, so that the hint satisfies it."""
+        p = self.problem
+        self.hint_jobs([(p.task_index[j.task], p.device_index[j.device], sum(1 << lo for lo in j.inputs),
+                         int(math.floor(j.start * self.res))) for j in schedule.jobs])
+
+    def hint_jobs(self, jobs: list[tuple[int, int, int, int]]) -> None:
+        """Hint jobs ``(task, device, input mask, start in ticks)``, as :meth:`hint`. O(n m L + L log L n)."""
         p, m = self.problem, self.model
         m.clear_hints()
-        jobs = {(p.task_index[j.task], p.device_index[j.device]): j for j in schedule.jobs}
+        at = {(i, u): (mask, s) for i, u, mask, s in jobs}
+        label = list(range(p.L))
+        if self.sorted_inputs:
+            owner = np.zeros((p.n, p.L), dtype=np.int64)
+            for (i, u), (mask, _) in at.items():
+                owner[i, [lo for lo in range(p.L) if mask >> lo & 1]] = u
+            rank = sorted(range(p.L), key=lambda lo: tuple(owner[self.order, lo].tolist()))
+            for new, old in enumerate(rank):
+                label[old] = new
         for (i, u, k), var in self.b.items():
-            m.add_hint(var, (i, u) in jobs and len(jobs[i, u].inputs) == k)
+            m.add_hint(var, (i, u) in at and at[i, u][0].bit_count() == k)
+        held = {(i, u, label[lo]) for (i, u), (mask, _) in at.items() for lo in range(p.L) if mask >> lo & 1}
         for (i, u, lo), var in self.y.items():
-            m.add_hint(var, (i, u) in jobs and lo in jobs[i, u].inputs)
+            m.add_hint(var, (i, u, lo) in held)
         for (i, u), s in self.s.items():
-            if (i, u) in jobs:
-                m.add_hint(s, int(math.floor(jobs[i, u].start * self.res)))
+            if (i, u) in at:
+                m.add_hint(s, at[i, u][1])
 
     def solve(self, time_limit: float | None, threads: int, seed: int = 0, log: bool = False,
               on_solution: Any = None, detect_symmetry: bool = True) -> dict[str, Any]:
-        """Solve; returns ``jobs`` [(task, device, mask, start ms)], ``bound`` (ms), ``optimal``, ``log``."""
+        """Solve; returns ``jobs`` [(task, device, mask, start ms)], ``bound`` (ms), ``optimal``, ``log``.
+
+        With two or three threads, a model of at most :data:`SMALL_TASKS` tasks runs two
+        workers, the LP-free search and the default one, instead of the portfolio's three:
+        the third worker's neighbourhood search rarely helps so small a model and takes its
+        share of the cores from the proof (single N=10 modules with B=16: proved in 34 s
+        where the portfolio had not in 60 s, on a loaded machine)."""
+        small = 2 <= threads < 4 and self.problem.n <= SMALL_TASKS
         solver, status, text = run_cpsat(self, time_limit, threads, seed, log, on_solution,
-                                         detect_symmetry=detect_symmetry)
+                                         detect_symmetry=detect_symmetry, workers=2 if small else None,
+                                         subsolvers=("no_lp", "default_lp") if small else ())
         out: dict[str, Any] = {"jobs": None, "log": text, "optimal": status == cp_model.OPTIMAL,
                                "bound": solver.best_objective_bound / self.res}
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -165,3 +303,54 @@ class CpSatBatched:
                 jobs.append((i, u, mask, solver.value(self.s[i, u]) / self.res))
         return jobs
 
+
+
+def _windows(p: Problem, res: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per task and device, in ticks (rounded down as the model's data are): ``head[i, u]``,
+    the earliest start of a batch of i on u, and ``tail[i, u]``, the least time after it
+    ends, with each task's shortest batch per device and the transfers; ``inf`` where no
+    input can take that way. O(E m^2 + n m |sizes|)."""
+    with np.errstate(invalid="ignore"):
+        short = np.floor(np.where(np.isfinite(p.lat), p.lat, np.inf).min(axis=2) * res)  # (n, m)
+        hop = np.where(np.eye(p.m, dtype=bool)[None], 0.0, np.floor(p.comm * res))  # (E, u, v)
+    head = np.zeros((p.n, p.m))
+    tail = np.zeros((p.n, p.m))
+    for i in p.topo.tolist():
+        for e in p.in_edges[i]:
+            q = int(p.src[e])
+            head[i] = np.maximum(head[i], np.min((head[q] + short[q])[:, None] + hop[e], axis=0))
+    for i in reversed(p.topo.tolist()):
+        for e in p.out_edges[i]:
+            j = int(p.dst[e])
+            tail[i] = np.maximum(tail[i], np.min(hop[e] + (short[j] + tail[j])[None, :], axis=1))
+    return head, tail
+
+
+def group_size(p: Problem) -> int:
+    """The largest g dividing L and every batch size up to L. O(m |sizes|)."""
+    return math.gcd(p.L, *(b for d in p.system.devices for b in d.batch_sizes if b <= p.L))
+
+
+def grouped(p: Problem, g: int) -> Problem | None:
+    """``p`` with L / g inputs, each a group of g of ``p``'s (inputs l g .. l g + g - 1):
+    batch sizes and activation bytes scaled by g, transfers unchanged; or None where that
+    is no problem (a device with no batch size up to L). Every schedule of it is one of
+    ``p`` once each group is expanded. O(n m |sizes| + E)."""
+    devices = tuple(replace(d, batch_sizes=tuple(b // g for b in d.batch_sizes if b <= p.L and b % g == 0))
+                    for d in p.system.devices)
+    tasks = []
+    for i, t in enumerate(p.tasks):
+        lat = {}
+        for u, d in enumerate(p.system.devices):
+            times = {b // g: float(p.lat[i, u, p.batch_pos[b]]) for b in d.batch_sizes
+                     if b <= p.L and b % g == 0 and math.isfinite(p.lat[i, u, p.batch_pos[b]])}
+            if times:
+                lat[d.name] = times
+        tasks.append(Task(t.name, lat, t.weight_bytes, t.input_bytes * g, t.output_bytes * g))
+    out = {t.name: t.output_bytes for t in p.tasks}
+    edges = [Edge(e.src, e.dst, out[e.src] if e.bytes is None else e.bytes) for e in p.edges]
+    try:
+        return Problem(tasks, edges, System(devices, p.system.links), Objective(p.objective.kind, p.L // g),
+                       f"{p.name}/{g}")
+    except ProblemError:
+        return None

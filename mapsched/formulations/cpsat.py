@@ -279,19 +279,20 @@ def portfolio(params: Any, threads: int, deadline: bool = False) -> None:
 
 def run_cpsat(model: Any, time_limit: float | None, threads: int, seed: int, log: bool,
               on_solution: Any = None, workers: int | None = None, deadline: bool = False,
-              detect_symmetry: bool = True) -> tuple[cp_model.CpSolver, int, str]:
+              detect_symmetry: bool = True, subsolvers: tuple[str, ...] = ()) -> tuple[cp_model.CpSolver, int, str]:
     """Solve ``model.model`` with CP-SAT. ``on_solution(solution, bound)`` gets each solution as
     ``model.read`` gives it and the bound proved so far (ms), and stops the search by returning
     True. ``workers`` replaces :func:`portfolio` by CP-SAT's default search with that many
     workers; ``deadline`` is passed on to :func:`portfolio`. Returns the solver, its status and
     the log (empty unless asked for). ``detect_symmetry=False`` turns off CP-SAT's own symmetry
-    detection (``symmetry_level`` 0)."""
+    detection (``symmetry_level`` 0). ``subsolvers`` (with ``workers``) names the workers."""
     solver = cp_model.CpSolver()
     prm = solver.parameters
     if time_limit is not None:
         prm.max_time_in_seconds = max(time_limit, 0.01)
     if workers:
         prm.num_workers = workers
+        prm.subsolvers.extend(subsolvers)
     else:
         portfolio(prm, threads, deadline)
     prm.random_seed = int(seed)

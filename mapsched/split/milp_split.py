@@ -27,11 +27,19 @@ When it is exact
 
 Batched throughput
     The same decomposition with the batched exact model per module; a module's
-    input and output tasks then run all L inputs as one batch on their device. The
-    recursion adds module makespans although consecutive modules may pipeline
-    inputs, so it is a heuristic there; the re-timing recovers the overlap. On
-    identical servers, a second candidate cuts the chain into one stage per server
-    (:mod:`.stages`), solved first with half of a time limit.
+    input and output tasks then run all L inputs as one batch on their device. Held
+    that way, a channel end is a barrier (no input leaves module t before all have),
+    so the recursion adds module makespans although consecutive modules may pipeline
+    inputs: it is a heuristic there, and the re-timing recovers only part of the
+    overlap. So first (with ``pipeline`` > 0 and CP-SAT, in at most half of a time
+    limit; the module recursion then gets half of the rest, and the whole-graph polish
+    below the other half, first on the model with inputs in groups, then on the full
+    one) the chain is walked module by module with the state pipelining needs,
+    device occupancy and the per-input release profile (:mod:`.pipeline`, whose
+    docstring says where that walk is exact); its schedule is one more candidate, so
+    without a time limit ``split`` is never worse than without it. On identical servers, a second
+    candidate cuts the chain into one stage per server (:mod:`.stages`), solved first
+    with half of what is left of a time limit.
 
 Whatever the recursion gives, ``split`` returns its warm start (``heft``, or
 ``bheft`` for throughput) instead when that is better.
@@ -79,6 +87,8 @@ from ..splits import batch_options, owner_from_counts
 from ..symmetry import find_symmetry, symmetry_plugins
 from ..validate import meets
 from .modules import ModuleChain, detect_modules
+from .pipeline import grouped_improve
+from .pipeline import pipeline as pipelined
 from .rolling import rolling
 from .stages import server_stages
 
@@ -193,11 +203,14 @@ def _com(p: Problem, chain: ModuleChain, t: int, v_prev: int, u: int) -> float:
                "stitching (0: the seed paper's independent module solves)"),
         Option("step_time_limit", float, 0.5, "rolling stitching: seconds per step (its solves rarely "
                "improve after half a second; see BENCHMARKS.md)", positive=True),
+        Option("pipeline", int, 1, "throughput: modules solved at once in the pipelined walk, which carries "
+               "device occupancy and per-input release times from module to module (0: no walk)"),
+        Option("pipeline_step_limit", float, 2.0, "pipelined walk: seconds per step", positive=True),
     ),
 )
 def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, module_time_limit: float,
           symmetry: str, orbits: bool, workers: int, executor: Executor | None, module_threads: int,
-          window: int, step_time_limit: float) -> Schedule:
+          window: int, step_time_limit: float, pipeline: int, pipeline_step_limit: float) -> Schedule:
     """MILP-SPLIT; see the module docstring. O(T m^2) module solves (fewer with
     identical devices: one per orbit) and O(T m^3) DP steps; with the rolling
     stitching, T solves of ``window`` modules instead."""
@@ -223,6 +236,13 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
             return _polish(p, s, backend, ctx)
     sym = find_symmetry(p)
     symmetry_plugins(problem, symmetry)  # reject a bad criterion before any work
+    walked = None
+    if p.L > 1 and pipeline > 0 and backend == "cpsat":  # half of the time limit at most
+        until = None if ctx.time_limit is None else ctx.elapsed() + ctx.remaining() / 2
+        walked = pipelined(p, chain, pipeline, start.makespan, pipeline_step_limit, ctx, start, until, group=True)
+        if walked is not None:
+            ctx.improved(walked.makespan)
+            walked.log += f"pipelined walk, {pipeline} module(s) per step: makespan {walked.makespan:.9g}\n"
     staged = None
     if p.L > 1:  # first: on servers that each hold a share of the model, often the best candidate
         stages = server_stages(p, chain, sym, lambda sub, limit: solve_module(sub, backend, limit, symmetry,
@@ -253,10 +273,13 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     # 0 through an executor: each task's share of the worker it lands on (1 off a cluster).
     threads = module_threads or (0 if executor is not None else max(1, ctx.threads // width))
     limit = module_time_limit
+    # With a pipelined schedule, half of what is left goes to improving it over the whole
+    # graph (the polish) rather than to the module recursion, which adds module makespans.
+    polish = ctx.remaining() / 2 if walked is not None and ctx.time_limit is not None else 0.0
     if ctx.time_limit is not None:  # share what is left among the subproblems, so the table fills in time
-        limit = min(module_time_limit, max(0.2, 0.8 * ctx.remaining() * width / max(1, len(jobs))))
+        limit = min(module_time_limit, max(0.2, 0.8 * (ctx.remaining() - polish) * width / max(1, len(jobs))))
     # Kept back: the last subproblem's set-up, which may run past its limit, and two stitchings.
-    results, complete = _run(jobs, backend, limit, symmetry, threads, width, executor, ctx, 3 * one_pass)
+    results, complete = _run(jobs, backend, limit, symmetry, threads, width, executor, ctx, 3 * one_pass + polish)
     solved = len(results)
     for t in range(T):
         for u in ins_dev[t]:
@@ -305,6 +328,8 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
         candidates[-1].log += "modules solved with free channel ends, stitched\n"
     if staged is not None:
         candidates.append(staged)
+    if walked is not None:
+        candidates.append(walked)
     schedule = min([*candidates, start], key=lambda c: c.makespan)
     if schedule is start:
         schedule.log += "split: returned the warm start, which no combination of module schedules beat\n"
@@ -312,10 +337,20 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
         schedule.log += f"DP value {finals[key]:.6g}; {'exact' if exact_chain else 'heuristic'} recursion\n"
     if staged is not None:
         schedule.log += f"server stages: makespan {staged.makespan:.9g}\n"
+    if walked is not None and schedule is not walked:
+        schedule.log += f"pipelined walk: makespan {walked.makespan:.9g}\n"
     schedule.log += f"{chain.describe(p)}\n{solved} module subproblems solved\n"
     if getattr(executor, "lost", False):
         schedule.log += "split: the cluster's scheduler was lost mid-run; the best schedule of what was solved\n"
         return schedule
+    if walked is not None and ctx.time_limit is not None and ctx.remaining() >= 2 * _POLISH_MIN:
+        # Half of the polish on the model with inputs in groups, g times smaller (see .pipeline).
+        left, log = ctx.remaining(), schedule.log
+        better = grouped_improve(p, schedule, ctx, left / 2)
+        if better is not schedule:
+            ctx.improved(better.makespan)
+            better.log = log + f"improved with inputs in groups for {left / 2:.1f} s: {better.makespan:.9g}\n"
+            schedule = better
     return _polish(p, schedule, backend, ctx)
 
 

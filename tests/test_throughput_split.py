@@ -1,0 +1,109 @@
+"""Batched throughput: split's pipelined walk and the batched CP-SAT model's reformulations."""
+
+import pytest
+from hypothesis import given, settings
+from strategies import problems
+
+from mapsched import Objective, solve, validate
+from mapsched.formulations.batched_cpsat import CpSatBatched
+from mapsched.formulations.batched_milp import MilpBatched
+from mapsched.formulations.common import retime_jobs
+from mapsched.generators import stack
+from mapsched.solve import SolveContext
+from mapsched.split.milp_split import pick_chain
+from mapsched.split.pipeline import grouped_improve, pipeline
+
+
+def optimum(p, model):
+    out = model.solve(60, 1)
+    assert out["optimal"]
+    s = retime_jobs(p, out["jobs"])
+    assert validate(p, s) == []
+    return s.makespan
+
+
+@settings(max_examples=8, deadline=None)
+@given(problems(throughput=True, max_tasks=4, max_devices=2, max_batch=3))
+def test_sorted_inputs_keep_the_optimum(p):
+    """Lexicographic input signatures, link literals and the batched windows and load cuts
+    remove no optimum: the same value as the model without input ordering and as the MILP."""
+    upper = solve(p, "bheft").makespan
+    ordered = optimum(p, CpSatBatched(p, upper))
+    assert ordered == pytest.approx(optimum(p, CpSatBatched(p, upper, input_symmetry=False)), rel=1e-6, abs=1e-6)
+    out = MilpBatched(p, upper).solve(60, 1)
+    assert out["optimal"]
+    assert ordered == pytest.approx(retime_jobs(p, out["jobs"]).makespan, rel=1e-6, abs=1e-6)
+
+
+@settings(max_examples=10, deadline=None)
+@given(problems(throughput=True, max_tasks=4, max_devices=3, max_batch=4))
+def test_hint_follows_the_input_order(p):
+    """A hinted schedule is relabelled so that its input signatures are in lexicographic
+    order, as the model requires, and keeps its batches."""
+    start = solve(p, "bheft")
+    model = CpSatBatched(p, start.makespan * 1.01 + 1.0)
+    model.hint(start)
+    hint = dict(zip(model.model.proto.solution_hint.vars, model.model.proto.solution_hint.values))
+    owner = {(i, lo): u for (i, u, lo), y in model.y.items() if hint[y.index]}
+    assert len(owner) == p.n * p.L or any(  # unless a task has two batches on one device (outside the model)
+        len([j for j in start.jobs if j.task == t.name]) > len({j.device for j in start.jobs if j.task == t.name})
+        for t in p.tasks)
+    if len(owner) == p.n * p.L:
+        sig = [tuple(owner[i, lo] for i in model.order) for lo in range(p.L)]
+        assert sig == sorted(sig)
+        sizes = sorted((j.task, j.device, len(j.inputs)) for j in start.jobs)
+        assert sizes == sorted((p.task_names[i], p.device_names[u], sum(hint[y.index] for (ii, uu, _), y
+                                                                        in model.y.items() if (ii, uu) == (i, u)))
+                               for (i, u) in model.x if any(hint[model.y[i, u, lo].index] for lo in range(p.L)))
+
+
+@settings(max_examples=6, deadline=None)
+@given(problems(throughput=True, max_tasks=5, max_devices=2, max_batch=3))
+def test_walk_in_one_window_is_the_exact_optimum(p):
+    """With a window over every module the walk is one exact step: the optimum of the batched
+    model (``exact`` may return its start instead, with two batches of a task on one device)."""
+    chain = pick_chain(p, 0)
+    assert sorted(i for mod in chain.modules for i in mod) == list(range(p.n))
+    start = solve(p, "bheft")
+    s = pipeline(p, chain, len(chain.modules), start.makespan, 60.0, SolveContext(), start)
+    assert s is not None and validate(p, s) == []
+    assert s.makespan == pytest.approx(optimum(p, CpSatBatched(p, start.makespan)), rel=1e-6, abs=1e-6)
+
+
+@settings(max_examples=6, deadline=None)
+@given(problems(throughput=True, max_tasks=6, max_devices=3, max_batch=4))
+def test_walk_schedules_are_valid_and_no_better_than_the_optimum(p):
+    chain = pick_chain(p, 0)
+    start = solve(p, "bheft")
+    best = solve(p, "exact", threads=1).makespan
+    for group in (False, True):
+        s = pipeline(p, chain, 1, start.makespan, 5.0, SolveContext(), start, group=group)
+        if s is not None:
+            assert validate(p, s) == []
+            assert s.makespan >= best * (1 - 1e-6) - 1e-6
+
+
+def test_grouped_walk_pipelines_a_stack():
+    """Batches of 2, 4, 6 and 8 over 8 inputs: the walk moves inputs in pairs, its schedule
+    is valid, and split with it is never worse than without it."""
+    p = stack(2, 5, 1, seed=2, objective=Objective("throughput", 8))
+    assert all(b % 2 == 0 for d in p.system.devices for b in d.batch_sizes)
+    chain = pick_chain(p, 0)
+    start = solve(p, "bheft")
+    s = pipeline(p, chain, 1, start.makespan, 5.0, SolveContext(), start, group=True)
+    assert validate(p, s) == []
+    assert all(len(j.inputs) % 2 == 0 and min(j.inputs) % 2 == 0 for j in s.jobs)
+    plain = solve(p, "split", threads=1, pipeline=0)
+    walked = solve(p, "split", threads=1)
+    assert validate(p, walked) == [] and walked.makespan <= plain.makespan + 1e-9
+
+
+def test_grouped_improve_keeps_a_valid_schedule_no_worse():
+    p = stack(2, 5, 1, seed=3, objective=Objective("throughput", 8))
+    chain = pick_chain(p, 0)
+    start = solve(p, "bheft")
+    s = pipeline(p, chain, 1, start.makespan, 1.0, SolveContext(), start, group=True)
+    better = grouped_improve(p, s, SolveContext(), 1.0)
+    assert validate(p, better) == [] and better.makespan <= s.makespan
+    assert grouped_improve(p, start, SolveContext(), 1.0) is start or all(
+        len(j.inputs) % 2 == 0 for j in start.jobs)  # a start that splits a pair is returned as it is
