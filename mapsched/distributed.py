@@ -84,6 +84,21 @@ def completed(futures: Iterable[Future], timeout: float | None = None, executor:
             return
 
 
+def bound_result(future: Future, executor: Executor | None, timeout: float | None = None) -> float:
+    """The proved bound a ``future`` computes, or 0 (a bound too, proving nothing) when it
+    does not come back within ``timeout`` seconds or the executor's cluster is lost; any
+    other error is raised."""
+    if next(completed([future], timeout, executor), None) is None:
+        future.cancel()
+        return 0.0
+    try:
+        return future.result()
+    except Exception:
+        if getattr(executor, "lost", False):
+            return 0.0
+        raise
+
+
 def as_executor(executor: Any) -> Executor | None:
     """A :class:`DaskExecutor` on a ``distributed.Client``; an executor, or None, as it is.
     What the ``executor`` arguments of split, the bounds and the sweeps go through."""

@@ -59,7 +59,7 @@ import numpy as np
 
 from ..bounds import Bound, critical_path_bound, lower_bound, min_work, work_bound
 from ..bounds.batched import BATCHED_TASKS, batched_relaxation_bound, stage_bound, two_part_bound
-from ..distributed import as_executor, completed
+from ..distributed import as_executor, bound_result
 from ..formulations.relaxation import RELAXATION_TASKS, relaxation_bound
 from ..problem import Objective, Problem, System, Task
 from ..solve import solve
@@ -166,16 +166,7 @@ class _Recursion:
         future = self.pending.pop(x, None)
         if future is None:
             return 0.0
-        wait_for = max(0.0, self.deadline - time.perf_counter()) + self.limit
-        if next(completed([future], wait_for, self.executor), None) is None:
-            future.cancel()
-            return 0.0
-        try:
-            return future.result()
-        except Exception:
-            if getattr(self.executor, "lost", False):
-                return 0.0
-            raise
+        return bound_result(future, self.executor, max(0.0, self.deadline - time.perf_counter()) + self.limit)
 
     def bound(self, x: frozenset, s: int) -> float:
         """Lower bound of task set x, all of whose tasks lie in modules s and later."""

@@ -26,15 +26,16 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import networkx as nx
 import numpy as np
 from networkx.algorithms.flow import build_residual_network, edmonds_karp
 
-from ..problem import Problem
+from ..errors import ProblemError
+from ..problem import Problem, System
 
-__all__ = ["ModuleChain", "detect_modules", "k_edge_classes"]
+__all__ = ["ModuleChain", "detect_modules", "k_edge_classes", "step_problem"]
 
 
 @dataclass(frozen=True)
@@ -293,3 +294,17 @@ def _node_cut(p: Problem, pos: np.ndarray, k: int) -> int | None:
     """The single task at positions <= k from which every edge crossing position k leaves."""
     srcs = {int(p.src[e]) for e in range(p.E) if pos[p.src[e]] <= k < pos[p.dst[e]]}
     return srcs.pop() if len(srcs) == 1 else None
+
+
+def step_problem(p: Problem, tasks: list[int], used: np.ndarray) -> Problem | None:
+    """The subproblem of ``tasks`` (in this order) on what is left of each device's memory
+    once ``used`` bytes are taken, for a step of a walk down the chain (the rolling horizon,
+    the pipelined walk); None when some device no longer holds a task it could run."""
+    system = System(tuple(replace(d, memory=d.memory - used[u]) for u, d in enumerate(p.system.devices)),
+                    p.system.links)
+    inside = set(tasks)
+    try:
+        return Problem([p.tasks[i] for i in tasks], [e for e in p.edges if p.task_index[e.src] in inside
+                                                     and p.task_index[e.dst] in inside], system, p.objective)
+    except ProblemError:  # what is left of some device's memory no longer fits a task
+        return None

@@ -64,15 +64,14 @@ from dataclasses import replace
 import numpy as np
 from ortools.sat.python import cp_model
 
-from ..errors import ProblemError
+from ..context import SolveContext
 from ..formulations.batched_cpsat import CpSatBatched, group_size, grouped
 from ..formulations.common import retime_jobs
 from ..formulations.cpsat import default_resolution, run_cpsat
 from ..formulations.exact import improve
-from ..problem import Problem, System
+from ..problem import Problem
 from ..schedule import Schedule
-from ..solve import SolveContext
-from .modules import ModuleChain
+from .modules import ModuleChain, step_problem
 
 __all__ = ["grouped_improve", "pipeline"]
 
@@ -193,14 +192,10 @@ def _step(p: Problem, tasks: list[int], placed: list[tuple[int, int, int, int, i
           hint: Schedule | None) -> list[tuple[int, int, int, int]] | None:
     """Solve ``tasks`` in the context of the placed jobs: their jobs (task, device, mask, start)
     in ticks, or None."""
-    system = System(tuple(replace(d, memory=d.memory - used[u]) for u, d in enumerate(p.system.devices)),
-                    p.system.links)
-    inside = set(tasks)
-    try:
-        sub = Problem([p.tasks[i] for i in tasks], [e for e in p.edges if p.task_index[e.src] in inside
-                                                   and p.task_index[e.dst] in inside], system, p.objective)
-    except ProblemError:  # what is left of some device's memory no longer fits a task
+    sub = step_problem(p, tasks, used)
+    if sub is None:
         return None
+    inside = set(tasks)
     # Release of each input at each receiving batch, from the edges out of placed tasks.
     release = np.zeros((len(tasks), p.m, p.L), dtype=np.int64)  # -1: no link from the sender's device
     for k, i in enumerate(tasks):

@@ -22,19 +22,17 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
 
 import numpy as np
 from ortools.sat.python import cp_model
 
 from ..context import SolveContext
-from ..errors import ProblemError
 from ..formulations.common import capped, retime_jobs
 from ..formulations.cpsat import CpSatModel, default_resolution, run_cpsat
 from ..formulations.exact import serial_bound
-from ..problem import Problem, System
+from ..problem import Problem
 from ..schedule import Schedule
-from .modules import ModuleChain
+from .modules import ModuleChain, step_problem
 
 __all__ = ["rolling"]
 
@@ -94,13 +92,8 @@ def _step(p: Problem, tasks: list[int], owner: np.ndarray, start: np.ndarray, le
     ``step_time_limit`` seconds at most, and its share of what is left of the time limit among
     ``steps`` steps once the model is built: on thousands of tasks building takes as long as a
     step's solve."""
-    system = System(tuple(replace(d, memory=d.memory - used[u]) for u, d in enumerate(p.system.devices)),
-                    p.system.links)
-    inside = set(tasks)
-    try:
-        sub = Problem([p.tasks[i] for i in tasks], [e for e in p.edges if p.task_index[e.src] in inside
-                                                   and p.task_index[e.dst] in inside], system, p.objective)
-    except ProblemError:  # what is left of some device's memory no longer fits a task
+    sub = step_problem(p, tasks, used)
+    if sub is None:
         return None
     sub = capped(sub, cap)  # built from the tasks, it has their true times
     done = np.flatnonzero(owner >= 0)

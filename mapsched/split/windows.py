@@ -33,7 +33,7 @@ import numpy as np
 
 from ..bounds import lower_bound
 from ..closure import Closure
-from ..distributed import as_executor, completed
+from ..distributed import as_executor, bound_result
 from ..formulations.cpsat import CpSatModel
 from ..formulations.exact import serial_bound
 from ..problem import Edge, Link, Problem, System
@@ -133,14 +133,7 @@ class _Heads:
         if self.executor is None:
             return window_lower_bound(self.p, tasks, release, tail, min(self.limit, left))
         future = self.executor.submit(window_lower_bound, self.shared, tasks, release, tail, min(self.limit, left))
-        if next(completed([future], executor=self.executor), None) is None:
-            return 0.0  # the cluster is gone: 0 is still a bound
-        try:
-            return future.result()
-        except Exception:
-            if getattr(self.executor, "lost", False):
-                return 0.0
-            raise
+        return bound_result(future, self.executor)
 
     def releases(self, within: frozenset, window: frozenset) -> dict[int, float]:
         """Releases of the window's entries (tasks with a parent outside it); the others
