@@ -67,11 +67,12 @@ from ..simulate import simulate
 from .mpnn import MPNN, GraphTensors, graph_tensors, path_sums, zscore
 from .reinforce import (
     Baseline,
+    ProblemTrainer,
     entropy_term,
     epsilon,
-    first_line,
     imitation_loss,
     policy_gradient_loss,
+    reading,
     snapshot,
     step_returns,
     train_here,
@@ -280,7 +281,7 @@ class _Env:
                             lambda v, feats, valid: min((f[4], d) for d, f in enumerate(feats) if valid[d])[1])
 
 
-class Trainer:
+class Trainer(ProblemTrainer):
     """DOPPLER's policies on one problem: rollouts, Stage I and II updates, evaluation, checkpoints.
 
     Parameters
@@ -304,11 +305,7 @@ class Trainer:
                     "plc": torch.optim.Adam(self.plc.parameters(), lr=config.il_lr)}
         self.rng = np.random.default_rng(seed)
         self.baseline = Baseline()
-        self.done = dict.fromkeys(STAGES, 0)
-        self.best_makespan, self.best_assignment = math.inf, None
-        self.eval_makespan, self.best_policy = math.inf, None
-        self.rollouts = 0
-        self.seconds = 0.0  # the last episode's duration: none is started that would end past the deadline
+        self._reset(STAGES)
 
     # ------------------------------------------------------------- acting
     def _parts(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -433,34 +430,6 @@ class Trainer:
         self.done[stage] = index + 1
         return value
 
-    def run(self, stages: tuple[str, ...], episodes: int, deadline: float = math.inf,
-            progress: Callable[[str, int, float], None] | None = None,
-            checkpoint: Callable[[], None] | None = None, checkpoint_every: int = 0,
-            stop: Callable[[], bool] = lambda: False) -> None:
-        """Train ``episodes`` episodes of each stage in order (continuing from :attr:`done`), until
-        ``deadline`` (``time.perf_counter()``) or ``stop()``: each stage left gets an equal share of
-        the time left. Evaluates greedily every ``eval_every`` episodes and at each stage's end;
-        calls ``progress(stage, episodes done, best makespan)`` after each episode and
-        ``checkpoint()`` every ``checkpoint_every`` episodes."""
-        for k, stage in enumerate(stages):
-            now = time.perf_counter()
-            if now >= deadline or stop():
-                return
-            stage_deadline = now + (deadline - now) / (len(stages) - k)
-            while self.done[stage] < episodes and time.perf_counter() + self.seconds < stage_deadline and not stop():
-                i = self.done[stage]
-                started = time.perf_counter()
-                self.episode(stage, i, episodes)
-                self.seconds = time.perf_counter() - started
-                if (i + 1) % self.cfg.eval_every == 0 or i + 1 == episodes:
-                    self.evaluate()
-                if progress is not None:
-                    progress(stage, i + 1, self.best_makespan)
-                if checkpoint is not None and checkpoint_every and (i + 1) % checkpoint_every == 0:
-                    checkpoint()
-            if self.done[stage] < episodes and time.perf_counter() + self.seconds < deadline and not stop():
-                self.evaluate()  # the stage's share is spent, not the time limit: keep what it learnt
-
     # ------------------------------------------------------------- files
     def checkpoint(self, stages: tuple[str, ...], episodes: int) -> dict[str, Any]:
         """The checkpoint data (:mod:`mapsched.learned.reinforce`): the best policy by evaluation,
@@ -469,8 +438,7 @@ class Trainer:
         return {
             "method": "doppler", "config": asdict(self.cfg), "devices": p.m,
             "policy": self.best_policy or {"sel": snapshot(self.sel), "plc": snapshot(self.plc)},
-            "eval_makespan": self.eval_makespan, "best_makespan": self.best_makespan,
-            "best_assignment": self.best_assignment, "problem": {"tasks": p.n, "edges": p.E},
+            **self.results(),
             "resume": {"sel": snapshot(self.sel), "plc": snapshot(self.plc),
                        "opt_sel": self.opt["sel"].state_dict(), "opt_plc": self.opt["plc"].state_dict(),
                        "rng": json.dumps(self.rng.bit_generator.state), "baseline": self.baseline.state(),
@@ -483,32 +451,18 @@ class Trainer:
                         flag: str = "--policy") -> Trainer:
         """A trainer holding a checkpoint's best policy (``resume``: its last state, optimisers,
         generator and counters, to continue training), refusing a damaged file in one line."""
-        try:
+        with reading(flag):
             cfg = Config(**data["config"])
             state = data["resume"] if resume else data["policy"]
             t = cls(problem, cfg, state["seed"] if resume else seed)
             t.sel.load_state_dict(state["sel"])
             t.plc.load_state_dict(state["plc"])
             if resume:
-                if data["problem"] != {"tasks": problem.n, "edges": problem.E}:
-                    was = data["problem"]
-                    raise OptionError(f"--resume: the checkpoint was trained on a problem of {was['tasks']} tasks "
-                                      f"and {was['edges']} edges, not this one; resume on the same problem, or "
-                                      "start a new file")
+                t.restore(data, state)
                 t.opt["sel"].load_state_dict(state["opt_sel"])
                 t.opt["plc"].load_state_dict(state["opt_plc"])
                 t.rng.bit_generator.state = json.loads(state["rng"])
                 t.baseline = Baseline(**state["baseline"])
-                t.done.update(state["done"])
-                t.rollouts = state["rollouts"]
-                t.best_policy = data["policy"]
-                t.eval_makespan = data["eval_makespan"]
-                t.best_makespan = data["best_makespan"]
-                t.best_assignment = data["best_assignment"]
-        except OptionError:
-            raise
-        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-            raise OptionError(f"{flag}: the policy file is damaged ({first_line(exc)}); train it again") from None
         return t
 
 

@@ -84,7 +84,7 @@ from ..errors import InfeasibleError, OptionError
 from ..problem import Problem
 from ..schedule import Schedule
 from ..simulate import simulate
-from .reinforce import first_line, load_checkpoint, one_thread, snapshot
+from .reinforce import load_checkpoint, one_thread, reading, snapshot
 
 __all__ = ["NODE_FEATURES", "EDGE_FEATURES", "VARIANTS", "Config", "GiphNet", "GpNet", "Search", "Trainer",
            "gpnet", "load_policy", "search", "shipped_policy", "solve_giph"]
@@ -457,14 +457,9 @@ def load_policy(path: str = "", flag: str = "--policy") -> tuple[GiphNet, dict[s
     if features != {"node": list(NODE_FEATURES), "edge": list(EDGE_FEATURES)}:
         raise OptionError(f"{flag}: {where} uses other features ({features!r}); this giph reads node "
                           f"{','.join(NODE_FEATURES)} and edge {','.join(EDGE_FEATURES)}: train it again")
-    try:
+    with reading(flag, f"{where} does not fit the giph network"):
         net = GiphNet(Config(**data["config"]))
         net.load_state_dict(data["policy"])
-    except OptionError:
-        raise
-    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-        raise OptionError(f"{flag}: {where} does not fit the giph network ({first_line(exc)}); train it "
-                          "again") from None
     net.eval()
     return net, data
 
@@ -614,7 +609,7 @@ class Trainer:
         if data.get("suite") != suite:
             raise OptionError(f"{flag}: the file was trained on suite {data.get('suite')!r}, not {suite!r}; resume "
                               "with the same --suite, or start a new file")
-        try:
+        with reading(flag):
             state = data["resume"]
             t = cls(Config(**data["config"]), suite, state["seed"])
             t.net.load_state_dict(state["net"])
@@ -623,10 +618,6 @@ class Trainer:
             t.done = state["done"]
             t.best_policy, t.eval_slr = data["policy"], data["eval_slr"]
             t.curve = [(int(a), float(b)) for a, b in data["curve"]]
-        except OptionError:
-            raise
-        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-            raise OptionError(f"{flag}: the policy file is damaged ({first_line(exc)}); train it again") from None
         return t
 
 

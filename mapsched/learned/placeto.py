@@ -58,7 +58,6 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -74,10 +73,11 @@ from ..schedule import Schedule
 from ..simulate import simulate
 from .mpnn import graph_tensors
 from .reinforce import (
+    ProblemTrainer,
     entropy_term,
     epsilon,
-    first_line,
     policy_gradient_loss,
+    reading,
     snapshot,
     train_here,
 )
@@ -191,7 +191,7 @@ class Record:
     makespan: float = math.inf  # of the final placement
 
 
-class Trainer:
+class Trainer(ProblemTrainer):
     """Placeto's policy on one problem: rollouts, REINFORCE updates, evaluation, checkpoints.
 
     The interface of :class:`mapsched.learned.doppler.Trainer` (one stage, ``sim``), so that
@@ -234,11 +234,7 @@ class Trainer:
         self.start = self.initial(np.random.default_rng([EVALUATION, 1]))  # the evaluation's start
         self.returns = [0.0] * p.n  # per step: the sum of returns so far (the baseline's numerator)
         self.episodes_seen = 0
-        self.done = dict.fromkeys(STAGES, 0)
-        self.best_makespan, self.best_assignment = math.inf, None
-        self.eval_makespan, self.best_policy = math.inf, None
-        self.rollouts = 0
-        self.seconds = 0.0  # the last episode's duration: none is started that would end past the deadline
+        self._reset(STAGES)
 
     # ------------------------------------------------------------- environment
     def initial(self, rng: np.random.Generator) -> list[int]:
@@ -372,29 +368,9 @@ class Trainer:
         self.done[stage] = index + 1
         return rec.makespan
 
-    def run(self, stages: tuple[str, ...], episodes: int, deadline: float = math.inf,
-            progress: Callable[[str, int, float], None] | None = None,
-            checkpoint: Callable[[], None] | None = None, checkpoint_every: int = 0,
-            stop: Callable[[], bool] = lambda: False) -> None:
-        """Train up to ``episodes`` episodes (continuing from :attr:`done`) until ``deadline``
-        (``time.perf_counter()``) or ``stop()``, as :meth:`mapsched.learned.doppler.Trainer.run`:
-        an evaluation every ``eval_every`` episodes and at the end, ``progress(stage,
-        episodes done, best makespan)`` after each episode, ``checkpoint()`` every
-        ``checkpoint_every``."""
-        stage = parse_stages(stages)[0]
-        while self.done[stage] < episodes and time.perf_counter() + self.seconds < deadline and not stop():
-            i = self.done[stage]
-            started = time.perf_counter()
-            self.episode(stage, i, episodes)
-            self.seconds = time.perf_counter() - started
-            if (i + 1) % self.cfg.eval_every == 0 or i + 1 == episodes:
-                self.evaluate()
-            if progress is not None:
-                progress(stage, i + 1, self.best_makespan)
-            if checkpoint is not None and checkpoint_every and (i + 1) % checkpoint_every == 0:
-                checkpoint()
-        if self.done[stage] < episodes and time.perf_counter() + self.seconds < deadline and not stop():
-            self.evaluate()
+    def run(self, stages: tuple[str, ...], *args: Any, **kwargs: Any) -> None:
+        """:meth:`ProblemTrainer.run` on Placeto's one stage, ``sim`` (anything else refused in one line)."""
+        super().run(parse_stages(stages), *args, **kwargs)
 
     # ------------------------------------------------------------- files
     def checkpoint(self, stages: tuple[str, ...], episodes: int) -> dict[str, Any]:
@@ -404,8 +380,7 @@ class Trainer:
         return {
             "method": "placeto", "config": asdict(self.cfg), "devices": p.m,
             "policy": self.best_policy or {"policy": snapshot(self.policy)},
-            "eval_makespan": self.eval_makespan, "best_makespan": self.best_makespan,
-            "best_assignment": self.best_assignment, "problem": {"tasks": p.n, "edges": p.E},
+            **self.results(),
             "resume": {"policy": snapshot(self.policy), "opt": self.opt.state_dict(),
                        "rng": json.dumps(self.rng.bit_generator.state), "returns": list(self.returns),
                        "episodes_seen": self.episodes_seen, "done": dict(self.done), "stages": list(stages),
@@ -417,31 +392,17 @@ class Trainer:
                         flag: str = "--policy") -> Trainer:
         """A trainer holding a checkpoint's best policy (``resume``: its last state, optimiser,
         generator and counters), refusing a damaged file in one line."""
-        try:
+        with reading(flag):
             cfg = Config(**data["config"])
             state = data["resume"] if resume else data["policy"]
             t = cls(problem, cfg, state["seed"] if resume else seed)
             t.policy.load_state_dict(state["policy"])
             if resume:
-                if data["problem"] != {"tasks": problem.n, "edges": problem.E}:
-                    was = data["problem"]
-                    raise OptionError(f"--resume: the checkpoint was trained on a problem of {was['tasks']} tasks "
-                                      f"and {was['edges']} edges, not this one; resume on the same problem, or "
-                                      "start a new file")
+                t.restore(data, state)
                 t.opt.load_state_dict(state["opt"])
                 t.rng.bit_generator.state = json.loads(state["rng"])
                 t.returns = [float(r) for r in state["returns"]]
                 t.episodes_seen = state["episodes_seen"]
-                t.done.update(state["done"])
-                t.rollouts = state["rollouts"]
-                t.best_policy = data["policy"]
-                t.eval_makespan = data["eval_makespan"]
-                t.best_makespan = data["best_makespan"]
-                t.best_assignment = data["best_assignment"]
-        except OptionError:
-            raise
-        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-            raise OptionError(f"{flag}: the policy file is damaged ({first_line(exc)}); train it again") from None
         return t
 
 

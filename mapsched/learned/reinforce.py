@@ -20,7 +20,7 @@ import contextlib
 import io
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -29,11 +29,97 @@ from ..errors import OptionError
 from ..files import write_file
 
 __all__ = ["FORMAT", "VERSION", "Baseline", "entropy_term", "epsilon", "first_line", "imitation_loss",
-           "load_checkpoint", "one_thread", "policy_gradient_loss", "save_checkpoint", "snapshot", "step_returns",
-           "train_here"]
+           "load_checkpoint", "one_thread", "policy_gradient_loss", "ProblemTrainer", "reading", "save_checkpoint",
+           "snapshot", "step_returns", "train_here"]
 
 FORMAT = "mapsched.policy"
 VERSION = 1
+
+
+@contextlib.contextmanager
+def reading(flag: str, what: str = "the policy file is damaged") -> Iterator[None]:
+    """Turn the errors of reading a checkpoint's contents (missing keys, wrong shapes) into
+    one line naming ``flag``; an :class:`OptionError` raised inside passes as it is."""
+    try:
+        yield
+    except OptionError:
+        raise
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise OptionError(f"{flag}: {what} ({first_line(exc)}); train it again") from None
+
+
+class ProblemTrainer:
+    """What the learners trained on one problem (``doppler``, ``placeto``) share: training
+    stage by stage within a deadline, and the results a checkpoint keeps.
+
+    A subclass sets ``p`` (the problem) and ``cfg`` (with ``eval_every``), calls
+    :meth:`_reset` in its constructor, and defines ``episode(stage, index, episodes)`` and
+    ``evaluate()`` (which update ``best_makespan``, ``best_assignment``, ``eval_makespan``
+    and ``best_policy``)."""
+
+    p: Any
+    cfg: Any
+
+    def _reset(self, stages: tuple[str, ...]) -> None:
+        self.done = dict.fromkeys(stages, 0)
+        self.best_makespan, self.best_assignment = math.inf, None
+        self.eval_makespan, self.best_policy = math.inf, None
+        self.rollouts = 0
+        self.seconds = 0.0  # the last episode's duration: none is started that would end past the deadline
+
+    def episode(self, stage: str, index: int, episodes: int) -> float:
+        raise NotImplementedError
+
+    def evaluate(self) -> float:
+        raise NotImplementedError
+
+    def run(self, stages: tuple[str, ...], episodes: int, deadline: float = math.inf,
+            progress: Callable[[str, int, float], None] | None = None,
+            checkpoint: Callable[[], None] | None = None, checkpoint_every: int = 0,
+            stop: Callable[[], bool] = lambda: False) -> None:
+        """Train ``episodes`` episodes of each stage in order (continuing from :attr:`done`), until
+        ``deadline`` (``time.perf_counter()``) or ``stop()``: each stage left gets an equal share of
+        the time left. Evaluates every ``eval_every`` episodes and at each stage's end; calls
+        ``progress(stage, episodes done, best makespan)`` after each episode and
+        ``checkpoint()`` every ``checkpoint_every`` episodes."""
+        for k, stage in enumerate(stages):
+            now = time.perf_counter()
+            if now >= deadline or stop():
+                return
+            stage_deadline = now + (deadline - now) / (len(stages) - k)
+            while self.done[stage] < episodes and time.perf_counter() + self.seconds < stage_deadline and not stop():
+                i = self.done[stage]
+                started = time.perf_counter()
+                self.episode(stage, i, episodes)
+                self.seconds = time.perf_counter() - started
+                if (i + 1) % self.cfg.eval_every == 0 or i + 1 == episodes:
+                    self.evaluate()
+                if progress is not None:
+                    progress(stage, i + 1, self.best_makespan)
+                if checkpoint is not None and checkpoint_every and (i + 1) % checkpoint_every == 0:
+                    checkpoint()
+            if self.done[stage] < episodes and time.perf_counter() + self.seconds < deadline and not stop():
+                self.evaluate()  # the stage's share is spent, not the time limit: keep what it learnt
+
+    def results(self) -> dict[str, Any]:
+        """The checkpoint's entries besides the policies and the resume state."""
+        return {"eval_makespan": self.eval_makespan, "best_makespan": self.best_makespan,
+                "best_assignment": self.best_assignment, "problem": {"tasks": self.p.n, "edges": self.p.E}}
+
+    def restore(self, data: dict[str, Any], state: dict[str, Any]) -> None:
+        """Resume a checkpoint's counters and results; refuses, in one line, a checkpoint of
+        another problem."""
+        if data["problem"] != {"tasks": self.p.n, "edges": self.p.E}:
+            was = data["problem"]
+            raise OptionError(f"--resume: the checkpoint was trained on a problem of {was['tasks']} tasks "
+                              f"and {was['edges']} edges, not this one; resume on the same problem, or "
+                              "start a new file")
+        self.done.update(state["done"])
+        self.rollouts = state["rollouts"]
+        self.best_policy = data["policy"]
+        self.eval_makespan = data["eval_makespan"]
+        self.best_makespan = data["best_makespan"]
+        self.best_assignment = data["best_assignment"]
 
 
 def snapshot(module: torch.nn.Module) -> dict[str, torch.Tensor]:
