@@ -84,3 +84,20 @@ def test_throughput_beats_single_device_on_a_stack():
     single = [np.sum(p.lat[:, u, p.batch_pos[8]]) for u in range(p.m)]
     assert r.makespan <= min(single) + 1e-9
     assert {j.device for j in r.jobs} != {p.device_names[int(np.argmin(single))]} or r.makespan == min(single)
+
+
+@settings(max_examples=10, deadline=None)
+@given(problems(throughput=True, max_tasks=5, max_devices=3, max_batch=4))
+def test_a_schedule_hints_every_variable_of_the_model_feasibly(p):
+    # A partial or infeasible hint leaves CP-SAT repairing it instead of improving it.
+    from ortools.sat.python import cp_model
+
+    start = solve(p, "bheft")
+    model = CpSatBatched(p, start.makespan)
+    model.hint(start)
+    assert len(model.model.proto.solution_hint.vars) == len(model.model.proto.variables)
+    solver = cp_model.CpSolver()
+    solver.parameters.fix_variables_to_their_hinted_value = True
+    solver.parameters.num_workers = 1
+    solver.parameters.max_time_in_seconds = 10
+    assert solver.solve(model.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)

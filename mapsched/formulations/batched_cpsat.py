@@ -105,7 +105,7 @@ class CpSatBatched:
         self.problem = problem
         self.res = res = resolution or default_resolution(upper_bound)
         self.model = m = cp_model.CpModel()
-        horizon = math.ceil(upper_bound * res)
+        self.horizon = horizon = math.ceil(upper_bound * res)
         # Jobs and transfers past the horizon shortened to just beyond it, as in CpSatModel.
         p = capped(problem, (horizon + 2) / res)
         L = p.L
@@ -118,6 +118,12 @@ class CpSatBatched:
         self.end: dict[tuple[int, int], Any] = {}
         self.y: dict[tuple[int, int, int], Any] = {}
         self.present: dict[tuple[int, int], Any] = {}
+        self.z: dict[tuple[int, int, int], Any] = {}
+        self.eq: dict[tuple[int, int], Any] = {}
+        self.ticks: dict[tuple[int, int], dict[int, int]] = {}
+        self.size: dict[tuple[int, int], tuple[Any, Any]] = {}
+        self.used: dict[int, Any] = {}
+        self.earliest: dict[tuple[int, int], int] = {}
         intervals: list[list[Any]] = [[] for _ in range(p.m)]
         options: dict[tuple[int, int], list[int]] = {}
         head, tail = _windows(p, res)
@@ -132,11 +138,11 @@ class CpSatBatched:
                 m.add_at_most_one(bs.values())
                 x = self.x[i, u] = sum(bs.values())
                 self.n[i, u] = sum(k * v for k, v in bs.items())
-                ticks = {k: int(math.floor(p.lat[i, u, p.batch_pos[k]] * res)) for k in sizes}
+                ticks = self.ticks[i, u] = {k: int(math.floor(p.lat[i, u, p.batch_pos[k]] * res)) for k in sizes}
                 self.dur[i, u] = sum(ticks[k] * v for k, v in bs.items())
                 reach = bool(np.isfinite(head[i, u]) and np.isfinite(tail[i, u]))
-                s = self.s[i, u] = m.new_int_var(min(int(head[i, u]), horizon) if reach else 0, horizon,
-                                                 f"s{i}_{u}")
+                self.earliest[i, u] = min(int(head[i, u]), horizon) if reach else 0
+                s = self.s[i, u] = m.new_int_var(self.earliest[i, u], horizon, f"s{i}_{u}")
                 self.end[i, u] = s + self.dur[i, u]
                 present = self.present[i, u] = m.new_bool_var(f"on{i}_{u}")
                 m.add(x == present)
@@ -145,6 +151,7 @@ class CpSatBatched:
                 size = m.new_int_var(0, max(ticks.values()), f"d{i}_{u}")
                 m.add(size == self.dur[i, u])
                 end = m.new_int_var(0, horizon + max(ticks.values()), f"e{i}_{u}")
+                self.size[i, u] = (size, end)
                 intervals[u].append(m.new_optional_interval_var(s, size, end, present, f"iv{i}_{u}"))
                 m.add(end + (int(tail[i, u]) if reach else 0) <= self.C).only_enforce_if(present)
                 for lo in range(L):
@@ -161,7 +168,7 @@ class CpSatBatched:
             on = [i for i in range(p.n) if (i, u) in self.x]
             ok = [i for i in on if np.isfinite(head[i, u]) and np.isfinite(tail[i, u])]
             if ok:  # a used device's batches lie between the earliest head and the makespan less the least tail
-                used = m.new_bool_var(f"used{u}")
+                used = self.used[u] = m.new_bool_var(f"used{u}")
                 for i in on:
                     m.add_implication(self.present[i, u], used)
                 room = min(int(head[i, u]) for i in ok) + min(int(tail[i, u]) for i in ok)
@@ -183,7 +190,7 @@ class CpSatBatched:
                     if (i, u) not in self.x or (j, v) not in self.x:
                         continue
                     c = p.comm[e, u, v]
-                    z = m.new_bool_var(f"z{e}_{u}_{v}")  # some input goes from batch (i, u) to (j, v)
+                    z = self.z[e, u, v] = m.new_bool_var(f"z{e}_{u}_{v}")  # some input goes from batch (i, u) to (j, v)
                     for lo in range(L):
                         m.add_bool_or([self.y[i, u, lo].Not(), self.y[j, v, lo].Not(), z])
                     if not math.isfinite(c):
@@ -216,7 +223,7 @@ class CpSatBatched:
                 if k == len(self.order) - 1:
                     m.add(a <= b).only_enforce_if(*([prev] if prev is not None else []))
                     break
-                eq = m.new_bool_var(f"eq{lo}_{k}")
+                eq = self.eq[lo, k] = m.new_bool_var(f"eq{lo}_{k}")
                 lits = [prev] if prev is not None else []
                 m.add(a <= b).only_enforce_if(lits)
                 m.add(a < b).only_enforce_if([*lits, eq.Not()])
@@ -255,26 +262,44 @@ class CpSatBatched:
                          int(math.floor(j.start * self.res))) for j in schedule.jobs])
 
     def hint_jobs(self, jobs: list[tuple[int, int, int, int]]) -> None:
-        """Hint jobs ``(task, device, input mask, start in ticks)``, as :meth:`hint`. O(n m L + L log L n)."""
+        """Hint jobs ``(task, device, input mask, start in ticks)``, as :meth:`hint`: every
+        variable, the link literals and the signature agreements included, so that CP-SAT
+        finds the hint complete and starts from it (a partial hint of this model left it
+        stuck at the start on 102-task stacks). O(E m^2 L + n m L + L log L n)."""
         p, m = self.problem, self.model
         m.clear_hints()
         at = {(i, u): (mask, s) for i, u, mask, s in jobs}
         label = list(range(p.L))
+        owner = np.zeros((p.n, p.L), dtype=np.int64)
+        for (i, u), (mask, _) in at.items():
+            owner[i, [lo for lo in range(p.L) if mask >> lo & 1]] = u
         if self.sorted_inputs:
-            owner = np.zeros((p.n, p.L), dtype=np.int64)
-            for (i, u), (mask, _) in at.items():
-                owner[i, [lo for lo in range(p.L) if mask >> lo & 1]] = u
             rank = sorted(range(p.L), key=lambda lo: tuple(owner[self.order, lo].tolist()))
             for new, old in enumerate(rank):
                 label[old] = new
+            owner[:, label] = owner.copy()
+        held = {(i, u, label[lo]) for (i, u), (mask, _) in at.items() for lo in range(p.L) if mask >> lo & 1}
         for (i, u, k), var in self.b.items():
             m.add_hint(var, (i, u) in at and at[i, u][0].bit_count() == k)
-        held = {(i, u, label[lo]) for (i, u), (mask, _) in at.items() for lo in range(p.L) if mask >> lo & 1}
         for (i, u, lo), var in self.y.items():
             m.add_hint(var, (i, u, lo) in held)
         for (i, u), s in self.s.items():
-            if (i, u) in at:
-                m.add_hint(s, at[i, u][1])
+            on = (i, u) in at
+            m.add_hint(self.present[i, u], on)
+            start = at[i, u][1] if on else self.earliest[i, u]
+            length = self.ticks[i, u][at[i, u][0].bit_count()] if on else 0
+            m.add_hint(s, start)
+            m.add_hint(self.size[i, u][0], length)
+            m.add_hint(self.size[i, u][1], start + length)
+        for (e, u, v), z in self.z.items():
+            i, j = int(p.src[e]), int(p.dst[e])
+            m.add_hint(z, any((i, u, lo) in held and (j, v, lo) in held for lo in range(p.L)))
+        for (lo, k), eq in self.eq.items():
+            tasks = self.order[:k + 1]
+            m.add_hint(eq, bool(np.array_equal(owner[tasks, lo], owner[tasks, lo + 1])))
+        for u, used in self.used.items():
+            m.add_hint(used, any(uu == u for _, uu in at))
+        m.add_hint(self.C, self.horizon)
 
     def solve(self, time_limit: float | None, threads: int, seed: int = 0, log: bool = False,
               on_solution: Any = None, detect_symmetry: bool = True) -> dict[str, Any]:
