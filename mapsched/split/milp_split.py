@@ -510,7 +510,7 @@ def _run(jobs: _Subproblems, backend: str, limit: float | None, symmetry: str, t
                     complete = False
                     continue
                 out.update((k, r) for k, r in zip(keys, solutions) if r is not None)
-                spent, back = spent + seconds, back + len(keys)
+                spent, back = spent + sum(seconds), back + len(keys)
             if flying and getattr(pool, "lost", False):  # results on their way may never come
                 break
         for f in flying:
@@ -542,18 +542,19 @@ def _chunk_size(target: float, spent: float, back: int, left: int, width: int) -
 
 
 def _solve_chunk(shared: tuple[Problem, ModuleChain] | None, items: list, backend: str, limit: float | None,
-                 symmetry: str, threads: int, until: float | None) -> tuple[list[ModuleSolution | None], float]:
+                 symmetry: str, threads: int, until: float | None) -> tuple[list[ModuleSolution | None], list[float]]:
     """Solve each subproblem of ``items`` in turn: keys to build from the ``shared`` problem
-    and chain (on a worker), or subproblems. Their solutions, and the seconds they took."""
-    began = time.perf_counter()
-    solutions = []
+    and chain (on a worker), or subproblems. Their solutions, and the seconds each took."""
+    solutions, seconds = [], []
     for x in items:
+        began = time.perf_counter()
         if shared is not None:
             t, u, v = x
             free = u == "free"
             x = _subproblem(*shared, t, None if free else u, None if free else v)
         solutions.append(None if x is None else solve_module(x, backend, limit, symmetry, threads, until))
-    return solutions, time.perf_counter() - began
+        seconds.append(time.perf_counter() - began)
+    return solutions, seconds
 
 
 def _mp_context() -> multiprocessing.context.BaseContext:
