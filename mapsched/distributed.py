@@ -246,6 +246,10 @@ def connect(address: str, timeout: float | None = None) -> Iterator[DaskExecutor
         stack.enter_context(_quiet("distributed", "distributed.client", "tornado.application"))
         stack.enter_context(dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s"}))
         if isinstance(target, int):
+            # The workers' statistical profiler samples the task threads every 10 ms, which
+            # costs the solves about a tenth of their CPU time (benchmarks/bench_dask.py's
+            # short runs); nobody reads its profiles here.
+            stack.enter_context(dask.config.set({"distributed.worker.profile.enabled": False}))
             # No dashboard; the scheduler's health endpoints on a free port, not 8787 (often taken).
             cluster = stack.enter_context(LocalCluster(
                 n_workers=target, threads_per_worker=1, processes=True, dashboard_address=None,

@@ -528,17 +528,17 @@ _POLL = 0.2
 def _chunk_size(target: float, spent: float, back: int, left: int, width: int) -> int:
     """Subproblems for the next task: as many as take ``target`` seconds at the mean time
     of the ``back`` subproblems solved so far (``spent`` seconds on the workers), one until
-    some are back; at most an eighth of the ``left`` ones per task slot, so that the last
-    tasks, one subproblem each, keep every slot busy to the end. A task on a cluster costs
+    some are back; at most a quarter of the ``left`` ones per task slot, so that the last
+    tasks, one subproblem each, keep every slot busy to the end (guided self-scheduling). A task on a cluster costs
     a few milliseconds (``benchmarks/bench_dask.py``): short subproblems go in chunks,
     long ones one a task.
 
     >>> _chunk_size(0.2, 0.5, 50, 200, 2), _chunk_size(0.2, 0.5, 50, 40, 2), _chunk_size(0.2, 5.0, 10, 200, 2)
-    (12, 2, 1)
+    (20, 5, 1)
     """
     if back == 0:
         return 1
-    return max(1, min(int(target * back / max(spent, 1e-9)), left // (8 * width)))
+    return max(1, min(int(target * back / max(spent, 1e-9)), left // (4 * width)))
 
 
 def _solve_chunk(shared: tuple[Problem, ModuleChain] | None, items: list, backend: str, limit: float | None,
