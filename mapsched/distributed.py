@@ -153,7 +153,8 @@ class DaskExecutor(Executor):
     -----
     Tasks are submitted impure (each runs, even with equal arguments). Per task, the
     overhead is one round trip to the scheduler and a worker (a few milliseconds on one
-    host; ``benchmarks/bench_dask.py`` measures it).
+    host; ``benchmarks/bench_dask.py`` measures it): ``split`` sends its short
+    subproblems several to a task (its ``chunk_seconds``).
     """
 
     def __init__(self, client: Any, retries: int = 2) -> None:

@@ -56,7 +56,11 @@ one process per four cores); any ``concurrent.futures.Executor`` works
 as well (those of dask.distributed and Ray included) if it can pickle a
 :class:`Problem`. A :class:`mapsched.distributed.DaskExecutor` (``--dask``) gets the
 problem once per worker and builds the subproblems there; if its scheduler is lost,
-split returns the best schedule of the subproblems solved by then.
+split returns the best schedule of the subproblems solved by then. Through any executor,
+a task carries as many subproblems as take ``chunk_seconds`` at their mean time so far
+(one while none is back, and the last few one a task), so that the milliseconds a
+cluster spends per task stay a small share of subproblems of tens of milliseconds; the
+solutions are those of one subproblem a task.
 """
 
 from __future__ import annotations
