@@ -515,7 +515,7 @@ def _run(jobs: _Subproblems, backend: str, limit: float | None, symmetry: str, t
                     continue
                 out.update((k, r) for k, r in zip(keys, solutions) if r is not None)
                 spent, back = spent + sum(seconds), back + len(keys)
-            if flying and getattr(pool, "lost", False):  # results on their way may never come
+            if getattr(pool, "lost", False):  # results on their way may never come; no more tasks
                 break
         for f in flying:
             f.cancel()
