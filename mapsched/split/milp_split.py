@@ -228,8 +228,8 @@ def _com(p: Problem, chain: ModuleChain, t: int, v_prev: int, u: int) -> float:
 )
 def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, module_time_limit: float,
           symmetry: str, orbits: bool, workers: int, executor: Executor | None, chunk_seconds: float,
-          module_threads: int,
-          window: int, step_time_limit: float, pipeline: int, pipeline_step_limit: float) -> Schedule:
+          module_threads: int, window: int, step_time_limit: float, pipeline: int,
+          pipeline_step_limit: float) -> Schedule:
     """MILP-SPLIT; see the module docstring. O(T m^2) module solves (fewer with
     identical devices: one per orbit) and O(T m^3) DP steps; with the rolling
     stitching, T solves of ``window`` modules instead."""
