@@ -5,8 +5,9 @@ cpu-t4-a100; single-channel, and 2- and 4-channel sdep and wdep solved by the
 independent module solves, ``--window 0``, whose subproblems are independent):
 
 1. split's wall time through ``mapsched.distributed`` on ``local:1`` and ``local:2``
-   (one solver thread per subproblem either way), side by side; goal: 2 workers at
-   least 1.7 times faster where there are enough subproblems.
+   (one solver thread per subproblem either way), side by side, with the Dask tasks
+   each run took (short subproblems go several to a task: split's ``chunk_seconds``);
+   goal: 2 workers at least 1.7 times faster where there are enough subproblems.
 2. From each subproblem's time measured on the worker (1-worker run), the makespan of
    the subproblem list on W = 1, 2, 4, ..., 64 workers by list scheduling (each
    subproblem, in submission order, to the worker free first), plus the rest of
@@ -19,6 +20,7 @@ independent module solves, ``--window 0``, whose subproblems are independent):
 
     python benchmarks/bench_dask.py                    # the tables (minutes, on 2 cores: run alone)
     python benchmarks/bench_dask.py --modules 3 --nodes 5 --configs 1 --noop 20   # a smoke run
+    python benchmarks/bench_dask.py --chunk-seconds 0     # one subproblem a task, as before chunks
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from concurrent.futures import Future
 import mapsched
 from mapsched.distributed import connect
 from mapsched.generators import stack
+from mapsched.split.milp_split import _solve_chunk
 
 CONFIGS = {"1": (1, "sdep"), "2s": (2, "sdep"), "4s": (4, "sdep"), "2w": (2, "wdep"), "4w": (4, "wdep")}
 
@@ -47,10 +50,11 @@ def _noop(shared):
 
 
 class Timed:
-    """An executor passing everything to ``inner`` and recording each task's seconds on its worker."""
+    """An executor passing everything to ``inner`` and recording each task's seconds on its
+    worker, and each subproblem's (split's tasks return them: :func:`_solve_chunk`)."""
 
     def __init__(self, inner):
-        self.inner, self.seconds = inner, []
+        self.inner, self.seconds, self.subproblems = inner, [], []
 
     def __getattr__(self, name):  # share, slots, lost
         return getattr(self.inner, name)
@@ -67,6 +71,8 @@ class Timed:
             else:
                 result, seconds = f.result()
                 self.seconds.append(seconds)
+                if fn is _solve_chunk:
+                    self.subproblems.extend(result[1])
                 outer.set_result(result)
 
         self.inner.submit(_timed, fn, *args, **kwargs).add_done_callback(unwrap)
@@ -102,11 +108,15 @@ def main() -> None:
     ap.add_argument("--configs", default="1,2s,4s,2w,4w", help=f"of {', '.join(CONFIGS)}")
     ap.add_argument("--module-threads", type=int, default=1, help="solver threads per subproblem")
     ap.add_argument("--noop", type=int, default=500, help="no-op tasks for the overhead")
+    ap.add_argument("--chunk-seconds", type=float, default=None,
+                    help="split's chunk_seconds (0: one subproblem a task; default: split's)")
     args = ap.parse_args()
     problems = {k: stack(args.modules, args.nodes, CONFIGS[k][0], CONFIGS[k][1], seed=args.modules)
                 for k in args.configs.split(",")}
     opts = dict(module_threads=args.module_threads, window=0)
-    wall, times, results = {}, {}, {}
+    if args.chunk_seconds is not None:
+        opts["chunk_seconds"] = args.chunk_seconds
+    wall, times, tasks, results = {}, {}, {}, {}
     for w in (1, 2):
         with connect(f"local:{w}") as ex:
             # Workers import mapsched and the solvers on their first task: not part of any timing.
@@ -118,18 +128,20 @@ def main() -> None:
                 r = mapsched.solve(p, "split", channels=CONFIGS[k][0], executor=timed, **opts)
                 wall[k, w] = time.perf_counter() - t0
                 assert not mapsched.validate(p, r)
-                results[k, w], times[k, w] = r, timed.seconds
+                results[k, w], times[k, w], tasks[k, w] = r, timed.subproblems, len(timed.seconds)
             if w == 2:
                 flight, trip = overhead(ex, next(iter(problems.values())), args.noop)
 
+    chunks = "split's default" if args.chunk_seconds is None else f"{args.chunk_seconds:g}"
     print(f"## split through Dask, {args.modules} modules of {args.nodes} nodes, {args.module_threads} solver "
-          f"thread(s) a subproblem\n")
-    print("| channels | tasks | subproblems | 1 worker (s) | 2 workers (s) | speed-up | makespans equal |")
-    print("|---|---:|---:|---:|---:|---:|---|")
+          f"thread(s) a subproblem, chunk_seconds {chunks}\n")
+    print("| channels | tasks | subproblems | Dask tasks (1 / 2 workers) | 1 worker (s) | 2 workers (s) | speed-up "
+          "| makespans equal |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
     for k, p in problems.items():
         same = abs(results[k, 1].makespan - results[k, 2].makespan) <= 1e-9 * results[k, 1].makespan
-        print(f"| {k} | {p.n} | {len(times[k, 2])} | {wall[k, 1]:.2f} | {wall[k, 2]:.2f} "
-              f"| {wall[k, 1] / wall[k, 2]:.2f}x | {'yes' if same else 'no'} |")
+        print(f"| {k} | {p.n} | {len(times[k, 2])} | {tasks[k, 1]} / {tasks[k, 2]} | {wall[k, 1]:.2f} "
+              f"| {wall[k, 2]:.2f} | {wall[k, 1] / wall[k, 2]:.2f}x | {'yes' if same else 'no'} |")
 
     ws = [2 ** i for i in range(7)]
     print("\n## the measured subproblems list-scheduled on W workers (s), plus the rest of split's run\n")

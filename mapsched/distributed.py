@@ -153,7 +153,8 @@ class DaskExecutor(Executor):
     -----
     Tasks are submitted impure (each runs, even with equal arguments). Per task, the
     overhead is one round trip to the scheduler and a worker (a few milliseconds on one
-    host; ``benchmarks/bench_dask.py`` measures it).
+    host; ``benchmarks/bench_dask.py`` measures it): ``split`` sends its short
+    subproblems several to a task (its ``chunk_seconds``).
     """
 
     def __init__(self, client: Any, retries: int = 2) -> None:
@@ -246,6 +247,10 @@ def connect(address: str, timeout: float | None = None) -> Iterator[DaskExecutor
         stack.enter_context(_quiet("distributed", "distributed.client", "tornado.application"))
         stack.enter_context(dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s"}))
         if isinstance(target, int):
+            # The workers' statistical profiler samples the task threads every 10 ms, which
+            # costs the solves about a tenth of their CPU time (benchmarks/bench_dask.py's
+            # short runs); nobody reads its profiles here.
+            stack.enter_context(dask.config.set({"distributed.worker.profile.enabled": False}))
             # No dashboard; the scheduler's health endpoints on a free port, not 8787 (often taken).
             cluster = stack.enter_context(LocalCluster(
                 n_workers=target, threads_per_worker=1, processes=True, dashboard_address=None,

@@ -66,6 +66,33 @@ def test_split_equals_in_process_on_exact_stacks(cluster, seed):
     assert there.status == here.status == "optimal"
 
 
+class _Counting:
+    """An executor passing everything on, counting the tasks and the subproblems sent."""
+
+    def __init__(self, executor):
+        self.executor, self.tasks, self.subproblems = executor, 0, 0
+
+    def __getattr__(self, name):  # share, slots, lost
+        return getattr(self.executor, name)
+
+    def submit(self, fn, *args):
+        self.tasks += 1
+        self.subproblems += len(args[1])  # _solve_chunk(shared, keys, ...)
+        return self.executor.submit(fn, *args)
+
+
+def test_split_in_chunks_equals_one_subproblem_a_task(cluster):
+    p = stack(modules=6, n=4, channels=1, seed=5)
+    here = solve(p, "split", workers=1, module_threads=1)
+    sent = {}
+    for seconds in (0.0, 1e3):  # one subproblem a task; as many a task as the tail's balance allows
+        counting = _Counting(cluster)
+        there = solve(p, "split", executor=counting, chunk_seconds=seconds, module_threads=1)
+        assert not validate(p, there) and there.jobs == here.jobs and there.log == here.log
+        sent[seconds] = counting.tasks, counting.subproblems
+    assert sent[0.0][0] == sent[0.0][1] == sent[1e3][1] > sent[1e3][0]
+
+
 def test_split_valid_on_multichannel_stacks(cluster):
     # a DaskExecutor, or the distributed.Client itself
     for variant, executor in (("sdep", cluster), ("wdep", cluster.client)):

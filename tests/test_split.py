@@ -140,6 +140,71 @@ def test_any_executor_works():
     assert b.lower_bound > lower_bound(p).value + 1e-6
 
 
+class _Counting(ThreadPoolExecutor):
+    """An executor with a cluster's ``share`` and ``slots`` (the problem built into
+    subproblems by the tasks), counting the tasks and the subproblems sent."""
+
+    def __init__(self, slots: int, share: bool):
+        super().__init__(slots)
+        self.slots, self.tasks, self.subproblems = slots, 0, 0
+        if share:
+            self.share = lambda obj: obj
+
+    def submit(self, fn, *args, **kwargs):
+        self.tasks += 1
+        self.subproblems += len(args[1])  # _solve_chunk(shared, items, ...)
+        return super().submit(fn, *args, **kwargs)
+
+
+@pytest.mark.parametrize("channels, variant, modules", [(1, "sdep", 6), (2, "wdep", 10)])
+def test_chunked_tasks_give_the_schedule_of_one_subproblem_a_task(channels, variant, modules):
+    p = stack(modules, 4, channels, variant, seed=channels)
+    opts = dict(channels=channels, module_threads=1, window=0)
+    here = solve(p, "split", workers=1, **opts)
+    tasks = {}
+    # 1e3 s: as many subproblems a task as the balance of the tail allows
+    for share, seconds in ((True, 0.0), (True, 1e3), (False, 1e3)):
+        with _Counting(1, share) as pool:
+            r = solve(p, "split", executor=pool, chunk_seconds=seconds, **opts)
+        tasks[share, seconds] = pool.tasks, pool.subproblems
+        assert validate(p, r) == [] and r.jobs == here.jobs and r.makespan == here.makespan
+        assert r.lower_bound == here.lower_bound and r.status == here.status and r.log == here.log
+    (single, sent), (chunked, same) = tasks[True, 0.0], tasks[True, 1e3]
+    assert single == sent == same and chunked < 0.6 * single
+
+
+def test_chunked_tasks_stop_at_the_time_limit():
+    p = stack(30, 6, 1, seed=3)  # some 340 subproblems: seconds, on two threads
+    began = time.perf_counter()
+    with _Counting(2, True) as pool:
+        r = solve(p, "split", executor=pool, time_limit=0.5, module_threads=1)
+    assert validate(p, r) == [] and time.perf_counter() - began < 2.0
+    solved = int(re.search(r"(\d+) module subproblems solved", r.log).group(1))
+    assert 0 < solved <= pool.subproblems < 300 and r.status == "feasible"  # a partial table proves nothing
+
+
+def test_chunk_size_follows_the_times_so_far_and_shrinks_at_the_tail():
+    from mapsched.split.milp_split import _chunk_size
+
+    assert _chunk_size(0.2, 0.0, 0, 500, 2) == 1  # nothing back yet: one a task
+    assert _chunk_size(0.2, 1.0, 100, 500, 2) == 20  # 10 ms each: 0.2 s a task
+    assert _chunk_size(0.2, 1.0, 100, 48, 2) == 6  # the last ones: at most left / (4 * slots)
+    assert _chunk_size(0.2, 1.0, 100, 10, 2) == 1
+    assert _chunk_size(0.2, 50.0, 100, 500, 2) == 1  # 0.5 s each: one a task
+
+
+def test_ruled_out_pairs_are_not_subproblems():
+    from mapsched.split.milp_split import _ruled_out, _subproblem, pick_chain
+
+    p = stack(4, 5, 4, "wdep", seed=1)
+    chain = pick_chain(p, 4)
+    keys = [(t, u, v) for t in range(1, len(chain.modules) - 1) for u in range(p.m) for v in range(p.m)]
+    out = [k for k in keys if _ruled_out(p, chain, *k)]
+    assert out and all(_subproblem(p, chain, *k) is None for k in out)
+    # a task both input and output of its module, held on two devices at once
+    assert all(set(chain.inputs(p, t)) & set(chain.outputs(p, t)) and u != v for t, u, v in out)
+
+
 def test_full_bound_uses_the_chain():
     p = stack(3, 8, 1, seed=2)
     fast, full = lower_bound(p), full_bound(p, time_limit=30)

@@ -56,24 +56,29 @@ one process per four cores); any ``concurrent.futures.Executor`` works
 as well (those of dask.distributed and Ray included) if it can pickle a
 :class:`Problem`. A :class:`mapsched.distributed.DaskExecutor` (``--dask``) gets the
 problem once per worker and builds the subproblems there; if its scheduler is lost,
-split returns the best schedule of the subproblems solved by then.
+split returns the best schedule of the subproblems solved by then. Through any executor,
+a task carries as many subproblems as take ``chunk_seconds`` at their mean time so far
+(one while none is back, and the last few one a task), so that the milliseconds a
+cluster spends per task stay a small share of subproblems of tens of milliseconds; the
+solutions are those of one subproblem a task.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import multiprocessing
 import os
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 
 import networkx as nx
 import numpy as np
 
 from ..decoder import Decoder, owner_counts
-from ..distributed import as_executor, completed, task_threads
+from ..distributed import as_executor, task_threads
 from ..errors import InfeasibleError, ProblemError
 from ..feasibility import feasible_counts
 from ..formulations.common import retime_jobs
@@ -127,15 +132,27 @@ def _holds(p: Problem, i: int, u: int) -> bool:
     return bool(p.can_run[i, u]) if p.L == 1 else p.L in batch_options(p, i, u)
 
 
-def _subproblem(p: Problem, chain: ModuleChain, t: int, u: int | None, v: int | None) -> Problem | None:
-    """Module t with its inputs held on device u and outputs on v (None: free)."""
-    tasks = list(chain.modules[t])
+def _ruled_out(p: Problem, chain: ModuleChain, t: int, u: int | None, v: int | None) -> bool:
+    """Whether module t has no schedule with its inputs held on device u and outputs on v
+    (None: free) for a reason seen without building the subproblem: a held task or node
+    channel that device cannot run, or a task both input and output held on two devices.
+    O(module) against the milliseconds of a build, or of a cluster's task."""
+    tasks = set(chain.modules[t])
     ins = chain.inputs(p, t) if t > 0 and u is not None else []
     outs = chain.outputs(p, t) if v is not None else []
     if any(i in tasks and not _holds(p, i, u) for i in ins) or any(not _holds(p, i, v) for i in outs):
+        return True
+    node = chain.nodes[t - 1] if t > 0 else None
+    return bool(set(ins) & set(outs) and u != v) or (node is not None and u is not None and not _holds(p, node, u))
+
+
+def _subproblem(p: Problem, chain: ModuleChain, t: int, u: int | None, v: int | None) -> Problem | None:
+    """Module t with its inputs held on device u and outputs on v (None: free)."""
+    if _ruled_out(p, chain, t, u, v):
         return None
-    if set(ins) & set(outs) and u != v:
-        return None
+    tasks = list(chain.modules[t])
+    ins = chain.inputs(p, t) if t > 0 and u is not None else []
+    outs = chain.outputs(p, t) if v is not None else []
     fix = {i: u for i in ins if i in tasks} | {i: v for i in outs}
     try:
         sub = p.restrict(tasks, fix, name=f"{p.name}.M{t}")
@@ -144,8 +161,6 @@ def _subproblem(p: Problem, chain: ModuleChain, t: int, u: int | None, v: int | 
     node = chain.nodes[t - 1] if t > 0 else None
     if node is None or u is None:
         return sub
-    if not _holds(p, node, u):
-        return None
     # A node channel opens this module with a zero-time copy of the articulation point.
     name = f"{p.task_names[node]}~copy"
     copy = Task(name, {p.device_names[u]: {b: 0.0 for b in p.tasks[node].latency[p.device_names[u]]}})
@@ -197,6 +212,9 @@ def _com(p: Problem, chain: ModuleChain, t: int, v_prev: int, u: int) -> float:
         Option("workers", int, 0, "processes for the subproblems (0: one per 4 cores; 1: in this process)"),
         Option("executor", object, None, "a concurrent.futures.Executor or a distributed.Client for the "
                "subproblems", cli=False),
+        Option("chunk_seconds", float, 0.2, "through an executor: worker seconds a task of several "
+               "subproblems aims at, sized by the subproblems' times so far (0: one subproblem a task, all "
+               "submitted at once)"),
         Option("module_threads", int, 0, "solver threads per subproblem (0: the threads shared among the "
                "processes; with an executor, 1, or on a Dask cluster the worker's share of its host)"),
         Option("window", int, 2, "latency with several channels: modules solved at once in the rolling "
@@ -209,8 +227,9 @@ def _com(p: Problem, chain: ModuleChain, t: int, v_prev: int, u: int) -> float:
     ),
 )
 def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, module_time_limit: float,
-          symmetry: str, orbits: bool, workers: int, executor: Executor | None, module_threads: int,
-          window: int, step_time_limit: float, pipeline: int, pipeline_step_limit: float) -> Schedule:
+          symmetry: str, orbits: bool, workers: int, executor: Executor | None, chunk_seconds: float,
+          module_threads: int, window: int, step_time_limit: float, pipeline: int,
+          pipeline_step_limit: float) -> Schedule:
     """MILP-SPLIT; see the module docstring. O(T m^2) module solves (fewer with
     identical devices: one per orbit) and O(T m^3) DP steps; with the rolling
     stitching, T solves of ``window`` modules instead."""
@@ -279,7 +298,8 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     if ctx.time_limit is not None:  # share what is left among the subproblems, so the table fills in time
         limit = min(module_time_limit, max(0.2, 0.8 * (ctx.remaining() - polish) * width / max(1, len(jobs))))
     # Kept back: the last subproblem's set-up, which may run past its limit, and two stitchings.
-    results, complete = _run(jobs, backend, limit, symmetry, threads, width, executor, ctx, 3 * one_pass + polish)
+    results, complete = _run(jobs, backend, limit, symmetry, threads, width, executor, ctx, 3 * one_pass + polish,
+                             chunk_seconds)
     solved = len(results)
     for t in range(T):
         for u in ins_dev[t]:
@@ -372,10 +392,12 @@ def _polish(p: Problem, s: Schedule, backend: str, ctx: SolveContext) -> Schedul
 
 
 class _Subproblems:
-    """The subproblem of each key ``(t, u, v)``, built on demand (None: no schedule)."""
+    """The subproblem of each key ``(t, u, v)``, built on demand (None: no schedule); keys
+    :func:`_ruled_out` are left out from the start (on a cluster, each would cost a task)."""
 
     def __init__(self, p: Problem, chain: ModuleChain, keys: list[tuple]):
-        self.p, self.chain, self.keys = p, chain, keys
+        self.p, self.chain = p, chain
+        self.keys = [(t, u, v) for t, u, v in keys if u == "free" or not _ruled_out(p, chain, t, u, v)]
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -422,7 +444,8 @@ def pick_chain(p: Problem, channels: int, deadline: float = math.inf) -> ModuleC
 
 
 def _run(jobs: _Subproblems, backend: str, limit: float | None, symmetry: str, threads: int, width: int,
-         executor: Executor | None, ctx: SolveContext, reserve: float) -> tuple[dict[tuple, ModuleSolution], bool]:
+         executor: Executor | None, ctx: SolveContext, reserve: float,
+         chunk_seconds: float = 0.0) -> tuple[dict[tuple, ModuleSolution], bool]:
     """Solve every subproblem: through the executor, a pool of ``width`` processes, or here.
     With a time limit, ``reserve`` seconds of it are kept back for what follows, and each
     subproblem gets at most what is left before them when it starts. Returns the solutions
@@ -431,7 +454,8 @@ def _run(jobs: _Subproblems, backend: str, limit: float | None, symmetry: str, t
 
     An executor with a ``share`` method (:class:`mapsched.distributed.DaskExecutor`) gets
     the problem once per worker, and the workers build the subproblems; others get each
-    subproblem, built here."""
+    subproblem, built here. With ``chunk_seconds`` > 0, tasks are sized as they are
+    submitted (:func:`_chunk_size`), a few in flight per task slot."""
     until = None if ctx.time_limit is None else time.time() + ctx.remaining() - reserve
 
     def expired() -> bool:  # ctx.expired() also says when an interrupt stops the solve
@@ -448,7 +472,7 @@ def _run(jobs: _Subproblems, backend: str, limit: float | None, symmetry: str, t
     own = executor is None
     pool = executor or ProcessPoolExecutor(max_workers=width, mp_context=_mp_context())
     try:
-        futures, seen = {}, 0
+        shared = None
         if hasattr(pool, "share"):
             try:
                 shared = pool.share((jobs.p, jobs.chain))
@@ -456,45 +480,85 @@ def _run(jobs: _Subproblems, backend: str, limit: float | None, symmetry: str, t
                 if not getattr(pool, "lost", False):
                     raise
                 return {}, False
-            for k in jobs.keys:
-                if expired():
-                    break
-                futures[pool.submit(_solve_key, shared, k, backend, limit, symmetry, threads, until)] = k
-                seen += 1
+            items = ((k, k) for k in jobs.keys if not expired())
         else:
-            for k, sub in jobs.items(expired):
-                seen += 1
-                if sub is not None:
-                    futures[pool.submit(solve_module, sub, backend, limit, symmetry, threads, until)] = k
-        done = set(completed(futures, ctx.remaining_or_none(), pool))
-        pending = set(futures) - done
-        for f in pending:
+            items = ((k, sub) for k, sub in jobs.items(expired) if sub is not None)
+        args = (backend, limit, symmetry, threads, until)
+        # Without chunks, every task at once: the scheduler's queue, not this loop, feeds the workers.
+        depth = 4 * width if chunk_seconds > 0 else math.inf
+        deadline = None if ctx.time_limit is None else time.monotonic() + ctx.remaining()
+        flying: dict[Future, list[tuple]] = {}
+        out, complete, drained, sent, spent, back = {}, True, False, 0, 0.0, 0
+        while True:
+            while len(flying) < depth and not drained:
+                size = _chunk_size(chunk_seconds, spent, back, len(jobs) - sent, width) if chunk_seconds > 0 else 1
+                chunk = list(itertools.islice(items, size))
+                drained = len(chunk) < size
+                if not chunk:
+                    break
+                sent += len(chunk)
+                flying[pool.submit(_solve_chunk, shared, [x for _, x in chunk], *args)] = [k for k, _ in chunk]
+            if not flying:
+                break
+            left = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
+            if left <= 0:
+                break
+            done, _ = wait(flying, timeout=left, return_when=FIRST_COMPLETED)
+            for f in done:
+                keys = flying.pop(f)
+                try:
+                    solutions, seconds = f.result()
+                except Exception:
+                    if not getattr(pool, "lost", False):  # a real failure, not the cluster gone
+                        raise
+                    complete = False
+                    continue
+                out.update((k, r) for k, r in zip(keys, solutions) if r is not None)
+                spent, back = spent + sum(seconds), back + len(keys)
+            if getattr(pool, "lost", False):  # results on their way may never come; no more tasks
+                break
+        for f in flying:
             f.cancel()
-        out, complete = {}, not pending and seen == len(jobs) and not expired()
-        for f in done:
-            try:
-                r = f.result()
-            except Exception:
-                if not getattr(pool, "lost", False):  # a real failure, not the cluster gone
-                    raise
-                complete = False
-                continue
-            if r is not None:
-                out[futures[f]] = r
-        return out, complete
+        return out, complete and drained and not flying and not expired()
     finally:
         if own:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _solve_key(shared: tuple[Problem, ModuleChain], key: tuple, backend: str, limit: float | None, symmetry: str,
-               threads: int, until: float | None) -> ModuleSolution | None:
-    """Build the subproblem of ``key`` from the shared problem and chain, and solve it (on a worker)."""
-    p, chain = shared
-    t, u, v = key
-    free = u == "free"
-    sub = _subproblem(p, chain, t, None if free else u, None if free else v)
-    return None if sub is None else solve_module(sub, backend, limit, symmetry, threads, until)
+_POLL = 0.2
+"""Seconds between checks of the deadline and of a lost cluster while tasks are in flight."""
+
+
+def _chunk_size(target: float, spent: float, back: int, left: int, width: int) -> int:
+    """Subproblems for the next task: as many as take ``target`` seconds at the mean time
+    of the ``back`` subproblems solved so far (``spent`` seconds on the workers), one until
+    some are back; at most a quarter of the ``left`` ones per task slot, so that the last
+    tasks, one subproblem each, keep every slot busy to the end (guided self-scheduling). A task on a cluster costs
+    a few milliseconds (``benchmarks/bench_dask.py``): short subproblems go in chunks,
+    long ones one a task.
+
+    >>> _chunk_size(0.2, 0.5, 50, 200, 2), _chunk_size(0.2, 0.5, 50, 40, 2), _chunk_size(0.2, 5.0, 10, 200, 2)
+    (20, 5, 1)
+    """
+    if back == 0:
+        return 1
+    return max(1, min(int(target * back / max(spent, 1e-9)), left // (4 * width)))
+
+
+def _solve_chunk(shared: tuple[Problem, ModuleChain] | None, items: list, backend: str, limit: float | None,
+                 symmetry: str, threads: int, until: float | None) -> tuple[list[ModuleSolution | None], list[float]]:
+    """Solve each subproblem of ``items`` in turn: keys to build from the ``shared`` problem
+    and chain (on a worker), or subproblems. Their solutions, and the seconds each took."""
+    solutions, seconds = [], []
+    for x in items:
+        began = time.perf_counter()
+        if shared is not None:
+            t, u, v = x
+            free = u == "free"
+            x = _subproblem(*shared, t, None if free else u, None if free else v)
+        solutions.append(None if x is None else solve_module(x, backend, limit, symmetry, threads, until))
+        seconds.append(time.perf_counter() - began)
+    return solutions, seconds
 
 
 def _mp_context() -> multiprocessing.context.BaseContext:

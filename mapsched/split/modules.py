@@ -24,13 +24,13 @@ Making a chain
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from dataclasses import dataclass, replace
 
 import networkx as nx
 import numpy as np
-from networkx.algorithms.flow import build_residual_network, edmonds_karp
 
 from ..errors import ProblemError
 from ..problem import Problem, System
@@ -172,13 +172,14 @@ def k_edge_classes(graph: nx.Graph, k: int, deadline: float = math.inf) -> list[
     """
     if k < 1:
         raise ValueError(f"k: expected at least 1, got {k}")
-    h = nx.DiGraph()
-    h.add_nodes_from(graph)
-    h.add_edges_from(graph.edges, capacity=1)
-    h.add_edges_from(((b, a) for a, b in graph.edges), capacity=1)
-    residual = build_residual_network(h, "capacity")
+    nodes = list(graph)
+    index = {v: i for i, v in enumerate(nodes)}
+    adj = [[index[w] for w in graph[v] if w != v] for v in nodes]
+    # flow[a][b] = -flow[b][a] in {-1, 0, 1} on each edge of capacity 1 either way: the
+    # residual capacity from a to b is 1 - flow[a][b].
+    flow = [dict.fromkeys(a, 0) for a in adj]
     classes: list[set] = []
-    pending = [list(graph)]
+    pending = [list(range(len(nodes)))]
     while pending:
         avail = pending.pop()
         s, group, rest = avail[0], {avail[0]}, set(avail[1:])
@@ -188,18 +189,48 @@ def k_edge_classes(graph: nx.Graph, k: int, deadline: float = math.inf) -> list[
             rest.discard(t)
             if time.perf_counter() > deadline:
                 raise TimeoutError(f"k_edge_classes: past the deadline with k = {k}")
-            edmonds_karp(h, s, t, residual=residual, cutoff=k)
-            if residual.graph["flow_value"] >= k:
+            reach = _cut_below(adj, flow, s, t, k)
+            if reach is None:
                 group.add(t)
                 continue
-            # The flow is maximum: what s still reaches in the residual is its side of a cut below k.
-            reach = nx.descendants(nx.subgraph_view(residual, filter_edge=lambda a, b: residual[a][b]["flow"]
-                                                    < residual[a][b]["capacity"]), s)
             other = [v for v in avail if v == t or (v in rest and v not in reach)]
             rest.difference_update(other)
             pending.append(other)
-        classes.append(group)
+        classes.append({nodes[i] for i in group})
     return classes
+
+
+def _cut_below(adj: list[list[int]], flow: list[dict[int, int]], s: int, t: int, k: int) -> dict | None:
+    """None if k edge-disjoint paths join s and t; else the flow from s to t is maximum
+    below k, and this is what s reaches in its residual: s's side of the minimum cut
+    nearest s (the same for every maximum flow). Augmenting paths by breadth-first
+    search, O(k E); ``flow`` is all zeros again on return."""
+    pushed: list[tuple[int, int]] = []
+    try:
+        for _ in range(k):
+            parent = {s: s}
+            queue = [s]
+            for a in queue:  # grows as it is read: breadth-first
+                fa = flow[a]
+                for b in adj[a]:
+                    if fa[b] < 1 and b not in parent:
+                        parent[b] = a
+                        queue.append(b)
+                if t in parent:
+                    break
+            else:
+                return parent  # t out of reach: the flow is maximum, below k
+            b = t
+            while b != s:
+                a = parent[b]
+                flow[a][b] += 1
+                flow[b][a] -= 1
+                pushed.append((a, b))
+                b = a
+        return None
+    finally:
+        for a, b in pushed:
+            flow[a][b] = flow[b][a] = 0
 
 
 def _absorb_fragments(p: Problem, parts: list[set[int]], min_size: int) -> list[set[int]]:
@@ -209,26 +240,29 @@ def _absorb_fragments(p: Problem, parts: list[set[int]], min_size: int) -> list[
     components leave them alone; they belong with the module they attach to most.
     """
     label = {v: k for k, part in enumerate(parts) for v in part}
-    alone: set[int] = set()  # small parts with no edge to another part: nothing to join
-    while True:
-        small = sorted((k for k, part in enumerate(parts) if part and len(part) < min_size and k not in alone),
-                       key=lambda k: (len(parts[k]), min(parts[k])))
-        if not small:
-            return [part for part in parts if part]
-        k = small[0]
+    # Smallest first, ties by smallest task: a heap of (size, first task, part), entries
+    # gone stale when their part grew or merged away skipped. O(P log P + E) for P parts.
+    heap = [(len(part), min(part), k) for k, part in enumerate(parts) if part and len(part) < min_size]
+    heapq.heapify(heap)
+    while heap:
+        size, first, k = heapq.heappop(heap)
+        if len(parts[k]) != size or min(parts[k]) != first:
+            continue
         links: dict[int, int] = {}
         for v in parts[k]:
             for w in (*p.pred[v], *p.succ[v]):
                 if label[w] != k:
                     links[label[w]] = links.get(label[w], 0) + 1
-        if not links:
-            alone.add(k)
+        if not links:  # a small part with no edge to another part: nothing to join, ever
             continue
         target = max(links, key=lambda t: (links[t], -t))
         for v in parts[k]:
             label[v] = target
         parts[target] |= parts[k]
         parts[k] = set()
+        if len(parts[target]) < min_size:
+            heapq.heappush(heap, (len(parts[target]), min(parts[target]), target))
+    return [part for part in parts if part]
 
 
 def _split_at(p: Problem, comp: set[int], cut_nodes: set[int]) -> list[set[int]]:
@@ -268,10 +302,8 @@ def _chain(p: Problem, parts: list[set[int]], width: int, min_size: int = 1) -> 
         crossing = np.flatnonzero((a <= k) & (b > k))
         if 0 < len(crossing) <= width:
             cuts.append((k, tuple(int(e) for e in crossing), None))
-        elif len(crossing) == 0 or _node_cut(p, pos, k) is None:
-            continue
-        else:
-            cuts.append((k, (), _node_cut(p, pos, k)))
+        elif len(crossing) > 0 and len(srcs := np.unique(p.src[crossing])) == 1:
+            cuts.append((k, (), int(srcs[0])))  # a node channel: every crossing edge leaves one task
     # An edge may not jump a module: drop the later of two kept cuts it crosses.
     while True:
         ks = [k for k, _, _ in cuts]
@@ -288,12 +320,6 @@ def _chain(p: Problem, parts: list[set[int]], width: int, min_size: int = 1) -> 
         lo = k + 1
     modules.append(tuple(sorted(i for c in order[lo:] for i in groups[c])))
     return ModuleChain(tuple(modules), tuple(chans), tuple(nodes))
-
-
-def _node_cut(p: Problem, pos: np.ndarray, k: int) -> int | None:
-    """The single task at positions <= k from which every edge crossing position k leaves."""
-    srcs = {int(p.src[e]) for e in range(p.E) if pos[p.src[e]] <= k < pos[p.dst[e]]}
-    return srcs.pop() if len(srcs) == 1 else None
 
 
 def step_problem(p: Problem, tasks: list[int], used: np.ndarray) -> Problem | None:
