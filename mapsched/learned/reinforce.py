@@ -210,8 +210,11 @@ def policy_gradient_loss(log_probs: torch.Tensor, taken: torch.Tensor, returns: 
 
 
 def imitation_loss(log_probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """``-sum_t sum_{a in teacher's ties} log pi(a | s_t)`` (DOPPLER Eq. 2); ``targets`` a (T, A) bool mask."""
-    return -log_probs.masked_fill(~targets, 0.0).sum()
+    """``-sum_t sum_{a in teacher's ties} log pi(a | s_t)`` (DOPPLER Eq. 2); ``targets`` a (T, A) bool mask,
+    or weights (``-sum_t sum_a w_a log pi(a | s_t)``, whose minimum is ``pi`` proportional to ``w``)."""
+    if targets.dtype == torch.bool:
+        return -log_probs.masked_fill(~targets, 0.0).sum()
+    return -(log_probs * targets).sum()
 
 
 def entropy_term(log_probs: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
