@@ -407,6 +407,11 @@ class Trainer(ProblemTrainer):
             self.best_policy = {"sel": snapshot(self.sel), "plc": snapshot(self.plc)}
         return value
 
+    def first_episode_seconds(self, stage: str) -> float:
+        """A Stage II episode draws ``sim_samples`` rollouts and updates on each: that many times
+        an imitation episode or an evaluation."""
+        return self.seconds * (self.cfg.sim_samples if stage == "sim" else 1)
+
     # ------------------------------------------------------------- learning
     def log_probs(self, rec: Record, parts: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
         """Every step's log-probabilities in one padded batch: SEL's (T, most candidates), its

@@ -73,6 +73,11 @@ class ProblemTrainer:
     def evaluate(self) -> float:
         raise NotImplementedError
 
+    def first_episode_seconds(self, stage: str) -> float:
+        """How long the first episode of ``stage`` may take, from :attr:`seconds` (the last episode's
+        or evaluation's duration): a subclass whose stages differ in cost scales it."""
+        return self.seconds
+
     def run(self, stages: tuple[str, ...], episodes: int, deadline: float = math.inf,
             progress: Callable[[str, int, float], None] | None = None,
             checkpoint: Callable[[], None] | None = None, checkpoint_every: int = 0,
@@ -87,6 +92,7 @@ class ProblemTrainer:
             if now >= deadline or stop():
                 return
             stage_deadline = now + (deadline - now) / (len(stages) - k)
+            self.seconds = self.first_episode_seconds(stage)
             while self.done[stage] < episodes and time.perf_counter() + self.seconds < stage_deadline and not stop():
                 i = self.done[stage]
                 started = time.perf_counter()
