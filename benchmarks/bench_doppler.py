@@ -12,6 +12,7 @@ the simulated makespan, its ratio to ``critical-path`` and the seconds the metho
 implemented. Prints a markdown table.
 
     python benchmarks/bench_doppler.py [--episodes 400] [--placeto-episodes 800] [--exact-time 60] [--seed 0]
+        [--workloads ChainMM,FFNN,Llama-block,Llama-layer]
 """
 
 from __future__ import annotations
@@ -33,12 +34,18 @@ def main() -> None:
                     help="placeto training episodes (default: 2 x --episodes, doppler's two stages)")
     ap.add_argument("--exact-time", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workloads", default=",".join(WORKLOADS),
+                    help="comma-separated subset of " + ", ".join(WORKLOADS))
     a = ap.parse_args()
+    chosen = [w.strip() for w in a.workloads.split(",")]
+    unknown = [w for w in chosen if w not in WORKLOADS]
+    if unknown:
+        ap.error(f"--workloads: unknown {unknown[0]!r}; choose among {', '.join(WORKLOADS)}")
     placeto_episodes = 2 * a.episodes if a.placeto_episodes is None else a.placeto_episodes
     print("| workload | ops | method | simulated | / critical-path | bound | seconds |")
     print("|---|---|---|---|---|---|---|")
-    for label, make in WORKLOADS.items():
-        p = make(devices=4)
+    for label in chosen:
+        p = WORKLOADS[label](devices=4)
         rows = []
         for name, kw in (("single-best", {}), ("critical-path", {}), ("heft", {}), ("sa", {}),
                          ("exact", {"time_limit": a.exact_time}), ("placeto", {"episodes": placeto_episodes}),

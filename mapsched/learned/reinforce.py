@@ -73,6 +73,11 @@ class ProblemTrainer:
     def evaluate(self) -> float:
         raise NotImplementedError
 
+    def first_episode_seconds(self, stage: str) -> float:
+        """How long the first episode of ``stage`` may take, from :attr:`seconds` (the last episode's
+        or evaluation's duration): a subclass whose stages differ in cost scales it."""
+        return self.seconds
+
     def run(self, stages: tuple[str, ...], episodes: int, deadline: float = math.inf,
             progress: Callable[[str, int, float], None] | None = None,
             checkpoint: Callable[[], None] | None = None, checkpoint_every: int = 0,
@@ -87,6 +92,7 @@ class ProblemTrainer:
             if now >= deadline or stop():
                 return
             stage_deadline = now + (deadline - now) / (len(stages) - k)
+            self.seconds = self.first_episode_seconds(stage)
             while self.done[stage] < episodes and time.perf_counter() + self.seconds < stage_deadline and not stop():
                 i = self.done[stage]
                 started = time.perf_counter()
@@ -210,8 +216,11 @@ def policy_gradient_loss(log_probs: torch.Tensor, taken: torch.Tensor, returns: 
 
 
 def imitation_loss(log_probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """``-sum_t sum_{a in teacher's ties} log pi(a | s_t)`` (DOPPLER Eq. 2); ``targets`` a (T, A) bool mask."""
-    return -log_probs.masked_fill(~targets, 0.0).sum()
+    """``-sum_t sum_{a in teacher's ties} log pi(a | s_t)`` (DOPPLER Eq. 2); ``targets`` a (T, A) bool mask,
+    or weights (``-sum_t sum_a w_a log pi(a | s_t)``, whose minimum is ``pi`` proportional to ``w``)."""
+    if targets.dtype == torch.bool:
+        return -log_probs.masked_fill(~targets, 0.0).sum()
+    return -(log_probs * targets).sum()
 
 
 def entropy_term(log_probs: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
