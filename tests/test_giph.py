@@ -22,6 +22,7 @@ from mapsched.learned.giph import (  # noqa: E402
     Trainer,
     _slack,
     _Static,
+    advantages,
     gpnet,
     load_policy,
     search,
@@ -193,6 +194,12 @@ def test_cli_train_resume_solve_and_refusals(tmp_path, capsys):
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1
     assert not (tmp_path / "x.pt").exists()
+
+
+def test_advantage_is_the_return_minus_the_mean_reward_before_the_step():
+    assert np.allclose(advantages([1.0, 0.0, 2.0], 1.0), [3.0, 1.0, 1.5])  # returns 3, 2, 2; baselines 0, 1, 0.5
+    assert np.allclose(advantages([1.0, 1.0], 0.5), [1.5, 0.0])  # returns 1.5, 1
+    assert advantages([], 0.97).shape == (0,)
 
 
 def test_shipped_file_is_package_data():
