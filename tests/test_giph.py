@@ -166,11 +166,12 @@ def test_cli_train_resume_solve_and_refusals(tmp_path, capsys):
     p = giph_instance(10, 0.3, 0.1, seed=2, m=6)
     p.write(prob)
     args = ["--suite", "single", "--eval-cases", "1", "--eval-every", "1", "--seed", "1"]
-    assert main(["train", "giph", "--episodes", "1", "-o", pt, "--giph-features", *args]) == 0
+    assert main(["train", "giph", "--episodes", "1", "-o", pt, "--giph-features", "--gamma", "0.9", *args]) == 0
     assert "1/1 episodes on single" in capsys.readouterr().out
     assert main(["train", "giph", "--episodes", "2", "-o", pt, "--resume", *args]) == 0
     assert "2/2 episodes" in capsys.readouterr().out
-    assert load_policy(pt)[0].cfg.node_features == GIPH_NODE_FEATURES  # kept by --resume
+    cfg = load_policy(pt)[0].cfg  # kept by --resume
+    assert cfg.node_features == GIPH_NODE_FEATURES and cfg.gamma == 0.9
     assert main(["solve", prob, "-m", "giph", "--policy", pt, "-o", out]) == 0
     assert main(["validate", prob, out]) == 0
     # a checkpoint of other features, and one of other sizes
