@@ -41,7 +41,7 @@ Network (paper eq. 1, Tables 4-5): node transform ``NT = Linear(dn, dn)-ReLU-Lin
 a forward pass over gpNet in topological order, ``y_u = ReLU(W2 mean_v ReLU(W1 [y_v | x_vu]))
 + NT(x_u)``, and a backward pass with its own weights on the reversed graph; the policy
 ``Linear(10, 16)-ReLU-Linear(16, 1)`` on ``[y_fwd | y_bwd]``, a softmax over the unmasked
-nodes. About 520 weights.
+nodes. About 520 weights (570 with the EFT features above).
 
 Mask (section 4.2.3): the pivots (no-op moves), every option of the task moved at the
 previous step, and moves that would overflow a device's memory or cross a missing link
