@@ -1028,7 +1028,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "and their rank)")
     tn.add_argument("--lr", type=float, default=0.01, help="giph: Adam's learning rate (default 0.01)")
     tn.add_argument("--entropy", type=float, default=0.0, help="giph: entropy bonus weight (default 0)")
-    tn.add_argument("--gamma", type=_probability, default=0.97, help="giph: the discount (default 0.97, GiPH's)")
+    tn.add_argument("--gamma", type=_probability, default=0.8, help="giph: the discount (default 0.8; GiPH's 0.97)")
     tn.add_argument("--eval-every", type=_count(1), default=10, help="giph: episodes between evaluations")
     tn.add_argument("--eval-cases", type=_count(1), default=20, help="giph: held-out evaluation cases")
     tn.add_argument("-o", "--output", required=True, help="policy file to write (.pt)")
