@@ -585,7 +585,8 @@ def _train_giph(args: argparse.Namespace) -> int:
             trainer = giph.Trainer.resume(data, suite)
         else:
             cfg = giph.Config(variant=args.variant, rounds=args.mp_rounds, lr=args.lr, entropy=args.entropy,
-                              eval_every=args.eval_every, eval_cases=args.eval_cases)
+                              gamma=args.gamma, eval_every=args.eval_every, eval_cases=args.eval_cases,
+                              node_features=giph.GIPH_NODE_FEATURES if args.giph_features else giph.NODE_FEATURES)
             trainer = giph.Trainer(cfg, suite, args.seed)
 
         def save() -> None:
@@ -1022,8 +1023,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "GiPH-task-EFT")
     tn.add_argument("--mp-rounds", type=_count(0), default=0,
                     help="giph: k rounds of message passing (GiPH-k); 0: over the graph's depth (GiPH)")
+    tn.add_argument("--giph-features", action="store_true",
+                    help="giph: the paper's 4 node features only (default adds the finish-time potential, the slack "
+                         "and their rank)")
     tn.add_argument("--lr", type=float, default=0.01, help="giph: Adam's learning rate (default 0.01)")
     tn.add_argument("--entropy", type=float, default=0.0, help="giph: entropy bonus weight (default 0)")
+    tn.add_argument("--gamma", type=_probability, default=0.8, help="giph: the discount (default 0.8; GiPH's 0.97)")
     tn.add_argument("--eval-every", type=_count(1), default=10, help="giph: episodes between evaluations")
     tn.add_argument("--eval-cases", type=_count(1), default=20, help="giph: held-out evaluation cases")
     tn.add_argument("-o", "--output", required=True, help="policy file to write (.pt)")

@@ -15,10 +15,14 @@ from mapsched import InfeasibleError, OptionError, solve, validate  # noqa: E402
 from mapsched.cli import main  # noqa: E402
 from mapsched.generators.giph import GiphExperiment, giph_instance  # noqa: E402
 from mapsched.learned.giph import (  # noqa: E402
+    GIPH_NODE_FEATURES,
+    NODE_FEATURES,
     Config,
     GiphNet,
     Trainer,
+    _slack,
     _Static,
+    advantages,
     gpnet,
     load_policy,
     search,
@@ -52,7 +56,7 @@ def test_gpnet_sizes_features_and_mask(p, seed, last):
     assert all(u in pivots or v in pivots for u, v in zip(g.src.tolist(), g.dst.tolist()))
     assert {(a, b) for a, b in zip(g.task[g.src].tolist(), g.task[g.dst].tolist())} == set(
         zip(p.src.tolist(), p.dst.tolist()))
-    assert g.x.shape == (D.sum(), 4) and g.xe.shape == (len(g.src), 4)
+    assert g.x.shape == (D.sum(), len(NODE_FEATURES)) and g.xe.shape == (len(g.src), 4)
     assert np.isfinite(g.x).all() and (np.abs(g.x) <= 1 + 1e-6).all() and (np.abs(g.xe) <= 1 + 1e-6).all()
     assert g.mask.any()  # never empty
     moves = np.flatnonzero(g.mask & ~np.isin(np.arange(len(g.task)), g.pivot))
@@ -60,6 +64,35 @@ def test_gpnet_sizes_features_and_mask(p, seed, last):
         o = owner.copy()
         o[g.task[u]] = g.device[u]
         simulate(p, o)
+
+
+def _retime(p, owner, order, took):
+    """Makespan of the run with each device's order fixed (``order``: tasks by start) and durations ``took``."""
+    end, free = np.zeros(p.n), np.zeros(p.m)
+    for i in order:
+        ready = max([end[p.src[e]] + (0.0 if owner[p.src[e]] == owner[i] else p.link_latency[owner[p.src[e]], owner[i]]
+                     + p.nbytes[e] * p.link_ms_per_byte[owner[p.src[e]], owner[i]]) for e in p.in_edges[i]] + [0.0])
+        end[i] = free[owner[i]] = max(ready, free[owner[i]]) + took[i]
+    return end.max()
+
+
+@settings(max_examples=25, deadline=None)
+@given(problems(max_tasks=10, max_devices=4))
+def test_slack_is_how_much_later_a_task_may_end(p):
+    owner = p.planted[:, 0]
+    start, end = _state(p, owner)
+    st_ = _Static(p)
+    slack = _slack(st_, owner, start, end)
+    order = np.lexsort((st_.pos, start))
+    took = end - start
+    span = _retime(p, owner, order, took)
+    assert np.isclose(span, end.max()) and np.isclose(slack.min(), 0.0) and (slack >= -1e-9).all()
+    for i in range(p.n):  # lengthening a task by its slack keeps the makespan, by a little more delays it
+        longer = took.copy()
+        longer[i] += slack[i]
+        assert _retime(p, owner, order, longer) <= span * (1 + 1e-9) + 1e-9
+        longer[i] += 1e-3 * (1 + span)
+        assert _retime(p, owner, order, longer) > span
 
 
 @settings(max_examples=10, deadline=None)
@@ -105,12 +138,14 @@ def test_shipped_policy_is_deterministic_and_warm_start_never_worse():
     assert s.makespan <= simulate(p, h.mapping()).makespan and validate(p, s) == []
 
 
-@pytest.mark.parametrize("variant,rounds", [("giph", 0), ("giph", 3), ("ne", 0), ("task-eft", 0)])
-def test_five_training_episodes_change_the_weights(tmp_path, variant, rounds):
+@pytest.mark.parametrize("variant,rounds,features", [("giph", 0, NODE_FEATURES), ("giph", 3, NODE_FEATURES),
+                                                     ("ne", 0, NODE_FEATURES), ("task-eft", 0, NODE_FEATURES),
+                                                     ("giph", 0, GIPH_NODE_FEATURES)])
+def test_five_training_episodes_change_the_weights(tmp_path, variant, rounds, features):
     small = GiphExperiment("small", tuple(dict(v=4, alpha=0.6, conn_prob=0.2, seed=s) for s in range(3)), (),
                            tuple(dict(m=m, seed=s) for m, s in ((4, 0), (5, 1))), ())
     with one_thread():
-        t = Trainer(Config(variant, rounds, eval_cases=2, eval_every=5), "multi", seed=3)
+        t = Trainer(Config(variant, rounds, eval_cases=2, eval_every=5, node_features=features), "multi", seed=3)
         t.exp = small
         t.eval_specs = [(small.train_graphs[0], small.train_networks[0])]
         before = {k: v.clone() for k, v in t.net.state_dict().items()}
@@ -121,7 +156,8 @@ def test_five_training_episodes_change_the_weights(tmp_path, variant, rounds):
     assert any(not torch.equal(before[k], v) for k, v in t.net.state_dict().items())
     path = str(tmp_path / "p.pt")
     save_checkpoint(path, t.checkpoint())
-    net, _ = load_policy(path)
+    net, data = load_policy(path)  # a file of GiPH's 4 node features (as shipped before) loads as trained
+    assert net.cfg.node_features == features and data["features"]["node"] == list(features)
     assert all(torch.equal(t.best_policy[k], v) for k, v in net.state_dict().items())
 
 
@@ -130,10 +166,12 @@ def test_cli_train_resume_solve_and_refusals(tmp_path, capsys):
     p = giph_instance(10, 0.3, 0.1, seed=2, m=6)
     p.write(prob)
     args = ["--suite", "single", "--eval-cases", "1", "--eval-every", "1", "--seed", "1"]
-    assert main(["train", "giph", "--episodes", "1", "-o", pt, *args]) == 0
+    assert main(["train", "giph", "--episodes", "1", "-o", pt, "--giph-features", "--gamma", "0.9", *args]) == 0
     assert "1/1 episodes on single" in capsys.readouterr().out
     assert main(["train", "giph", "--episodes", "2", "-o", pt, "--resume", *args]) == 0
     assert "2/2 episodes" in capsys.readouterr().out
+    cfg = load_policy(pt)[0].cfg  # kept by --resume
+    assert cfg.node_features == GIPH_NODE_FEATURES and cfg.gamma == 0.9
     assert main(["solve", prob, "-m", "giph", "--policy", pt, "-o", out]) == 0
     assert main(["validate", prob, out]) == 0
     # a checkpoint of other features, and one of other sizes
@@ -157,6 +195,12 @@ def test_cli_train_resume_solve_and_refusals(tmp_path, capsys):
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1
     assert not (tmp_path / "x.pt").exists()
+
+
+def test_advantage_is_the_return_minus_the_mean_reward_before_the_step():
+    assert np.allclose(advantages([1.0, 0.0, 2.0], 1.0), [3.0, 1.0, 1.5])  # returns 3, 2, 2; baselines 0, 1, 0.5
+    assert np.allclose(advantages([1.0, 1.0], 0.5), [1.5, 0.0])  # returns 1.5, 1
+    assert advantages([], 0.97).shape == (0,)
 
 
 def test_shipped_file_is_package_data():
