@@ -20,6 +20,7 @@ import contextlib
 import io
 import math
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -48,7 +49,7 @@ def reading(flag: str, what: str = "the policy file is damaged") -> Iterator[Non
         raise OptionError(f"{flag}: {what} ({first_line(exc)}); train it again") from None
 
 
-class ProblemTrainer:
+class ProblemTrainer(ABC):
     """What the learners trained on one problem (``doppler``, ``placeto``) share: training
     stage by stage within a deadline, and the results a checkpoint keeps.
 
@@ -67,11 +68,13 @@ class ProblemTrainer:
         self.rollouts = 0
         self.seconds = 0.0  # the last episode's duration: none is started that would end past the deadline
 
+    @abstractmethod
     def episode(self, stage: str, index: int, episodes: int) -> float:
-        raise NotImplementedError
+        """Train one episode of ``stage``; returns its makespan."""
 
+    @abstractmethod
     def evaluate(self) -> float:
-        raise NotImplementedError
+        """Evaluate the current policy (keeping it if best); returns its makespan."""
 
     def first_episode_seconds(self, stage: str) -> float:
         """How long the first episode of ``stage`` may take, from :attr:`seconds` (the last episode's
