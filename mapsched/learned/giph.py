@@ -103,7 +103,7 @@ from ..errors import InfeasibleError, OptionError
 from ..problem import Problem
 from ..schedule import Schedule
 from ..simulate import simulate
-from .reinforce import load_checkpoint, one_thread, reading, snapshot
+from .reinforce import discounted_returns, load_checkpoint, one_thread, reading, snapshot
 
 __all__ = ["NODE_FEATURES", "GIPH_NODE_FEATURES", "EDGE_FEATURES", "VARIANTS", "Config", "GiphNet", "GpNet",
            "Search", "Trainer", "advantages", "gpnet", "load_policy", "search", "shipped_policy", "solve_giph"]
@@ -544,12 +544,7 @@ def advantages(rewards: list[float], gamma: float) -> np.ndarray:
     0..t, so step t's own reward offsets its return (all of it at t = 0): a baseline that
     depends on the action taken, hence a biased gradient. O(len(rewards))."""
     r = np.asarray(rewards, dtype=np.float64)
-    ret = np.zeros(len(r))
-    acc = 0.0
-    for t in range(len(r) - 1, -1, -1):
-        acc = r[t] + gamma * acc
-        ret[t] = acc
-    return ret - np.concatenate([[0.0], np.cumsum(r)[:-1] / np.arange(1, len(r))])[:len(r)]
+    return discounted_returns(r, gamma) - np.concatenate([[0.0], np.cumsum(r)[:-1] / np.arange(1, len(r))])[:len(r)]
 
 
 def _eval_specs(suite: str, cases: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:

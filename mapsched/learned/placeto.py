@@ -74,6 +74,7 @@ from ..simulate import simulate
 from .mpnn import graph_tensors
 from .reinforce import (
     ProblemTrainer,
+    discounted_returns,
     entropy_term,
     epsilon,
     policy_gradient_loss,
@@ -339,11 +340,7 @@ class Trainer(ProblemTrainer):
     def _advantages(self, rec: Record) -> torch.Tensor:
         """Returns minus the per-step baseline (the mean return at that step over the episodes
         so far, this one included)."""
-        returns = np.zeros(len(rec.rewards))
-        acc = 0.0
-        for t in range(len(rec.rewards) - 1, -1, -1):
-            acc = rec.rewards[t] + self.cfg.gamma * acc
-            returns[t] = acc
+        returns = discounted_returns(rec.rewards, self.cfg.gamma)
         self.episodes_seen += 1
         for t, r in enumerate(returns):
             self.returns[t] += float(r)

@@ -21,17 +21,18 @@ import io
 import math
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..errors import OptionError
 from ..files import write_file
 
-__all__ = ["FORMAT", "VERSION", "Baseline", "entropy_term", "epsilon", "first_line", "imitation_loss",
-           "load_checkpoint", "one_thread", "policy_gradient_loss", "ProblemTrainer", "reading", "save_checkpoint",
-           "snapshot", "step_returns", "train_here"]
+__all__ = ["FORMAT", "VERSION", "Baseline", "discounted_returns", "entropy_term", "epsilon", "first_line",
+           "imitation_loss", "load_checkpoint", "one_thread", "policy_gradient_loss", "ProblemTrainer", "reading",
+           "save_checkpoint", "snapshot", "step_returns", "train_here"]
 
 FORMAT = "mapsched.policy"
 VERSION = 1
@@ -204,6 +205,16 @@ class Baseline:
 
     def state(self) -> dict[str, Any]:
         return {"total": self.total, "count": self.count}
+
+
+def discounted_returns(rewards: Sequence[float], gamma: float) -> np.ndarray:
+    """Per step t, ``sum_{k >= t} gamma ** (k - t) * rewards[k]``. O(len(rewards))."""
+    out = np.zeros(len(rewards))
+    acc = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        acc = rewards[t] + gamma * acc
+        out[t] = acc
+    return out
 
 
 def step_returns(steps: int, advantage: float, gamma: float) -> torch.Tensor:
