@@ -218,6 +218,8 @@ def _dask_address(text: str) -> str:
     return text
 
 
+_RELOCATION_HELP = ("with --initial: what moving a task costs (a mapsched.relocation/1 file: start-up ms, bytes "
+                    "migrated, runs to amortise over); methods sa, ea, giph minimise the makespan plus it")
 _DASK_HELP = "run on a dask.distributed cluster: tcp://HOST:PORT of its scheduler, or local:N worker processes"
 
 
@@ -237,10 +239,18 @@ def _cluster(address: str | None, method: str | None = None) -> Any:
         yield executor
 
 
+def _relocation(args: argparse.Namespace, options: dict[str, Any]) -> None:
+    """``--relocation FILE`` into the solve's options (read before any work)."""
+    if args.relocation:
+        from .relocation import Relocation
+
+        options["relocation"] = Relocation.read(args.relocation)
+
+
 def cmd_adapt(args: argparse.Namespace, extra: Sequence[str]) -> int:
     outputs = [o for o in (args.output, args.problem_output) if o]
     for o in outputs:
-        check_output(o, [args.problem, args.schedule])
+        check_output(o, [args.problem, args.schedule] + ([args.relocation] if args.relocation else []))
     if len(set(outputs)) < len(outputs):
         raise OptionError("--problem-output: the same file as -o; give two files")
     if not args.remove and not args.add:
@@ -258,6 +268,7 @@ def cmd_adapt(args: argparse.Namespace, extra: Sequence[str]) -> int:
         changed = changed.with_devices(like)
     options = _method_options(extra)
     options["initial"] = schedule
+    _relocation(args, options)
     if args.problem_output:
         changed.write(args.problem_output)
         print(f"wrote the changed problem, devices {', '.join(changed.device_names)}, to {args.problem_output}",
@@ -267,11 +278,12 @@ def cmd_adapt(args: argparse.Namespace, extra: Sequence[str]) -> int:
 
 def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
     if args.output:
-        check_output(args.output, [args.problem] + ([args.initial] if args.initial else []))
+        check_output(args.output, [args.problem] + [f for f in (args.initial, args.relocation) if f])
     problem = load_problem(args.problem)
     options = _method_options(extra)
     if args.initial:
         options["initial"] = Schedule.read(args.initial)
+    _relocation(args, options)
     with _cluster(args.dask, args.method) as executor:
         if executor is not None:
             options["executor"] = executor
@@ -307,7 +319,7 @@ def _solve_and_write(args: argparse.Namespace, problem: Problem, options: dict[s
         print(result.to_json())
         print(_summary(result), file=sys.stderr)
     if "initial" in options:  # solve() puts what became of the initial placement first in the log
-        print("".join(result.log.splitlines(keepends=True)[:2]), end="",
+        print("".join(result.log.splitlines(keepends=True)[:2 + ("relocation" in options)]), end="",
               file=sys.stdout if args.output else sys.stderr)
     if args.log and result.log:
         print(result.log, file=sys.stderr)
@@ -832,7 +844,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("problem", help=prob_help)
     _solve_arguments(s)
     s.add_argument("--initial", metavar="SCHEDULE", help="start from this schedule's placement (latency; "
-                   "methods auto, cp-search, sa, ea, exact)")
+                   "methods auto, cp-search, sa, ea, exact, giph)")
+    s.add_argument("--relocation", metavar="FILE", help=_RELOCATION_HELP)
     s.add_argument("--dask", metavar="ADDRESS", type=_dask_address, help=_DASK_HELP + " (-m split)")
 
     ad = sub.add_parser("adapt", help="re-place a schedule after devices are removed or added",
@@ -844,6 +857,7 @@ def build_parser() -> argparse.ArgumentParser:
     ad.add_argument("--add", action="append", default=[], metavar="NEW=OLD",
                     help="a new device, a copy of device OLD (repeat for more)")
     ad.add_argument("--problem-output", metavar="FILE", help="also write the changed problem")
+    ad.add_argument("--relocation", metavar="FILE", help=_RELOCATION_HELP)
     _solve_arguments(ad)
 
     v = sub.add_parser("validate", help="check a schedule against every rule")

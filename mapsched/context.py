@@ -11,11 +11,15 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import interrupt
 from .schedule import Schedule
+
+if TYPE_CHECKING:
+    from .relocation import RelocationCosts
 
 __all__ = ["Progress", "SolveContext"]
 
@@ -43,6 +47,10 @@ class SolveContext:
     initial : Schedule or None
         The valid schedule of ``solve(..., initial=...)`` (see :mod:`mapsched.initial`), for
         methods registered with ``initial=True`` to start from; their result is never worse.
+    relocation : RelocationCosts or None
+        The cost of moving tasks away from the initial placement (``solve(...,
+        relocation=...)``), for methods registered with ``relocation=True`` to add to the
+        makespan; see :meth:`objective`.
     """
 
     time_limit: float | None = None
@@ -54,6 +62,11 @@ class SolveContext:
     started: float = field(default_factory=time.perf_counter)
     history: list[tuple[float, float]] = field(default_factory=list)
     initial: Schedule | None = None
+    relocation: RelocationCosts | None = None
+
+    def objective(self, schedule: Schedule) -> float:
+        """What the solve minimises: the makespan, plus the relocation cost when one is given."""
+        return schedule.makespan + (0.0 if self.relocation is None else self.relocation.of(schedule))
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started

@@ -41,10 +41,13 @@ class Initial:
         Tasks placed afresh: unmentioned, or on a device that is gone or cannot run them.
     repaired : int
         Further tasks the feasibility repair moved to fit memory or links.
+    origin : dict
+        Task name -> device name as given (devices perhaps gone), which relocation costs
+        count moves from (:mod:`mapsched.relocation`).
     """
 
-    def __init__(self, schedule: Schedule, afresh: int, repaired: int) -> None:
-        self.schedule, self.afresh, self.repaired = schedule, afresh, repaired
+    def __init__(self, schedule: Schedule, afresh: int, repaired: int, origin: dict[str, str]) -> None:
+        self.schedule, self.afresh, self.repaired, self.origin = schedule, afresh, repaired, origin
 
     def describe(self) -> str:
         return (f"initial placement: {self.afresh} task(s) placed afresh, {self.repaired} moved to fit "
@@ -109,7 +112,7 @@ def initial_schedule(problem: Problem, initial: Any) -> Initial:
         # since methods may return it and solve() fills in the result's fields.
         if isinstance(initial, Schedule) and initial.makespan < s.makespan and not validate(p, initial):
             s = replace(initial, jobs=list(initial.jobs), history=list(initial.history))
-        return Initial(s, 0, 0)
+        return Initial(s, 0, 0, mapping)
     # The others go where they finish first among the kept ones, as HEFT would place them
     # (the construction falls back to the feasibility repair if memory or links dead-end).
     kept = np.flatnonzero(owner >= 0)
@@ -120,7 +123,7 @@ def initial_schedule(problem: Problem, initial: Any) -> Initial:
 
     s = construct(p, order, rule, insertion=True)
     now = as_owner(p, s.mapping())[:, 0]
-    return Initial(s, afresh, int((now[kept] != owner[kept]).sum()))
+    return Initial(s, afresh, int((now[kept] != owner[kept]).sum()), mapping)
 
 
 def moved(problem: Problem, start: Schedule, result: Schedule) -> int:

@@ -68,6 +68,7 @@ class Method:
     exact: bool = False
     initial: bool = False  # starts from ``solve(..., initial=...)`` when given
     requires: tuple[str, ...] = ()  # optional packages it imports when it runs (e.g. "torch")
+    relocation: bool = False  # minimises the makespan plus ``SolveContext.relocation``
 
     def available(self) -> bool:
         """Whether the optional packages it needs are installed (without importing them)."""
@@ -102,16 +103,18 @@ def register(
     exact: bool = False,
     initial: bool = False,
     requires: tuple[str, ...] = (),
+    relocation: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator that registers a method under ``name``; ``initial``: it starts from
     ``SolveContext.initial`` when a solve gives one; ``requires`` names the optional
-    packages it imports when it runs (it stays listed without them)."""
+    packages it imports when it runs (it stays listed without them); ``relocation``: it
+    minimises the makespan plus ``SolveContext.relocation`` when a solve gives one."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         if name in _REGISTRY:
             raise ValueError(f"method {name!r} is registered twice")
         _REGISTRY[name] = Method(name, fn, description, objectives, tuple(options), exact, initial,
-                                 tuple(requires))
+                                 tuple(requires), relocation)
         return fn
 
     return wrap

@@ -21,7 +21,7 @@ __all__ = ["Job", "Result", "Schedule"]
 SCHEDULE_FORMAT = "mapsched.schedule/1"
 _SCHEDULE_KEYS = {
     "format", "problem", "method", "status", "makespan", "throughput",
-    "lower_bound", "solve_seconds", "interrupted", "jobs",
+    "lower_bound", "solve_seconds", "interrupted", "relocation_cost", "jobs",
 }
 _JOB_KEYS = {"task", "device", "start", "end", "inputs"}
 
@@ -66,7 +66,12 @@ class Schedule:
         The solve was stopped by a signal (see :mod:`mapsched.interrupt`) before its end;
         the schedule is the best found until then.
     history : list of (seconds, makespan)
-        The incumbent over time, as reported by search methods.
+        The incumbent over time, as reported by search methods (with a relocation cost,
+        the makespan plus that cost).
+    relocation_cost : float or None
+        With ``solve(..., relocation=...)``: the cost of the tasks moved away from the
+        initial placement (ms, :mod:`mapsched.relocation`), which the solve minimised
+        together with the makespan; None otherwise.
     """
 
     problem: str
@@ -80,6 +85,7 @@ class Schedule:
     interrupted: bool = False
     log: str = field(default="", repr=False)
     history: list[tuple[float, float]] = field(default_factory=list, repr=False)
+    relocation_cost: float | None = None
 
     @classmethod
     def from_jobs(cls, problem: Problem, jobs: list[Job], **kwargs: Any) -> Schedule:
@@ -104,7 +110,7 @@ class Schedule:
 
     def to_dict(self) -> dict[str, Any]:
         """The schedule as a ``mapsched.schedule/1`` dictionary; ``interrupted`` is written only
-        when true, as version 1 readers expect."""
+        when true and ``relocation_cost`` only when set, as version 1 readers expect."""
         out = {
             "format": SCHEDULE_FORMAT,
             "problem": self.problem,
@@ -121,6 +127,8 @@ class Schedule:
         }
         if self.interrupted:
             out["interrupted"] = True
+        if self.relocation_cost is not None:
+            out["relocation_cost"] = self.relocation_cost
         return out
 
     def to_json(self, indent: int | None = 1) -> str:
@@ -171,6 +179,7 @@ class Schedule:
             method=data.get("method", ""),
             solve_seconds=_num(data.get("solve_seconds", 0.0), "solve_seconds"),
             interrupted=interrupted,
+            relocation_cost=_num(data.get("relocation_cost"), "relocation_cost", optional=True),
         )
 
     @classmethod

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ def solve(
     callback: Progress | None = None,
     log: bool = False,
     initial: Any = None,
+    relocation: Any = None,
     **options: Any,
 ) -> Schedule:
     """Map and schedule ``problem`` with a registered method.
@@ -60,6 +62,11 @@ def solve(
         a schedule, perhaps of an earlier version of the problem, or task names mapped to
         device names. Tasks on devices that are gone or cannot run them are placed afresh
         (:mod:`mapsched.initial`); the log says how many, and how many the result moved.
+    relocation : Relocation or mapping, optional
+        With ``initial``: what moving a task away from it costs (a
+        :class:`~mapsched.relocation.Relocation`, or a mapping of its fields); methods that
+        take one (see ``mapsched methods``) minimise the makespan plus that cost, and the
+        result's ``relocation_cost`` says what it came to.
     **options
         Method options (see ``mapsched methods``).
 
@@ -94,6 +101,19 @@ def solve(
     if initial is not None and not m.initial:
         takes = ", ".join(x.name for x in registry.all_methods() if x.initial)
         raise OptionError(f"--initial: method {method!r} does not start from a placement; these do: {takes}")
+    if relocation is not None:
+        if initial is None:
+            raise OptionError("--relocation: a cost of moving away from a placement needs one; give --initial")
+        if not m.relocation:
+            takes = ", ".join(x.name for x in registry.all_methods() if x.relocation)
+            raise OptionError(f"--relocation: method {method!r} does not weigh relocation costs; these do: {takes}")
+        from .relocation import RELOCATION_FORMAT, Relocation
+
+        if isinstance(relocation, Mapping):
+            relocation = Relocation.from_dict({"format": RELOCATION_FORMAT, **relocation})
+        elif not isinstance(relocation, Relocation):
+            raise OptionError(f"--relocation: expected a Relocation or a mapping of its fields, got "
+                              f"{type(relocation).__name__}")
     from .bounds import lower_bound  # SciPy's LP: loaded on first solve, not at start-up
 
     loaded = time.perf_counter()
@@ -112,10 +132,19 @@ def solve(
 
         start = initial_schedule(problem, initial)
         ctx.initial = start.schedule
+        if relocation is not None:
+            from .relocation import RelocationCosts, relocation_costs
+
+            ctx.relocation = RelocationCosts(problem, relocation_costs(problem, relocation, start.origin))
     result: Schedule = m.fn(problem, ctx, **opts)
     if start is not None:
-        result.log = (start.describe() + f"the result runs {moved(problem, start.schedule, result)} task(s) "
-                      "elsewhere than the initial placement\n" + result.log)
+        head = (start.describe() + f"the result runs {moved(problem, start.schedule, result)} task(s) "
+                "elsewhere than the initial placement\n")
+        if ctx.relocation is not None:
+            result.relocation_cost = ctx.relocation.of(result)
+            head += (f"relocation cost {result.relocation_cost:.6g}; makespan plus relocation "
+                     f"{ctx.objective(result):.6g}\n")
+        result.log = head + result.log
     # The time limit counts the loading (once a process); solve_seconds is the solve alone, the
     # history counts from the call.
     result.solve_seconds = time.perf_counter() - loaded
@@ -125,7 +154,10 @@ def solve(
     if result.lower_bound is not None:
         bound = max(bound, result.lower_bound)
     result.lower_bound = bound
-    # A makespan that meets a proved bound is proved optimal, whatever found it.
-    if meets(result.makespan, bound):
+    # A makespan that meets a proved bound is proved optimal, whatever found it; with a
+    # relocation cost, the bound (on the makespan alone) proves only an objective that meets it.
+    if meets(ctx.objective(result), bound):
         result.status = "optimal"
+    elif ctx.relocation is not None:  # a method's own proof is of the makespan alone
+        result.status = "feasible"
     return result

@@ -2,7 +2,8 @@
 
 It starts from every task on its fastest device (hence "biased"; repaired to
 fit memory and links if needed), or from the solve's initial placement, mutates each gene with probability 1/n, and
-keeps the child when it is no worse. The result is never worse than the start.
+keeps the child when it is no worse. The result is never worse than the start. With a
+relocation cost (:mod:`mapsched.relocation`) the fitness is the makespan plus that cost.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ def start_mapping(problem: Problem) -> np.ndarray:
     "biased (1+1) evolutionary algorithm from the fastest-device mapping",
     options=(Option("iterations", int, 5000, "children to try"),),
     initial=True,
+    relocation=True,
 )
 def ea(problem: Problem, ctx: SolveContext, iterations: int) -> Schedule:
     """O(iterations (n + E)) for latency."""
-    space = MappingSpace(problem)
+    space = MappingSpace(problem, ctx.relocation)
     cur = start_mapping(problem) if ctx.initial is None else space.feasible(space.from_schedule(ctx.initial))
     f_cur = space.fitness(cur)
     ctx.improved(f_cur)
@@ -51,4 +53,4 @@ def ea(problem: Problem, ctx: SolveContext, iterations: int) -> Schedule:
             cur, f_cur = child, f
     s = space.schedule(cur)
     # The initial placement's own schedule (re-timed with insertion) may beat the decoded string.
-    return ctx.initial if ctx.initial is not None and ctx.initial.makespan < s.makespan else s
+    return ctx.initial if ctx.initial is not None and ctx.objective(ctx.initial) < ctx.objective(s) else s

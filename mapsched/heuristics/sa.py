@@ -5,7 +5,8 @@ split of its inputs). Worse moves are accepted with probability
 ``exp(-delta / T)``; the temperature falls geometrically from ``t0`` times the
 starting makespan to a thousandth of that over the iteration budget. The best
 mapping seen is returned (or the starting heuristic's own schedule when that is
-better), so the result is never worse than the start.
+better), so the result is never worse than the start. With a relocation cost
+(:mod:`mapsched.relocation`) the fitness is the makespan plus that cost.
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ from .search import MappingSpace
                choices=("heft", "met")),
     ),
     initial=True,
+    relocation=True,
 )
 def sa(problem: Problem, ctx: SolveContext, iterations: int, t0: float, init: str) -> Schedule:
     """O(iterations (n + E)) for latency."""
-    space = MappingSpace(problem)
+    space = MappingSpace(problem, ctx.relocation)
     start = solve(problem, ("b" if problem.L > 1 else "") + init)
-    if ctx.initial is not None and ctx.initial.makespan < start.makespan:
+    if ctx.initial is not None and ctx.objective(ctx.initial) < ctx.objective(start):
         start = ctx.initial
     cur = space.feasible(space.from_schedule(start))
     f_cur = space.fitness(cur)
@@ -57,4 +59,4 @@ def sa(problem: Problem, ctx: SolveContext, iterations: int, t0: float, init: st
                 ctx.improved(f_best)
     # The start's own schedule (HEFT's or the initial one, with insertion) may beat every
     # decoded string.
-    return start if start.makespan <= f_best else space.schedule(best)
+    return start if ctx.objective(start) <= f_best else space.schedule(best)

@@ -3,7 +3,8 @@
 The string holds one gene per task, in the problem's breadth-first topological
 order: the device of the task (latency) or the number of its inputs on each
 device (throughput). Its fitness is the makespan the decoder gives it in that
-order (``inf`` when memory or links rule it out).
+order (``inf`` when memory or links rule it out), plus the solve's relocation cost
+when it has one (:mod:`mapsched.relocation`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 from ..decoder import Decoder, owner_counts
 from ..feasibility import feasible_counts
 from ..problem import Problem
+from ..relocation import RelocationCosts
 from ..schedule import Schedule
 from ..splits import owner_from_counts, sample_split
 
@@ -20,13 +22,16 @@ from ..splits import owner_from_counts, sample_split
 class MappingSpace:
     """Genes are rows of an ``(n, m)`` count matrix; for latency each row is one-hot."""
 
-    def __init__(self, problem: Problem) -> None:
+    def __init__(self, problem: Problem, relocation: RelocationCosts | None = None) -> None:
         self.p = problem
         self.decoder = Decoder(problem)
+        self.relocation = relocation
         self.runnable = [np.flatnonzero(problem.can_run[i]) for i in range(problem.n)]
 
     def fitness(self, counts: np.ndarray) -> float:
-        return self.decoder.makespan(owner_from_counts(counts))
+        owner = owner_from_counts(counts)
+        f = self.decoder.makespan(owner)
+        return f if self.relocation is None else f + self.relocation.of_owner(owner[:, 0])
 
     def schedule(self, counts: np.ndarray) -> Schedule:
         return self.decoder.schedule(owner_from_counts(counts))

@@ -83,6 +83,7 @@ def placeto(problem: Problem, ctx: Any, policy: str, episodes: int | None, hidde
     objectives=("latency",),
     requires=("torch",),
     initial=True,
+    relocation=True,
     options=(
         Option("policy", str, "", "a policy file from 'mapsched train giph' (default: the shipped one, trained "
                                   "on GiPH's multi-diff networks)"),

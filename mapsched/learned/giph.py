@@ -101,6 +101,7 @@ from ..bounds.simple import critical_path_bound
 from ..decoder import as_owner
 from ..errors import InfeasibleError, OptionError
 from ..problem import Problem
+from ..relocation import RelocationCosts
 from ..schedule import Schedule
 from ..simulate import simulate
 from .reinforce import discounted_returns, load_checkpoint, one_thread, reading, snapshot
@@ -421,9 +422,9 @@ def _eft(st: _Static, g: GpNet, owner: np.ndarray, end: np.ndarray, i: int, rng:
 @dataclass
 class Search:
     """One search: the best placement seen (device per task) and its makespan (as the search
-    saw it: noisy with noise), the best-so-far makespan after each step (``history[0]``: the
-    start), and for training the log-probability of each action taken, the step rewards in SLR
-    units and the policy's entropies."""
+    saw it: noisy with noise; plus the relocation cost with one), the best-so-far makespan
+    after each step (``history[0]``: the start), and for training the log-probability of each
+    action taken, the step rewards in SLR units and the policy's entropies."""
 
     owner: np.ndarray
     makespan: float
@@ -435,20 +436,26 @@ class Search:
 
 def search(st: _Static, net: GiphNet, owner: np.ndarray, steps: int, rng: np.random.Generator, noise: float = 0.0,
            train: bool = False, greedy: bool = False, deadline: float = math.inf,
-           improved: Callable[[float], None] | None = None) -> Search:
+           improved: Callable[[float], None] | None = None,
+           relocation: RelocationCosts | None = None) -> Search:
     """``steps`` moves of the policy from placement ``owner``, each run by the runtime model
     (GiPH's noise with ``noise``, drawn from ``rng``, which also draws the actions). O(steps x
     (gpNet edges + (n + E) log n)). ``train`` keeps the autograd graph of each action's
-    log-probability; ``improved(makespan)`` is told each new best (noiseless runs only)."""
+    log-probability; ``improved(makespan)`` is told each new best (noiseless runs only).
+    With ``relocation`` the makespan of each placement has its relocation cost added, as
+    GiPH's §5.3 adds it to the reward."""
     p = st.p
     owner = np.array(owner, dtype=np.int64)
 
     def run(o: np.ndarray) -> Schedule:
         return simulate(p, o, noise, rng, "giph") if noise else simulate(p, o)
 
+    def value(s: Schedule) -> float:
+        return s.makespan if relocation is None else s.makespan + relocation.of_owner(owner)
+
     s = run(owner)
     start, end = _times(p, s)
-    cur = s.makespan
+    cur = value(s)
     out = Search(owner.copy(), cur, [cur])
     last = -1
     for _ in range(steps):
@@ -476,8 +483,8 @@ def search(st: _Static, net: GiphNet, owner: np.ndarray, steps: int, rng: np.ran
             out.history.append(out.makespan)
             continue
         start, end = _times(p, s)
-        out.rewards.append((cur - s.makespan) / st.cp if st.cp > 0 else 0.0)
-        cur = s.makespan
+        out.rewards.append((cur - value(s)) / st.cp if st.cp > 0 else 0.0)
+        cur = value(s)
         if cur < out.makespan:
             out.owner, out.makespan = owner.copy(), cur
             if improved is not None and not noise:
@@ -718,13 +725,13 @@ def solve_giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: flo
         steps = max(1, round(ratio * p.n))
         with torch.no_grad():
             res = search(st, net, owner, steps, ctx.rng, noise, greedy=greedy, deadline=deadline,
-                         improved=ctx.improved)
+                         improved=ctx.improved, relocation=ctx.relocation)
     s = simulate(p, res.owner, method="giph")
     s.log += (f"giph: {len(res.history) - 1} of {steps} steps from {origin} "
               f"placement ({res.history[0]:.6g}), policy {policy or 'shipped'}; best {s.makespan:.6g}, SLR "
               f"{s.makespan / st.cp:.4g}\n")
-    if ctx.initial is not None and ctx.initial.makespan < s.makespan:  # never worse than the start
+    if ctx.initial is not None and ctx.objective(ctx.initial) < ctx.objective(s):  # never worse than the start
         ctx.initial.log += s.log
         return ctx.initial
-    ctx.improved(s.makespan)
+    ctx.improved(ctx.objective(s))
     return s
