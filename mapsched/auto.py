@@ -6,6 +6,8 @@
   ``bheft`` for throughput) is taken, and for latency improved by the critical-path
   search of ``cp-search`` on the full graph until the time limit, or for ``moves``
   moves without one.
+- With a relocation cost (:mod:`mapsched.relocation`), ``sa``, which weighs it, within
+  the time limit or its iterations.
 
 Every stage starts from the best schedule so far, so the result is never worse than
 ``heft``'s (``bheft``'s). Its ``method`` names the stages that ran, as
@@ -50,10 +52,16 @@ time limit: CP-SAT improves on the list schedulers there within seconds."""
     "improved by critical-path search",
     options=(Option("moves", int, 200, "critical-path moves without a time limit"),),
     initial=True,
+    relocation=True,
 )
 def auto(problem: Problem, ctx: SolveContext, moves: int) -> Schedule:
     """O(the list schedulers) + O(moves (n + E)), or ``exact`` within the time limit."""
     p = problem
+    if ctx.relocation is not None:  # of the stages, only the mapping searches weigh moves
+        m = get("sa")
+        s = m.fn(p, ctx, **m.parse_options({}))
+        s.method = "auto: sa"
+        return s
     if ctx.time_limit is not None and p.n * p.L <= EXACT_JOBS:
         m = get("exact")
         s = m.fn(p, ctx, **m.parse_options({}))

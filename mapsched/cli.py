@@ -219,7 +219,7 @@ def _dask_address(text: str) -> str:
 
 
 _RELOCATION_HELP = ("with --initial: what moving a task costs (a mapsched.relocation/1 file: start-up ms, bytes "
-                    "migrated, runs to amortise over); methods sa, ea, giph minimise the makespan plus it")
+                    "migrated, runs to amortise over); methods auto, sa, ea, giph minimise the makespan plus it")
 _DASK_HELP = "run on a dask.distributed cluster: tcp://HOST:PORT of its scheduler, or local:N worker processes"
 
 

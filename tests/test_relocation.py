@@ -16,8 +16,8 @@ from mapsched.decoder import as_owner
 from mapsched.relocation import Relocation, relocation_costs
 
 TORCH = importlib.util.find_spec("torch") is not None
-SEARCH = ["sa", "ea"] + (["giph"] if TORCH else [])
-FAST = {"sa": {"iterations": 300}, "ea": {"iterations": 300}, "giph": {"ratio": 1.0}}
+SEARCH = ["sa", "ea", "auto"] + (["giph"] if TORCH else [])
+FAST = {"sa": {"iterations": 300}, "ea": {"iterations": 300}, "giph": {"ratio": 1.0}, "auto": {}}
 
 
 def owner(p, s):
@@ -112,7 +112,7 @@ def test_bad_relocations_are_refused_in_one_line():
             solve(p, "sa", initial=start, relocation=bad, iterations=10)
     with pytest.raises(OptionError, match="give --initial"):
         solve(p, "sa", relocation={"startup": 1})
-    with pytest.raises(OptionError, match="'exact' does not weigh relocation costs; these do: ea"):
+    with pytest.raises(OptionError, match="'exact' does not weigh relocation costs; these do: auto, ea"):
         solve(p, "exact", initial=start, relocation={"startup": 1})
 
 
