@@ -101,3 +101,23 @@ def test_a_schedule_hints_every_variable_of_the_model_feasibly(p):
     solver.parameters.num_workers = 1
     solver.parameters.max_time_in_seconds = 10
     assert solver.solve(model.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+
+
+@settings(max_examples=8, deadline=None)
+@given(problems(throughput=True, max_tasks=4, max_devices=3, max_batch=3))
+def test_the_search_form_has_the_same_optimum(p):
+    # Per-input precedences and no signature order: the form exact builds for large models.
+    start = solve(p, "bheft")
+    proof = CpSatBatched(p, start.makespan).solve(60, 1)
+    search = CpSatBatched(p, start.makespan, links=False, input_symmetry=False).solve(60, 1)
+    assert proof["optimal"] and search["optimal"]
+    assert search["bound"] == pytest.approx(proof["bound"], rel=1e-9, abs=1e-9)
+
+
+def test_a_large_batched_stack_is_solved_in_the_search_form():
+    from mapsched.formulations.batched_cpsat import search_form
+
+    p = stack(5, 10, 1, seed=0, objective=Objective("throughput", 4))
+    assert search_form(p)
+    r = exact(p, time_limit=3)
+    assert r.makespan <= solve(p, "bheft").makespan + 1e-9

@@ -45,8 +45,9 @@ Redundant constraints (load cuts for batches)
     ``s[i, u] >= head[i, u]``, and ``C >= end[i, u] + tail[i, u]`` when the batch
     exists. Per device, if it runs any batch, its batches fit between the earliest
     head and the makespan less the least tail of the tasks it can run:
-    ``sum_i dur[i, u] <= C - min_i head[i, u] - min_i tail[i, u]``; and all devices'
-    work fits in m makespans. These are the latency model's device windows and load
+    ``sum_i dur[i, u] <= C - min_i head[i, u] - min_i tail[i, u]``, and, whether used
+    or not, ``sum_i dur[i, u] <= C`` (which the LP relaxation sees in full); and all
+    devices' work fits in m makespans. These are the latency model's device windows and load
     cuts taken over the whole graph (the latency cuts between two tasks do not carry
     over: a task's batches on several devices have no single start and end).
 
@@ -76,11 +77,29 @@ from ..splits import batch_options
 from .common import Plugin, apply_plugins, capped
 from .cpsat import default_resolution, memory_row, run_cpsat
 
-__all__ = ["CpSatBatched", "group_size", "grouped"]
+__all__ = ["CpSatBatched", "group_size", "grouped", "search_form"]
 
 
 SMALL_TASKS = 40
-"""Tasks up to which :meth:`CpSatBatched.solve` runs two workers on two or three threads."""
+"""Tasks up to which :meth:`CpSatBatched.solve` runs two workers on two or three threads,
+and above which ``exact`` builds the search form (:func:`search_form`)."""
+
+
+def search_form(problem: Problem) -> bool:
+    """Whether ``exact`` builds the model for search rather than proof: above
+    :data:`SMALL_TASKS` tasks, no link literals (``links=False``), no signature order
+    (``input_symmetry=False``) and no hint of the start schedule. O(1).
+
+    On the 102-task wdep 4-channel stack of Table IV (B=16, 45 s, 2 threads, one run
+    each), the complete hint of ``bheft``'s schedule kept CP-SAT at that schedule
+    (throughput 55.34 to 55.5, with or without the other features: its improvements were
+    single ticks of rounding slack), while CP-SAT's own first solutions, found by its
+    LP-guided workers, led its neighbourhood searches to 74-76. Without the hint, the
+    link literals and the signature order each delayed those first solutions (17-35 s
+    instead of 2-3 s; 60-68 with either, 76.4 without both). Small models keep all three:
+    they are proved, and the hint's incumbent and the smaller symmetric model serve that.
+    """
+    return problem.n > SMALL_TASKS
 
 
 class CpSatBatched:
@@ -93,15 +112,23 @@ class CpSatBatched:
         interchangeable (no :meth:`release` times).
     busy : list of list of (int, int), optional
         Per device, fixed ``(start, length)`` intervals in ticks that its jobs avoid.
+    links : bool
+        State precedences through one link literal per (edge, device pair) (see the module
+        docstring); False states them per input, as two-literal enforced constraints.
 
     Notes
     -----
-    O(n m (|sizes| + L) + E m^2 L) variables and constraints, O(E m^2) of them linear.
+    O(n m (|sizes| + L) + E m^2 L) variables and constraints, O(E m^2) of them linear
+    (O(E m^2 L) with ``links=False``).
+
+    Link literals and signature order serve proofs on small models, but on large ones,
+    where the search is for schedules, they slowed CP-SAT's first LP-guided solutions
+    (see :func:`search_form`).
     """
 
     def __init__(self, problem: Problem, upper_bound: float, resolution: float | None = None,
                  plugins: tuple[Plugin, ...] = (), input_symmetry: bool = True,
-                 busy: Sequence[Sequence[tuple[int, int]]] | None = None) -> None:
+                 busy: Sequence[Sequence[tuple[int, int]]] | None = None, links: bool = True) -> None:
         self.problem = problem
         self.res = res = resolution or default_resolution(upper_bound)
         self.model = m = cp_model.CpModel()
@@ -167,6 +194,9 @@ class CpSatBatched:
             m.add_no_overlap(intervals[u] + fixed)
             on = [i for i in range(p.n) if (i, u) in self.x]
             ok = [i for i in on if np.isfinite(head[i, u]) and np.isfinite(tail[i, u])]
+            # Unconditional, so the LP relaxation sees it (the enforced cut below is only big-M
+            # there): without it CP-SAT's LP-guided first solutions came far later on 102 tasks.
+            m.add(sum(self.dur[i, u] for i in on) <= self.C)
             if ok:  # a used device's batches lie between the earliest head and the makespan less the least tail
                 used = self.used[u] = m.new_bool_var(f"used{u}")
                 for i in on:
@@ -190,6 +220,14 @@ class CpSatBatched:
                     if (i, u) not in self.x or (j, v) not in self.x:
                         continue
                     c = p.comm[e, u, v]
+                    if not links:  # per input: y[i, u, l] and y[j, v, l] => s[j, v] >= end[i, u] + com
+                        for lo in range(L):
+                            both = [self.y[i, u, lo], self.y[j, v, lo]]
+                            if not math.isfinite(c):
+                                m.add_bool_or([both[0].Not(), both[1].Not()])
+                            else:
+                                m.add(self.s[j, v] >= self.end[i, u] + int(math.floor(c * res))).only_enforce_if(both)
+                        continue
                     z = self.z[e, u, v] = m.new_bool_var(f"z{e}_{u}_{v}")  # some input goes from batch (i, u) to (j, v)
                     for lo in range(L):
                         m.add_bool_or([self.y[i, u, lo].Not(), self.y[j, v, lo].Not(), z])

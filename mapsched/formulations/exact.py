@@ -7,7 +7,9 @@ use :mod:`.batched_milp` and :mod:`.batched_cpsat`. Both backends start from
 the status is ``optimal`` only when the schedule meets that bound. The batched models
 allow one job per task and device, fewer than the format does, so for throughput their
 bound is reported in the log (``batched model: optimal among ...``), not as the result's
-bound.
+bound. A batched CP-SAT model of more than :data:`~.batched_cpsat.SMALL_TASKS` tasks
+takes the start only as its horizon and fallback, not as a hint
+(:func:`~.batched_cpsat.search_form`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from ..registry import Option, register
 from ..schedule import Schedule
 from ..symmetry import symmetry_plugins
 from ..validate import meets
-from .batched_cpsat import CpSatBatched
+from .batched_cpsat import CpSatBatched, search_form
 from .batched_milp import MilpBatched
 from .common import LOAD_CUT_TERMS, retime, retime_jobs
 from .cpsat import CpSatModel
@@ -102,8 +104,15 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
 
     seed = int(ctx.rng.integers(2**31 - 1))
     if problem.L > 1:
-        model_b = (CpSatBatched if backend == "cpsat" else MilpBatched)(problem, upper, resolution or None, plugins)
-        model_b.hint(start)
+        if backend == "cpsat":
+            # Large models: built for search, and not hinted (see search_form).
+            searching = search_form(problem)
+            model_b = CpSatBatched(problem, upper, resolution or None, plugins,
+                                   input_symmetry=not searching, links=not searching)
+        else:
+            searching, model_b = False, MilpBatched(problem, upper, resolution or None, plugins)
+        if not searching:
+            model_b.hint(start)
         out = model_b.solve(ctx.remaining_or_none(), ctx.threads, seed, ctx.log,
                             lambda jobs, bound: keep(retime_jobs(problem, jobs), bound), solver_symmetry)
         log = out["log"]
