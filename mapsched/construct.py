@@ -17,7 +17,7 @@ from itertools import product
 
 import numpy as np
 
-from .decoder import Builder, Decoder, owner_counts, split_masks
+from .decoder import Builder, Decoder, as_owner, owner_counts, split_masks
 from .problem import Problem
 from .ranks import rank_order, upward_rank
 from .schedule import Schedule
@@ -137,3 +137,9 @@ def repair_placement(problem: Problem, owner: np.ndarray) -> Schedule:
     placed = np.flatnonzero(owner >= 0)
     prefer[placed, owner[placed]] = 1
     return repair(p, rank_order(p, upward_rank(p)), prefer, insertion=True)
+
+
+def repaired_owner(problem: Problem) -> np.ndarray:
+    """A latency placement that fits memory and links (a device index per task), for
+    searches whose random starts do not: the feasibility repair's with nothing placed."""
+    return as_owner(problem, repair_placement(problem, np.full(problem.n, -1, dtype=np.int64)).mapping())[:, 0]

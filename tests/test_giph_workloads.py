@@ -18,7 +18,7 @@ from mapsched.generators import (
     giph_network,
     giph_problem,
 )
-from mapsched.problem import Problem
+from mapsched.problem import Device, Edge, Link, Problem, System, Task
 from mapsched.validate import validate
 
 # (v, alpha, conn_prob, seed): tasks, edges, first edges, compute of task 1, types of tasks 0-7,
@@ -214,6 +214,16 @@ def test_baselines_validate_and_are_deterministic():
     with pytest.raises(OptionError):
         solve(p, "random", evaluator="exhaustive")
     assert load("topcuoglu2002").n == 10
+
+
+def test_random_eft_starts_from_the_repair_where_random_mappings_do_not_fit():
+    # 48 tasks on 8 devices that hold 6 tasks' weights each: about 1 random mapping in 130,000 fits.
+    devices = tuple(Device(f"d{u}", 60.0) for u in range(8))
+    links = tuple(Link(f"d{u}", f"d{v}", 1000.0) for u in range(8) for v in range(u + 1, 8))
+    tasks = [Task(f"t{i}", {f"d{u}": 1.0 for u in range(8)}, 10.0) for i in range(48)]
+    p = Problem(tasks, [Edge(f"t{i}", f"t{i + 1}", 1.0) for i in range(47)], System(devices, links))
+    r = solve(p, "random-eft", seed=0)
+    assert validate(p, r) == []
 
 
 def test_bench_rows_and_slr_table(tmp_path):

@@ -1,7 +1,8 @@
 """``random-eft``: GiPH's Random-task + EFT baseline (Hu et al. 2023, issue 29), a local
 search scored by the work-conserving runtime model (:mod:`mapsched.simulate`).
 
-From a random mapping, each step picks a task uniformly and moves it to the device
+From a random mapping (the feasibility repair's when 100 draws do not fit memory and
+links), each step picks a task uniformly and moves it to the device
 (among those that can run it) where it would finish first: its data-ready time there,
 ``max over parents of (parent's finish + transfer)``, plus its time on the device; the
 device's queue is ignored, as in GiPH's code, and a task without parents goes to a
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..construct import repaired_owner
 from ..context import SolveContext
 from ..errors import InfeasibleError
 from ..problem import Problem
@@ -54,9 +56,9 @@ def random_eft(problem: Problem, ctx: SolveContext, steps: int, noise: float = 0
             break
         except InfeasibleError:
             continue
-    if cur is None:
-        raise InfeasibleError("random-eft: no random mapping of 100 fits the devices' memory and links; "
-                              "try heft or sa")
+    if cur is None:  # memory or links leave few random mappings that fit: start from the repair's
+        owner = repaired_owner(p)
+        cur = run(owner)
     best, best_owner = cur, owner.copy()
     if not noise:  # noisy makespans are not the returned schedule's: no progress history then
         ctx.improved(cur.makespan)

@@ -496,7 +496,7 @@ def search(st: _Static, net: GiphNet, owner: np.ndarray, steps: int, rng: np.ran
 def start_placement(p: Problem, rng: np.random.Generator) -> np.ndarray:
     """A random placement that fits memory and links (GiPH starts from a random one), or the
     feasibility repair's when 100 draws do not."""
-    from ..construct import repair_placement
+    from ..construct import repaired_owner
     from ..heuristics.random_search import random_owner
 
     for _ in range(100):
@@ -506,7 +506,7 @@ def start_placement(p: Problem, rng: np.random.Generator) -> np.ndarray:
             return owner
         except InfeasibleError:
             continue
-    return as_owner(p, repair_placement(p, np.full(p.n, -1, dtype=np.int64)).mapping())[:, 0]
+    return repaired_owner(p)
 
 
 # ---------------------------------------------------------------- policies on file
