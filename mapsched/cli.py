@@ -844,7 +844,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("problem", help=prob_help)
     _solve_arguments(s)
     s.add_argument("--initial", metavar="SCHEDULE", help="start from this schedule's placement (latency; "
-                   "methods auto, cp-search, sa, ea, exact, giph)")
+                   "methods auto, cp-search, sa, ea, exact, split, giph)")
     s.add_argument("--relocation", metavar="FILE", help=_RELOCATION_HELP)
     s.add_argument("--dask", metavar="ADDRESS", type=_dask_address, help=_DASK_HELP + " (-m split)")
 

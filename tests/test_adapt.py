@@ -14,7 +14,7 @@ from mapsched import OptionError, ProblemError, Schedule, instances, solve, vali
 
 
 @settings(max_examples=30, deadline=None)
-@given(problems(max_tasks=8, max_devices=3), st.sampled_from(["sa", "ea", "exact", "cp-search", "auto"]),
+@given(problems(max_tasks=8, max_devices=3), st.sampled_from(["sa", "ea", "exact", "cp-search", "auto", "split"]),
        st.integers(0, 3))
 def test_a_valid_initial_schedule_is_never_made_worse(p, method, seed):
     start = mapsched.decode(p, p.planted)  # a valid schedule, often a poor one
@@ -29,7 +29,7 @@ def test_the_callers_initial_schedule_is_left_as_it_was():
     p = mapsched.generators.random_dag(12, 3, seed=2)
     start = solve(p, "exact", time_limit=5)
     before = start.to_json()
-    for method in ("sa", "ea", "exact", "cp-search", "auto"):
+    for method in ("sa", "ea", "exact", "cp-search", "auto", "split"):
         solve(p, method, time_limit=2, initial=start, **({"iterations": 50} if method in ("sa", "ea") else {}))
         assert start.to_json() == before
 

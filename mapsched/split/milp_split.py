@@ -83,7 +83,7 @@ from ..errors import InfeasibleError, ProblemError
 from ..feasibility import feasible_counts
 from ..formulations.common import retime_jobs
 from ..formulations.exact import improve
-from ..portfolio import LIST_SCHEDULERS, best_list_schedule
+from ..portfolio import LIST_SCHEDULERS, best_start
 from ..problem import Edge, Problem, Task
 from ..registry import Option, register
 from ..schedule import Schedule
@@ -202,6 +202,7 @@ def _com(p: Problem, chain: ModuleChain, t: int, v_prev: int, u: int) -> float:
     "MILP-SPLIT: exact module solves combined by dynamic programming",
     objectives=("latency", "throughput"),
     exact=True,
+    initial=True,
     options=(
         Option("channels", int, 0, "most edges between consecutive modules (0: the fewest that leave no "
                "module too large for a quick exact solve)"),
@@ -239,9 +240,10 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     exact_chain = _is_exact(p, chain)
     # Never worse than the heuristic it starts from: the heuristic recursion can be far
     # off (batched modules are added, not pipelined), time may run out before the table
-    # fills, and holding channel ends on one device can rule out every combination.
+    # fills, and holding channel ends on one device can rule out every combination. A solve's
+    # initial placement is that start when it is better.
     began = time.perf_counter()
-    start = best_list_schedule(p)
+    start = best_start(p, ctx.initial)
     # A pass over the whole graph (one of the warm start's list schedulers): what a
     # stitching's re-timing, or the set-up of a subproblem as large, takes again (a tenth
     # of a second at 2,000 tasks).
