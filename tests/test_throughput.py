@@ -121,3 +121,21 @@ def test_a_large_batched_stack_is_solved_in_the_search_form():
     assert search_form(p)
     r = exact(p, time_limit=3)
     assert r.makespan <= solve(p, "bheft").makespan + 1e-9
+
+
+def test_the_hinted_model_takes_over_when_the_search_form_finds_nothing(monkeypatch):
+    p = stack(5, 10, 1, seed=0, objective=Objective("throughput", 4))
+    probes = []
+
+    def nothing(self, time_limit, *args, first_within=None):  # the search form (links=False) finds nothing
+        probes.append(first_within)
+        return {"jobs": None, "log": "", "optimal": False, "bound": 0.0}
+
+    real = CpSatBatched.solve
+    monkeypatch.setattr(CpSatBatched, "solve", lambda self, *a, **kw: (nothing if not self.z else real)(
+        self, *a, **kw))
+    r = solve(p, "exact", time_limit=4, log=True)
+    assert probes and 0 < probes[0] <= 0.25 * 4
+    assert "the hinted model for the rest" in r.log and validate(p, r) == []
+    assert r.makespan <= solve(p, "bheft").makespan + 1e-9
+

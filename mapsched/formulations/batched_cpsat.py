@@ -340,8 +340,10 @@ class CpSatBatched:
         m.add_hint(self.C, self.horizon)
 
     def solve(self, time_limit: float | None, threads: int, seed: int = 0, log: bool = False,
-              on_solution: Any = None, detect_symmetry: bool = True) -> dict[str, Any]:
+              on_solution: Any = None, detect_symmetry: bool = True,
+              first_within: float | None = None) -> dict[str, Any]:
         """Solve; returns ``jobs`` [(task, device, mask, start ms)], ``bound`` (ms), ``optimal``, ``log``.
+        ``first_within`` (with ``on_solution``): give up after that many seconds without a solution.
 
         With two or three threads, a model of at most :data:`SMALL_TASKS` tasks runs two
         workers, the LP-free search and the default one, instead of the portfolio's three:
@@ -351,7 +353,8 @@ class CpSatBatched:
         small = 2 <= threads < 4 and self.problem.n <= SMALL_TASKS
         solver, status, text = run_cpsat(self, time_limit, threads, seed, log, on_solution,
                                          detect_symmetry=detect_symmetry, workers=2 if small else None,
-                                         subsolvers=("no_lp", "default_lp") if small else ())
+                                         subsolvers=("no_lp", "default_lp") if small else (),
+                                         first_within=first_within)
         out: dict[str, Any] = {"jobs": None, "log": text, "optimal": status == cp_model.OPTIMAL,
                                "bound": solver.best_objective_bound / self.res}
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):

@@ -29,6 +29,7 @@ Soundness of the bound
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -279,13 +280,16 @@ def portfolio(params: Any, threads: int, deadline: bool = False) -> None:
 
 def run_cpsat(model: Any, time_limit: float | None, threads: int, seed: int, log: bool,
               on_solution: Any = None, workers: int | None = None, deadline: bool = False,
-              detect_symmetry: bool = True, subsolvers: tuple[str, ...] = ()) -> tuple[cp_model.CpSolver, int, str]:
+              detect_symmetry: bool = True, subsolvers: tuple[str, ...] = (),
+              first_within: float | None = None) -> tuple[cp_model.CpSolver, int, str]:
     """Solve ``model.model`` with CP-SAT. ``on_solution(solution, bound)`` gets each solution as
     ``model.read`` gives it and the bound proved so far (ms), and stops the search by returning
     True. ``workers`` replaces :func:`portfolio` by CP-SAT's default search with that many
     workers; ``deadline`` is passed on to :func:`portfolio`. Returns the solver, its status and
     the log (empty unless asked for). ``detect_symmetry=False`` turns off CP-SAT's own symmetry
-    detection (``symmetry_level`` 0). ``subsolvers`` (with ``workers``) names the workers."""
+    detection (``symmetry_level`` 0). ``subsolvers`` (with ``workers``) names the workers.
+    ``first_within`` (with ``on_solution``): seconds after which the search stops if no
+    solution has come yet."""
     solver = cp_model.CpSolver()
     prm = solver.parameters
     if time_limit is not None:
@@ -304,8 +308,17 @@ def run_cpsat(model: Any, time_limit: float | None, threads: int, seed: int, log
         prm.log_to_stdout = False
         solver.log_callback = lines.append
     prm.catch_sigint_signal = False  # mapsched.interrupt stops the search, and the caller goes on from there
-    with interrupt.on_stop(solver.stop_search):
-        status = solver.solve(model.model, _Callback(model, on_solution) if on_solution is not None else None)
+    callback = _Callback(model, on_solution) if on_solution is not None else None
+    timer = None
+    if callback is not None and first_within is not None:
+        timer = threading.Timer(first_within, lambda: callback.found or solver.stop_search())
+        timer.start()
+    try:
+        with interrupt.on_stop(solver.stop_search):
+            status = solver.solve(model.model, callback)
+    finally:
+        if timer is not None:
+            timer.cancel()
     return solver, status, "\n".join(lines)
 
 
@@ -315,8 +328,9 @@ class _Callback(cp_model.CpSolverSolutionCallback):
 
     def __init__(self, model: CpSatModel, fn: Any) -> None:
         super().__init__()
-        self.model, self.fn = model, fn
+        self.model, self.fn, self.found = model, fn, False
 
     def on_solution_callback(self) -> None:
+        self.found = True
         if self.fn(self.model.read(self), self.best_objective_bound / self.model.res):
             self.stop_search()

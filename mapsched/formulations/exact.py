@@ -9,12 +9,14 @@ allow one job per task and device, fewer than the format does, so for throughput
 bound is reported in the log (``batched model: optimal among ...``), not as the result's
 bound. A batched CP-SAT model of more than :data:`~.batched_cpsat.SMALL_TASKS` tasks
 takes the start only as its horizon and fallback, not as a hint
-(:func:`~.batched_cpsat.search_form`).
+(:func:`~.batched_cpsat.search_form`); if CP-SAT finds no schedule of its own in the first
+quarter of the time, the hinted model gets the rest.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +33,11 @@ from .batched_milp import MilpBatched
 from .common import LOAD_CUT_TERMS, retime, retime_jobs
 from .cpsat import CpSatModel
 from .milp import build_model, set_start, solve_model
+
+PROBE_SHARE = 0.25
+"""Share of the time left that a large batched CP-SAT model gets, built for search and not
+hinted, to find a schedule of its own before the hinted model takes over (see
+:func:`~.batched_cpsat.search_form`)."""
 
 
 @register(
@@ -104,18 +111,28 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
 
     seed = int(ctx.rng.integers(2**31 - 1))
     if problem.L > 1:
-        if backend == "cpsat":
-            # Large models: built for search, and not hinted (see search_form).
-            searching = search_form(problem)
-            model_b = CpSatBatched(problem, upper, resolution or None, plugins,
-                                   input_symmetry=not searching, links=not searching)
-        else:
-            searching, model_b = False, MilpBatched(problem, upper, resolution or None, plugins)
-        if not searching:
+        log = ""
+
+        def batched(model: CpSatBatched | MilpBatched, **kw: Any) -> dict[str, Any]:
+            return model.solve(ctx.remaining_or_none(), ctx.threads, seed, ctx.log,
+                               lambda jobs, bound: keep(retime_jobs(problem, jobs), bound), solver_symmetry, **kw)
+
+        out = None
+        if backend == "cpsat" and search_form(problem):
+            # Large models: first built for search and not hinted (see search_form). Where CP-SAT
+            # finds no schedule of its own within a quarter of the time, the hinted model has the rest.
+            probe = None if ctx.time_limit is None else PROBE_SHARE * ctx.remaining()
+            out = batched(CpSatBatched(problem, upper, resolution or None, plugins, input_symmetry=False,
+                                       links=False), first_within=probe)
+            if out["jobs"] is None and probe is not None and not ctx.expired():
+                log = f"search form: no schedule of its own within {probe:.3g} s; the hinted model for the rest\n"
+                out = None
+        if out is None:
+            model_b = (CpSatBatched if backend == "cpsat" else MilpBatched)(problem, upper, resolution or None,
+                                                                            plugins)
             model_b.hint(start)
-        out = model_b.solve(ctx.remaining_or_none(), ctx.threads, seed, ctx.log,
-                            lambda jobs, bound: keep(retime_jobs(problem, jobs), bound), solver_symmetry)
-        log = out["log"]
+            out = batched(model_b)
+        log += out["log"]
         final = retime_jobs(problem, out["jobs"]) if out["jobs"] else None
     elif backend == "highs":
         model = build_model(problem, upper, plugins, load_cut_terms)
