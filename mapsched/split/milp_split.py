@@ -146,6 +146,12 @@ def _ruled_out(p: Problem, chain: ModuleChain, t: int, u: int | None, v: int | N
     return bool(set(ins) & set(outs) and u != v) or (node is not None and u is not None and not _holds(p, node, u))
 
 
+def _ends(key: tuple) -> tuple[int, int | None, int | None]:
+    """A subproblem key ``(t, u, v)`` as module and held devices; ``(t, "free", None)``: none held."""
+    t, u, v = key
+    return (t, None, None) if u == "free" else (t, u, v)
+
+
 def _subproblem(p: Problem, chain: ModuleChain, t: int, u: int | None, v: int | None) -> Problem | None:
     """Module t with its inputs held on device u and outputs on v (None: free)."""
     if _ruled_out(p, chain, t, u, v):
@@ -399,7 +405,7 @@ class _Subproblems:
 
     def __init__(self, p: Problem, chain: ModuleChain, keys: list[tuple]):
         self.p, self.chain = p, chain
-        self.keys = [(t, u, v) for t, u, v in keys if u == "free" or not _ruled_out(p, chain, t, u, v)]
+        self.keys = [k for k in keys if not _ruled_out(p, chain, *_ends(k))]
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -407,11 +413,10 @@ class _Subproblems:
     def items(self, expired: Callable[[], bool]) -> Iterator[tuple[tuple, Problem | None]]:
         """Each key and its subproblem, none once ``expired()``: building one of a thousand
         tasks takes a tenth of a second."""
-        for t, u, v in self.keys:
+        for k in self.keys:
             if expired():
                 return
-            free = u == "free"
-            yield (t, u, v), _subproblem(self.p, self.chain, t, None if free else u, None if free else v)
+            yield k, _subproblem(self.p, self.chain, *_ends(k))
 
 
 def _relabel(p: Problem, sol: ModuleSolution, g: np.ndarray) -> ModuleSolution:
@@ -555,9 +560,7 @@ def _solve_chunk(shared: tuple[Problem, ModuleChain] | None, items: list, backen
     for x in items:
         began = time.perf_counter()
         if shared is not None:
-            t, u, v = x
-            free = u == "free"
-            x = _subproblem(*shared, t, None if free else u, None if free else v)
+            x = _subproblem(*shared, *_ends(x))
         solutions.append(None if x is None else solve_module(x, backend, limit, symmetry, threads, until))
         seconds.append(time.perf_counter() - began)
     return solutions, seconds
