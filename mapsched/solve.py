@@ -137,13 +137,14 @@ def solve(
 
             ctx.relocation = RelocationCosts(problem, relocation_costs(problem, relocation, start.origin))
     result: Schedule = m.fn(problem, ctx, **opts)
+    # This solve's, never one a returned initial schedule brought from an earlier solve.
+    result.relocation_cost = None if ctx.relocation is None else ctx.relocation.of(result)
     if start is not None:
         head = (start.describe() + f"the result runs {moved(problem, start.schedule, result)} task(s) "
                 "elsewhere than the initial placement\n")
-        if ctx.relocation is not None:
-            result.relocation_cost = ctx.relocation.of(result)
+        if result.relocation_cost is not None:
             head += (f"relocation cost {result.relocation_cost:.6g}; makespan plus relocation "
-                     f"{ctx.objective(result):.6g}\n")
+                     f"{result.makespan + result.relocation_cost:.6g}\n")
         result.log = head + result.log
     # The time limit counts the loading (once a process); solve_seconds is the solve alone, the
     # history counts from the call.
@@ -156,8 +157,8 @@ def solve(
     result.lower_bound = bound
     # A makespan that meets a proved bound is proved optimal, whatever found it; with a
     # relocation cost, the bound (on the makespan alone) proves only an objective that meets it.
-    if meets(ctx.objective(result), bound):
+    if meets(result.makespan + (result.relocation_cost or 0.0), bound):
         result.status = "optimal"
-    elif ctx.relocation is not None:  # a method's own proof is of the makespan alone
+    elif result.relocation_cost is not None:  # a method's own proof is of the makespan alone
         result.status = "feasible"
     return result

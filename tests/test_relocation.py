@@ -99,6 +99,18 @@ def test_status_is_optimal_only_when_makespan_plus_relocation_meets_the_bound():
     assert r.relocation_cost == 1.0 and r.status == "feasible"  # makespan optimal, the move unavoidable
 
 
+def test_a_solve_without_relocation_drops_the_cost_an_initial_schedule_carried():
+    p = mapsched.generators.random_dag(12, 3, seed=2)  # an optimum that re-timing by rank would lose
+    best = solve(p, "exact", time_limit=10)
+    assert best.status == "optimal"
+    start = solve(p, "sa", initial=best, relocation={"startup": 1e6}, iterations=50)
+    assert start.relocation_cost == 0
+    # An optimum comes back as it was given: without a cost this time, none is reported.
+    again = solve(p, "sa", initial=Schedule.from_json(start.to_json()), iterations=50)
+    assert again.makespan == best.makespan
+    assert again.relocation_cost is None and "relocation_cost" not in again.to_dict()
+
+
 def test_bad_relocations_are_refused_in_one_line():
     p = instances.load("topcuoglu2002")
     start = solve(p, "heft")
