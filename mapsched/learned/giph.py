@@ -483,8 +483,9 @@ def search(st: _Static, net: GiphNet, owner: np.ndarray, steps: int, rng: np.ran
             out.history.append(out.makespan)
             continue
         start, end = _times(p, s)
-        out.rewards.append((cur - value(s)) / st.cp if st.cp > 0 else 0.0)
-        cur = value(s)
+        now = value(s)
+        out.rewards.append((cur - now) / st.cp if st.cp > 0 else 0.0)
+        cur = now
         if cur < out.makespan:
             out.owner, out.makespan = owner.copy(), cur
             if improved is not None and not noise:
