@@ -189,7 +189,8 @@ def test_chunk_size_follows_the_times_so_far_and_shrinks_at_the_tail():
     assert _chunk_size(0.2, 0.0, 0, 500, 2) == 1  # nothing back yet: one a task
     assert _chunk_size(0.2, 1.0, 100, 500, 2) == 20  # 10 ms each: 0.2 s a task
     assert _chunk_size(0.2, 1.0, 100, 48, 2) == 6  # the last ones: at most left / (4 * slots)
-    assert _chunk_size(0.2, 1.0, 100, 10, 2) == 1
+    assert _chunk_size(0.2, 1.0, 100, 10, 2) == 5  # but 50 ms a task while each slot has that much
+    assert _chunk_size(0.2, 1.0, 100, 3, 2) == 1
     assert _chunk_size(0.2, 50.0, 100, 500, 2) == 1  # 0.5 s each: one a task
 
 

@@ -540,16 +540,21 @@ def _chunk_size(target: float, spent: float, back: int, left: int, width: int) -
     """Subproblems for the next task: as many as take ``target`` seconds at the mean time
     of the ``back`` subproblems solved so far (``spent`` seconds on the workers), one until
     some are back; at most a quarter of the ``left`` ones per task slot, so that the last
-    tasks, one subproblem each, keep every slot busy to the end (guided self-scheduling). A task on a cluster costs
-    a few milliseconds (``benchmarks/bench_dask.py``): short subproblems go in chunks,
-    long ones one a task.
+    tasks keep every slot busy to the end (guided self-scheduling), but never less than a
+    quarter of ``target`` while each slot still has that much left. A task on a cluster
+    costs a few milliseconds of the scheduler's, the client's and the worker's time
+    (``benchmarks/bench_dask.py``), which on a small cluster come out of the workers'
+    cores: short subproblems go in chunks, long ones one a task.
 
     >>> _chunk_size(0.2, 0.5, 50, 200, 2), _chunk_size(0.2, 0.5, 50, 40, 2), _chunk_size(0.2, 5.0, 10, 200, 2)
     (20, 5, 1)
+    >>> _chunk_size(0.2, 0.5, 50, 12, 2), _chunk_size(0.2, 0.5, 50, 3, 2)  # 10 ms each: 50 ms a task at the end
+    (5, 1)
     """
     if back == 0:
         return 1
-    return max(1, min(int(target * back / max(spent, 1e-9)), left // (4 * width)))
+    each = max(spent, 1e-9) / back
+    return max(1, min(int(target / each), left // (4 * width)), min(int(target / 4 / each), left // width))
 
 
 def _solve_chunk(shared: tuple[Problem, ModuleChain] | None, items: list, backend: str, limit: float | None,
