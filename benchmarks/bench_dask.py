@@ -6,8 +6,9 @@ independent module solves, ``--window 0``, whose subproblems are independent):
 
 1. split's wall time through ``mapsched.distributed`` on ``local:1`` and ``local:2``
    (one solver thread per subproblem either way; the median of ``--repeats`` runs, as
-   runs of a second or two vary by 5-10% on 2 cores), side by side, with the Dask tasks
-   the median run took (short subproblems go several to a task: split's ``chunk_seconds``);
+   runs of a second or two vary by 5-10% on 2 cores; a stack's runs on the two clusters
+   are taken one after the other), side by side, with the Dask tasks the median run took
+   (short subproblems go several to a task: split's ``chunk_seconds``);
    goal: 2 workers at least 1.7 times faster where there are enough subproblems.
 2. From each subproblem's time measured on the worker (1-worker run), the makespan of
    the subproblem list on W = 1, 2, 4, ..., 64 workers by list scheduling (each
@@ -19,7 +20,7 @@ independent module solves, ``--window 0``, whose subproblems are independent):
    problem shared once): no-op tasks, all in flight at once (per task) and one at a
    time (round trip); goal: under 10 ms.
 
-    python benchmarks/bench_dask.py                    # the tables (10 minutes, on 2 cores: run alone)
+    python benchmarks/bench_dask.py                    # the tables (10-20 minutes, on 2 cores: run alone)
     python benchmarks/bench_dask.py --modules 3 --nodes 5 --configs 1 --noop 20 --repeats 1  # a smoke run
     python benchmarks/bench_dask.py --chunk-seconds 0     # one subproblem a task, as before chunks
 """
@@ -119,12 +120,14 @@ def main() -> None:
     if args.chunk_seconds is not None:
         opts["chunk_seconds"] = args.chunk_seconds
     wall, times, tasks, results = {}, {}, {}, {}
-    for w in (1, 2):
-        with connect(f"local:{w}") as ex:
-            # Workers import mapsched and the solvers on their first task: not part of any timing.
-            for _ in range(2):
-                mapsched.solve(stack(2, 4, seed=0), "split", executor=ex, **opts)
-            for k, p in problems.items():
+    # A stack's 1- and 2-worker runs follow each other, so that the ratio compares runs of the
+    # same minute: this shared machine's speed drifts by 10-20% over a 10-minute benchmark.
+    for k, p in problems.items():
+        for w in (1, 2):
+            with connect(f"local:{w}") as ex:
+                # Workers import mapsched and the solvers on their first task: not part of any timing.
+                for _ in range(2):
+                    mapsched.solve(stack(2, 4, seed=0), "split", executor=ex, **opts)
                 runs = []
                 for _ in range(args.repeats):
                     timed = Timed(ex)
@@ -135,8 +138,8 @@ def main() -> None:
                     assert r.makespan == runs[0][1].makespan  # the same schedule value, run after run
                 wall[k, w], r, timed = sorted(runs, key=lambda x: x[0])[len(runs) // 2]
                 results[k, w], times[k, w], tasks[k, w] = r, timed.subproblems, len(timed.seconds)
-            if w == 2:
-                flight, trip = overhead(ex, next(iter(problems.values())), args.noop)
+    with connect("local:2") as ex:
+        flight, trip = overhead(ex, next(iter(problems.values())), args.noop)
 
     chunks = "split's default" if args.chunk_seconds is None else f"{args.chunk_seconds:g}"
     print(f"## split through Dask, {args.modules} modules of {args.nodes} nodes, {args.module_threads} solver "
