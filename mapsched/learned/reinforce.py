@@ -68,6 +68,7 @@ class ProblemTrainer(ABC):
         self.eval_makespan, self.best_policy = math.inf, None
         self.rollouts = 0
         self.seconds = 0.0  # the last episode's duration: none is started that would end past the deadline
+        self.until = math.inf  # solve's deadline (perf_counter): a rollout that can stop mid-way stops there
 
     @abstractmethod
     def episode(self, stage: str, index: int, episodes: int) -> float:
@@ -151,6 +152,7 @@ def train_here(trainer_class: Any, problem: Any, ctx: Any, method: str, policy: 
             trainer = trainer_class.from_checkpoint(problem, load_checkpoint(policy, method, problem.m), seed)
         else:
             trainer = trainer_class(problem, config, seed)
+        trainer.until = deadline
         count = episodes if episodes is not None else (0 if policy else default_episodes)
         if time.perf_counter() < deadline:
             trainer.evaluate()
