@@ -234,6 +234,10 @@ class Record:
     assignment: list[int] | None = None  # None: a dead end (memory or links left an op no device)
 
 
+class _Cut(Exception):
+    """A rollout reached the trainer's deadline (``until``)."""
+
+
 class _Env:
     """The assignment MDP on a problem, with the Critical Path bookkeeping (a list schedule
     without insertion: each op starts at its earliest start on its device) that the device
@@ -353,7 +357,7 @@ class Trainer(ProblemTrainer):
     def _rollout(self, parts: tuple[torch.Tensor, ...], eps: float, temperature: float = 0.0) -> tuple[Record, float]:
         """A rollout with exploration ``eps``, and its makespan (``inf`` on a dead end); the actions
         not explored are the policies' argmax, or with ``temperature > 0`` drawn from their
-        softmax at that temperature."""
+        softmax at that temperature. Raises :class:`_Cut` at the trainer's ``until``."""
         sel_part, plc_part, H = (t.detach() for t in parts)
         x, rng = self.g.x, self.rng
         placed = torch.zeros(self.p.m, self.cfg.hidden)
@@ -365,6 +369,8 @@ class Trainer(ProblemTrainer):
             return int(rng.choice(len(prob), p=prob / prob.sum()))
 
         def select(cands: list[int]) -> int:
+            if time.perf_counter() >= self.until:  # a rollout of 2,000 ops takes seconds
+                raise _Cut
             if len(cands) == 1:
                 return 0
             if eps > 0 and rng.random() < eps:
@@ -397,11 +403,15 @@ class Trainer(ProblemTrainer):
 
     def evaluate(self) -> float:
         """Greedy (epsilon 0) rollout of the current policy; keeps the policy if it is the best so far.
-        Returns its makespan (``inf`` on a dead end)."""
+        Returns its makespan (``inf`` on a dead end, or where the deadline cut the rollout off)."""
         started = time.perf_counter()
-        with torch.no_grad():
-            _, value = self._rollout(self._parts(), 0.0)
-        self.seconds = max(self.seconds, time.perf_counter() - started)  # an episode takes longer
+        try:
+            with torch.no_grad():
+                _, value = self._rollout(self._parts(), 0.0)
+        except _Cut:  # no evaluation of the policy
+            return math.inf
+        finally:
+            self.seconds = max(self.seconds, time.perf_counter() - started)  # an episode takes longer
         if value < self.eval_makespan or self.best_policy is None:
             self.eval_makespan = value
             self.best_policy = {"sel": snapshot(self.sel), "plc": snapshot(self.plc)}
@@ -483,14 +493,17 @@ class Trainer(ProblemTrainer):
             for group in opt.param_groups:
                 group["lr"] = lr
         parts = self._parts()
-        if stage == "il":
-            rec, value = self._rollout(parts, eps)
-            batch: list[tuple[Record, float | None]] = [(rec, None)] if rec.ops else []
-        else:
-            temperature = epsilon(cfg.sim_temperature_start, cfg.sim_temperature_end, index, episodes)
-            runs = [self._rollout(parts, eps, temperature) for _ in range(cfg.sim_samples)]
-            batch = self._advantages(runs)
-            value = min(v for _, v in runs)
+        try:
+            if stage == "il":
+                rec, value = self._rollout(parts, eps)
+                batch: list[tuple[Record, float | None]] = [(rec, None)] if rec.ops else []
+            else:
+                temperature = epsilon(cfg.sim_temperature_start, cfg.sim_temperature_end, index, episodes)
+                runs = [self._rollout(parts, eps, temperature) for _ in range(cfg.sim_samples)]
+                batch = self._advantages(runs)
+                value = min(v for _, v in runs)
+        except _Cut:  # the deadline came mid-episode: no update, and none counted
+            return math.inf
         if batch:
             for opt in self.opt.values():
                 opt.zero_grad()
