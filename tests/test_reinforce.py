@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 from mapsched import solve, validate  # noqa: E402
 from mapsched.generators import random_dag  # noqa: E402
-from mapsched.learned.reinforce import one_thread  # noqa: E402
+from mapsched.learned.reinforce import Cut, one_thread  # noqa: E402
 
 
 @pytest.mark.parametrize("method", ["doppler", "placeto"])
@@ -24,9 +24,11 @@ def test_a_rollout_stops_at_the_deadline(method):
     with one_thread():
         t = learner.Trainer(problem, learner.Config(hidden=16, rounds=2), seed=5)
         t.until = time.perf_counter()
-        assert t.evaluate() == math.inf  # cut off: no evaluation of the policy
-        assert t.rollouts == 0 and t.best_policy is None and t.eval_makespan == math.inf
-        t.episode("sim", 0, 10)
+        with pytest.raises(Cut):
+            t.evaluate()
+        assert t.rollouts == 0 and t.best_policy is None and t.eval_makespan == math.inf  # nothing evaluated
+        with pytest.raises(Cut):
+            t.episode("sim", 0, 10)
         assert t.done["sim"] == 0  # no update, none counted
         t.until = math.inf
         assert t.evaluate() < math.inf and t.rollouts == 1 and t.best_policy is not None

@@ -234,10 +234,6 @@ class Record:
     assignment: list[int] | None = None  # None: a dead end (memory or links left an op no device)
 
 
-class _Cut(Exception):
-    """A rollout reached the trainer's deadline (``until``)."""
-
-
 class _Env:
     """The assignment MDP on a problem, with the Critical Path bookkeeping (a list schedule
     without insertion: each op starts at its earliest start on its device) that the device
@@ -357,7 +353,7 @@ class Trainer(ProblemTrainer):
     def _rollout(self, parts: tuple[torch.Tensor, ...], eps: float, temperature: float = 0.0) -> tuple[Record, float]:
         """A rollout with exploration ``eps``, and its makespan (``inf`` on a dead end); the actions
         not explored are the policies' argmax, or with ``temperature > 0`` drawn from their
-        softmax at that temperature. Raises :class:`_Cut` at the trainer's ``until``."""
+        softmax at that temperature. Stops at :meth:`check_until`."""
         sel_part, plc_part, H = (t.detach() for t in parts)
         x, rng = self.g.x, self.rng
         placed = torch.zeros(self.p.m, self.cfg.hidden)
@@ -369,8 +365,7 @@ class Trainer(ProblemTrainer):
             return int(rng.choice(len(prob), p=prob / prob.sum()))
 
         def select(cands: list[int]) -> int:
-            if time.perf_counter() >= self.until:  # a rollout of 2,000 ops takes seconds
-                raise _Cut
+            self.check_until()
             if len(cands) == 1:
                 return 0
             if eps > 0 and rng.random() < eps:
@@ -403,15 +398,11 @@ class Trainer(ProblemTrainer):
 
     def evaluate(self) -> float:
         """Greedy (epsilon 0) rollout of the current policy; keeps the policy if it is the best so far.
-        Returns its makespan (``inf`` on a dead end, or where the deadline cut the rollout off)."""
+        Returns its makespan (``inf`` on a dead end)."""
         started = time.perf_counter()
-        try:
-            with torch.no_grad():
-                _, value = self._rollout(self._parts(), 0.0)
-        except _Cut:  # no evaluation of the policy
-            return math.inf
-        finally:
-            self.seconds = max(self.seconds, time.perf_counter() - started)  # an episode takes longer
+        with torch.no_grad():
+            _, value = self._rollout(self._parts(), 0.0)
+        self.seconds = max(self.seconds, time.perf_counter() - started)  # an episode takes longer
         if value < self.eval_makespan or self.best_policy is None:
             self.eval_makespan = value
             self.best_policy = {"sel": snapshot(self.sel), "plc": snapshot(self.plc)}
@@ -493,17 +484,14 @@ class Trainer(ProblemTrainer):
             for group in opt.param_groups:
                 group["lr"] = lr
         parts = self._parts()
-        try:
-            if stage == "il":
-                rec, value = self._rollout(parts, eps)
-                batch: list[tuple[Record, float | None]] = [(rec, None)] if rec.ops else []
-            else:
-                temperature = epsilon(cfg.sim_temperature_start, cfg.sim_temperature_end, index, episodes)
-                runs = [self._rollout(parts, eps, temperature) for _ in range(cfg.sim_samples)]
-                batch = self._advantages(runs)
-                value = min(v for _, v in runs)
-        except _Cut:  # the deadline came mid-episode: no update, and none counted
-            return math.inf
+        if stage == "il":
+            rec, value = self._rollout(parts, eps)
+            batch: list[tuple[Record, float | None]] = [(rec, None)] if rec.ops else []
+        else:
+            temperature = epsilon(cfg.sim_temperature_start, cfg.sim_temperature_end, index, episodes)
+            runs = [self._rollout(parts, eps, temperature) for _ in range(cfg.sim_samples)]
+            batch = self._advantages(runs)
+            value = min(v for _, v in runs)
         if batch:
             for opt in self.opt.values():
                 opt.zero_grad()

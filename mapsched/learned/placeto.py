@@ -190,7 +190,6 @@ class Record:
     devices: list[int] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
     makespan: float = math.inf  # of the final placement
-    complete: bool = True  # False: stopped at the trainer's deadline before every task was re-placed
 
 
 class Trainer(ProblemTrainer):
@@ -276,8 +275,8 @@ class Trainer(ProblemTrainer):
     def _rollout(self, eps: float, start: list[int], rng: np.random.Generator) -> Record:
         """One episode from placement ``start``: every task re-placed once, in topological order,
         on a device drawn from the policy (uniformly among the allowed ones with probability
-        ``eps``). Keeps the best placement any step reached. Stops at the trainer's ``until``
-        (each step simulates the placement: a rollout of 400 tasks takes seconds)."""
+        ``eps``). Keeps the best placement any step reached. Stops at :meth:`check_until` (each
+        step simulates the placement: a rollout of 400 tasks takes seconds)."""
         owner = list(start)
         used = [0.0] * self.p.m
         for i, d in enumerate(owner):
@@ -287,9 +286,7 @@ class Trainer(ProblemTrainer):
         self._keep(value, owner)
         with torch.no_grad():
             for v in self.order:
-                if time.perf_counter() >= self.until:
-                    rec.complete = False
-                    break
+                self.check_until()
                 valid = self._valid(v, owner, used)
                 if eps > 0 and rng.random() < eps:
                     allowed = [d for d, ok in enumerate(valid) if ok]
@@ -315,7 +312,7 @@ class Trainer(ProblemTrainer):
                 rec.rewards.append((value - after) / first if first > 0 else 0.0)
                 value = after
         rec.makespan = value
-        self.rollouts += rec.complete
+        self.rollouts += 1
         return rec
 
     def _keep(self, value: float, owner: list[int]) -> None:
@@ -326,15 +323,11 @@ class Trainer(ProblemTrainer):
         """A rollout of the policy (epsilon 0) from the fixed initial placement, its draws from a
         generator seeded the same at every evaluation (common random numbers: policies compared
         on equal luck); keeps the policy if its final makespan is the best so far. Returns that
-        makespan, or inf where the deadline cut the rollout off. (Placeto's policy is
-        stochastic: its argmax alone tends to put every task on the device that is best for it
-        in isolation.)"""
+        makespan. (Placeto's policy is stochastic: its argmax alone tends to put every task on
+        the device that is best for it in isolation.)"""
         started = time.perf_counter()
-        rec = self._rollout(0.0, self.start, np.random.default_rng([EVALUATION, 2]))
+        value = self._rollout(0.0, self.start, np.random.default_rng([EVALUATION, 2])).makespan
         self.seconds = max(self.seconds, time.perf_counter() - started)  # an episode takes longer
-        if not rec.complete:  # cut off by the deadline: no evaluation of the policy
-            return math.inf
-        value = rec.makespan
         if value < self.eval_makespan or self.best_policy is None:
             self.eval_makespan = value
             self.best_policy = {"policy": snapshot(self.policy)}
@@ -363,8 +356,6 @@ class Trainer(ProblemTrainer):
         for group in self.opt.param_groups:
             group["lr"] = epsilon(cfg.lr_start, cfg.lr_end, index, episodes)
         rec = self._rollout(epsilon(cfg.eps_start, cfg.eps_end, index, episodes), self.initial(self.rng), self.rng)
-        if not rec.complete:  # the deadline came mid-episode: no update, and none counted
-            return rec.makespan
         advantages = self._advantages(rec)
         logp = self.log_probs(rec)
         loss = policy_gradient_loss(logp, torch.tensor(rec.devices), advantages)

@@ -50,6 +50,10 @@ def reading(flag: str, what: str = "the policy file is damaged") -> Iterator[Non
         raise OptionError(f"{flag}: {what} ({first_line(exc)}); train it again") from None
 
 
+class Cut(Exception):
+    """A rollout reached its trainer's :attr:`ProblemTrainer.until`, the solve's deadline."""
+
+
 class ProblemTrainer(ABC):
     """What the learners trained on one problem (``doppler``, ``placeto``) share: training
     stage by stage within a deadline, and the results a checkpoint keeps.
@@ -68,7 +72,7 @@ class ProblemTrainer(ABC):
         self.eval_makespan, self.best_policy = math.inf, None
         self.rollouts = 0
         self.seconds = 0.0  # the last episode's duration: none is started that would end past the deadline
-        self.until = math.inf  # solve's deadline (perf_counter): a rollout that can stop mid-way stops there
+        self.until = math.inf  # solve's deadline (perf_counter): see check_until
 
     @abstractmethod
     def episode(self, stage: str, index: int, episodes: int) -> float:
@@ -77,6 +81,13 @@ class ProblemTrainer(ABC):
     @abstractmethod
     def evaluate(self) -> float:
         """Evaluate the current policy (keeping it if best); returns its makespan."""
+
+    def check_until(self) -> None:
+        """Raise :class:`Cut` past :attr:`until`: rollouts whose steps are slow call it at each
+        step (one of a few thousand tasks takes seconds), and :func:`train_here` stops there,
+        with nothing updated by the rollout cut off but the best placement it reached."""
+        if time.perf_counter() >= self.until:
+            raise Cut
 
     def first_episode_seconds(self, stage: str) -> float:
         """How long the first episode of ``stage`` may take, from :attr:`seconds` (the last episode's
@@ -154,16 +165,19 @@ def train_here(trainer_class: Any, problem: Any, ctx: Any, method: str, policy: 
             trainer = trainer_class(problem, config, seed)
         trainer.until = deadline
         count = episodes if episodes is not None else (0 if policy else default_episodes)
-        if time.perf_counter() < deadline:
-            trainer.evaluate()
-            if trainer.best_makespan < math.inf:
-                ctx.improved(trainer.best_makespan)
 
         def progress(stage: str, done: int, best: float) -> None:
             if best < math.inf:
                 ctx.improved(best)
 
-        trainer.run(stages, count, deadline, progress, stop=lambda: ctx.remaining() <= 0)
+        try:
+            if time.perf_counter() < deadline:
+                trainer.evaluate()
+                if trainer.best_makespan < math.inf:
+                    ctx.improved(trainer.best_makespan)
+            trainer.run(stages, count, deadline, progress, stop=lambda: ctx.remaining() <= 0)
+        except Cut:  # the deadline, mid-rollout: that rollout left only its best placement
+            pass
     return trainer
 
 
