@@ -11,7 +11,7 @@ from .interval import interval_load_bound
 from .load import load_bound
 from .simple import critical_path_bound, work_bound
 
-__all__ = ["BATCHED_SECONDS", "Bound", "INTERVAL_SECONDS", "lower_bound"]
+__all__ = ["BATCHED_SECONDS", "Bound", "INTERVAL_SECONDS", "INTERVAL_SETUP", "lower_bound"]
 
 
 BATCHED_SECONDS = 5.0
@@ -21,6 +21,11 @@ converges in under a second on the 122-task stacks of Table IV)."""
 INTERVAL_SECONDS = 5.0
 """Seconds :func:`lower_bound` gives the interval load LP without a time limit (its size is
 capped: about a second at 35,000 tasks)."""
+
+INTERVAL_SETUP = 2e-5
+"""Seconds per task and edge that the interval load LP needs left before it starts: about
+twice what building it takes (0.5-0.65 s for 35,000 tasks and 41,000-70,000 edges), so that
+a short time limit is not overrun by a bound that would have no time to solve."""
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,8 @@ def lower_bound(problem: Problem, time_limit: float | None = None) -> Bound:
     total work and the load LP (:func:`~mapsched.bounds.load.load_bound`, given
     ``time_limit`` seconds if set); for latency the interval load LP
     (:func:`~mapsched.bounds.interval.interval_load_bound`, which sees the load between the
-    critical path's tasks: the time left of ``time_limit``, or :data:`INTERVAL_SECONDS`);
+    critical path's tasks: the time left of ``time_limit``, if enough to build it
+    (:data:`INTERVAL_SETUP`), or :data:`INTERVAL_SECONDS`);
     and for throughput problems of at most
     :data:`~mapsched.bounds.batched.BATCHED_TASKS` tasks the batched relaxation's LP
     (:func:`~mapsched.bounds.batched.batched_relaxation_bound`, which sees that an input
@@ -62,8 +68,10 @@ def lower_bound(problem: Problem, time_limit: float | None = None) -> Bound:
     if problem.L == 1:
         left = INTERVAL_SECONDS if time_limit is None else time_limit - (time.perf_counter() - started)
         # It holds the others when nothing is left out: named only where it proves more.
-        if left > 0 and (value := interval_load_bound(problem, left)) > max(r.value for r in rules) * (1 + 1e-9):
-            rules.append(Bound(value, "interval-load"))
+        if left > INTERVAL_SETUP * (problem.n + problem.E):
+            value = interval_load_bound(problem, left)
+            if value > max(r.value for r in rules) * (1 + 1e-9):
+                rules.append(Bound(value, "interval-load"))
     else:
         left = BATCHED_SECONDS if time_limit is None else time_limit - (time.perf_counter() - started)
         if problem.n <= BATCHED_TASKS and left > 0:
