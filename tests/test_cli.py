@@ -53,9 +53,10 @@ def test_user_errors_are_one_line_exit_2(capsys, argv, message):
 
 def test_bound_text_and_json(capsys):
     assert main(["bound", "builtin:topcuoglu2002", "--fast"]) == 0
-    assert "critical-path" in capsys.readouterr().out
+    assert "interval-load" in capsys.readouterr().out
     assert main(["bound", "builtin:topcuoglu2002", "--fast", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"lower_bound": 41.0, "rule": "critical-path"}
+    fast = json.loads(capsys.readouterr().out)  # above the critical path's 41
+    assert fast["rule"] == "interval-load" and 41.0 < fast["lower_bound"] < 73.0
     # the full bound solves the (one-module) chain exactly: the optimum, 73
     assert main(["bound", "builtin:topcuoglu2002", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
