@@ -5,7 +5,7 @@
 - Otherwise the best of the fast list schedulers (``heft``, ``cpop``, ``m-etf``;
   ``bheft`` for throughput) is taken, and for latency improved by the critical-path
   search of ``cp-search`` on the full graph until the time limit, or for ``moves``
-  moves without one.
+  moves without one; it stops early where the schedule meets the proved bound.
 - With a relocation cost (:mod:`mapsched.relocation`), ``sa``, which weighs it, within
   the time limit or its iterations.
 

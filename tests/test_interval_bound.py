@@ -79,3 +79,14 @@ def test_interval_bound_on_a_training_step_and_throughput():
     # The attention heads and the weights' gradients fill the devices between the path's tasks.
     assert quick * 1.02 <= interval_load_bound(p, columns=10**7, cuts=p.n) <= heft
     assert interval_load_bound(mapsched.generators.stack(2, 5, seed=1, objective=Objective("throughput", 4))) == 0.0
+
+
+def test_critical_path_search_stops_at_a_proved_optimum(monkeypatch):
+    from mapsched.heuristics import cp_search
+
+    p = fork_joins(3, 6, 3)  # heft's schedule meets the interval bound: optimal
+    decodes = []
+    times = cp_search._Path.times
+    monkeypatch.setattr(cp_search._Path, "times", lambda self, *a: decodes.append(1) or times(self, *a))
+    r = mapsched.solve(p, "cp-search", time_limit=30)
+    assert r.status == "optimal" and r.makespan == 10 and len(decodes) == 1  # the start's timing, no move

@@ -32,6 +32,7 @@ from ..portfolio import best_start
 from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
+from ..validate import meets
 
 __all__ = ["improve"]
 
@@ -111,7 +112,8 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, moves: int) ->
     -------
     Schedule
         ``start`` itself when no move shortened it; otherwise the re-timed schedule of
-        the best mapping, with the number of moves tried and kept in its log.
+        the best mapping, with the number of moves tried and kept in its log. The search
+        stops as soon as the makespan meets ``ctx.fast_bound``: it is then optimal.
 
     Notes
     -----
@@ -165,7 +167,8 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, moves: int) ->
         return rest[:at] + [i] + rest[at:]
 
     tried, kept, failed = 0, 0, set()
-    while tried < moves and not ctx.expired():
+    # A makespan that meets the solve's proved bound is optimal: nothing to search for.
+    while tried < moves and not ctx.expired() and not meets(best, ctx.fast_bound):
         moved = False
         for i in _critical(end, why):
             if i in failed:
