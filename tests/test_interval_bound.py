@@ -9,29 +9,25 @@ from strategies import problems
 import mapsched
 from mapsched import Device, Edge, Link, Objective, Problem, System, Task
 from mapsched.bounds import critical_path_bound, load_bound
-from mapsched.bounds.interval import interval_load_bound
+from mapsched.bounds.interval import INTERVAL_CUTS, interval_load_bound
 from mapsched.generators import transformer_train
 
 # (cuts, columns): the defaults; one cut and no room for windows (only the path's lengths);
 # two cuts and room for a few windowed groups, the rest shared over the whole schedule.
-SIZES = [(None, None), (1, 0), (2, 12)]
-
-
-def bound(p, cuts, columns):
-    return interval_load_bound(p, columns=columns, **({} if cuts is None else {"cuts": cuts}))
+SIZES = [(INTERVAL_CUTS, None), (1, 0), (2, 12)]
 
 
 @pytest.mark.parametrize("cuts,columns", SIZES)
 @settings(max_examples=40, deadline=None)
 @given(p=problems(max_tasks=6, max_devices=3))
 def test_interval_bound_is_below_the_exhaustive_optimum(cuts, columns, p):
-    assert bound(p, cuts, columns) <= exhaustive_optimum(p) + 1e-9
+    assert interval_load_bound(p, columns=columns, cuts=cuts) <= exhaustive_optimum(p) + 1e-9
 
 
 @pytest.mark.parametrize("cuts,columns", SIZES)
 @given(p=problems(max_tasks=30, max_devices=4))
 def test_interval_bound_is_below_every_heuristic(cuts, columns, p):
-    b = bound(p, cuts, columns)
+    b = interval_load_bound(p, columns=columns, cuts=cuts)
     for method in ("heft", "cpop"):
         assert b <= mapsched.solve(p, method).makespan * (1 + 1e-9)
     assert b <= mapsched.decode(p, p.planted).makespan * (1 + 1e-9)

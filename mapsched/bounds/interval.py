@@ -164,26 +164,26 @@ def interval_load_bound(problem: Problem, time_limit: float | None = None, colum
         return 0.0
     if columns is None:
         columns = min(INTERVAL_COLUMNS, COLUMNS_PER_TASK * p.n + 2000)
-    fits = p.can_run & (p.weight[:, None] + p.act[:, None] <= p.mem[None, :])
-    t = np.where(fits, p.dur, np.inf)
+    t = np.where(p.can_run, p.dur, np.inf)  # can_run holds memory: a task alone on the device
     w = t.min(axis=1)
     chain = _critical_chain(p, w.tolist())
     least, lo, hi = _windows(p, chain, w, cuts)
     # Device classes: equal times for every task.
-    _, first, cls = np.unique(t.T, axis=0, return_index=True, return_inverse=True)
-    size = np.bincount(cls.ravel()).astype(float)
+    _, first, size = np.unique(t.T, axis=0, return_index=True, return_counts=True)
+    size = size.astype(float)
     tc = t[:, first]  # (n, classes)
     C = len(size)
     groups, count = np.unique(np.column_stack([tc, lo, hi]), axis=0, return_counts=True)
     gt, glo, ghi = groups[:, :C], groups[:, C].astype(np.int64), groups[:, C + 1].astype(np.int64)
     span = ghi - glo + 1
+    cost = span * np.isfinite(gt).sum(axis=1)  # a group's columns: its intervals times its classes
     by_span = np.argsort(span, kind="stable")
     windowed = np.zeros(len(groups), dtype=bool)
-    windowed[by_span[np.cumsum((span * np.isfinite(gt).sum(axis=1))[by_span]) <= columns]] = True
+    windowed[by_span[np.cumsum(cost[by_span]) <= columns]] = True
     # The other tasks, merged by their times, are shared over the whole schedule, if that fits too.
     rest, merged = np.unique(gt[~windowed], axis=0, return_inverse=True)
     rest_count = np.bincount(merged.ravel(), weights=count[~windowed], minlength=len(rest))
-    if np.isfinite(rest).sum() + (span * np.isfinite(gt).sum(axis=1))[windowed].sum() > columns:
+    if np.isfinite(rest).sum() + cost[windowed].sum() > columns:
         rest, rest_count = rest[:0], rest_count[:0]  # left out: a bound still, if a weaker one
     gt, glo, span, count = gt[windowed], glo[windowed], span[windowed], count[windowed]
     G, N = len(gt), len(least)

@@ -65,15 +65,16 @@ def lower_bound(problem: Problem, time_limit: float | None = None) -> Bound:
         Bound(work_bound(problem), "work"),
         Bound(load_bound(problem, time_limit), "load"),
     ]
+    if time_limit is None:
+        left = INTERVAL_SECONDS if problem.L == 1 else BATCHED_SECONDS
+    else:
+        left = time_limit - (time.perf_counter() - started)
     if problem.L == 1:
-        left = INTERVAL_SECONDS if time_limit is None else time_limit - (time.perf_counter() - started)
         # It holds the others when nothing is left out: named only where it proves more.
         if left > INTERVAL_SETUP * (problem.n + problem.E):
             value = interval_load_bound(problem, left)
             if value > max(r.value for r in rules) * (1 + 1e-9):
                 rules.append(Bound(value, "interval-load"))
-    else:
-        left = BATCHED_SECONDS if time_limit is None else time_limit - (time.perf_counter() - started)
-        if problem.n <= BATCHED_TASKS and left > 0:
-            rules.append(Bound(batched_relaxation_bound(problem, left, integral=False), "batched-relaxation"))
+    elif problem.n <= BATCHED_TASKS and left > 0:
+        rules.append(Bound(batched_relaxation_bound(problem, left, integral=False), "batched-relaxation"))
     return max(rules, key=lambda b: b.value)
