@@ -11,7 +11,7 @@ Problems (traced with ``mapsched trace``, so torch is needed; ``--quick`` uses t
 ``generate transformer-train`` at 12 layers instead):
 
 - ``gpt_train12`` and ``gpt_train22`` (18,951 and 34,711 tasks) on ``4-gpu-server`` and on
-  ``cpu-t4-a100``, and ``random_dag(36000, 4)``: the stage table for ``heft``, ``cpop``, the
+  ``cpu-t4-a100``, and ``random_dag(36000, 4)``: the stage table for ``heft``, ``peft``, ``cpop``, the
   default pipeline (``auto``) with a time limit of 30 s counted from the start (as ``mapsched
   solve --time-limit 30`` counts it), the Baechi and Celeritas placers.
 - The memory table: the traced models (GPT steps and ``resnet50``) on ``4-gpu-server`` with
@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 
-METHODS = ("heft", "cpop", "auto", "m-topo", "m-etf", "m-sct", "order-place", "celeritas")
+METHODS = ("heft", "peft", "cpop", "auto", "m-topo", "m-etf", "m-sct", "order-place", "celeritas")
 TIME_LIMIT = 30.0
 GPU_SHARE = 0.4
 

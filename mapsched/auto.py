@@ -2,7 +2,7 @@
 
 - With a time limit, a problem of at most :data:`EXACT_JOBS` jobs (tasks times inputs)
   goes to ``exact``, which starts from the best list schedule and proves what it can.
-- Otherwise the best of the fast list schedulers (``heft``, ``cpop``, ``m-etf``;
+- Otherwise the best of the fast list schedulers (``heft``, ``peft``, ``cpop``, ``m-etf``;
   ``bheft`` for throughput) is taken, and for latency improved by the critical-path
   search of ``cp-search`` on the full graph until the time limit, or for ``moves``
   moves without one; it stops early where the schedule meets the proved bound.

@@ -31,16 +31,6 @@ MAX_SPLITS = 64  # candidate splits kept per task for batched heuristics
 _ENUMERATE = 50_000  # above this many count vectors, _splits grows them by a beam instead
 
 
-
-
-
-
-
-
-
-
-
-
 def _splits(problem: Problem, i: int) -> tuple[tuple[int, ...], ...]:
     """Feasible count vectors of task i, fastest (smallest longest job, then fewest devices)
     first, at most MAX_SPLITS.

@@ -14,7 +14,7 @@ from .schedule import Schedule
 
 __all__ = ["LIST_SCHEDULERS", "best_list_schedule", "best_start"]
 
-LIST_SCHEDULERS = {"latency": ("heft", "cpop", "m-etf"), "throughput": ("bheft",)}
+LIST_SCHEDULERS = {"latency": ("heft", "peft", "cpop", "m-etf"), "throughput": ("bheft",)}
 """The list schedulers tried, first to last, per objective: each takes about a second at
 36,000 tasks."""
 

@@ -108,12 +108,10 @@ def test_feasible_counts_fit(p):
     assert validate(p, s) == []
 
 
-def test_heft_scales_to_10000_tasks():
+def test_heft_on_2000_tasks():
     p = mapsched.generators.random_dag(2000, 4, seed=0)
     r = solve(p, "heft")
     assert validate(p, r) == [] and r.makespan < solve(p, "met").makespan
-
-
 
 
 def test_split_beam_matches_enumeration_when_it_keeps_everything(monkeypatch):

@@ -370,7 +370,6 @@ class CpSatBatched:
         return jobs
 
 
-
 def _windows(p: Problem, res: float) -> tuple[np.ndarray, np.ndarray]:
     """Per task and device, in ticks (rounded down as the model's data are): ``head[i, u]``,
     the earliest start of a batch of i on u, and ``tail[i, u]``, the least time after it

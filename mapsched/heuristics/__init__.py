@@ -10,11 +10,12 @@ from . import (
     greedy,
     heft,
     met,
+    peft,
     random_eft,
     random_search,
     sa,
     single_best,
 )
 
-__all__ = ["baechi", "celeritas", "cp_search", "cpop", "critical_path", "ea", "greedy", "heft", "met",
+__all__ = ["baechi", "celeritas", "cp_search", "cpop", "critical_path", "ea", "greedy", "heft", "met", "peft",
            "random_eft", "random_search", "sa", "single_best"]

@@ -76,7 +76,6 @@ from .modules import ModuleChain, step_problem
 __all__ = ["grouped_improve", "pipeline"]
 
 
-
 def pipeline(problem: Problem, chain: ModuleChain, window: int, upper: float, step_time_limit: float,
              ctx: SolveContext, hint: Schedule | None = None, until: float | None = None,
              group: bool = False) -> Schedule | None:
