@@ -103,3 +103,24 @@ def test_the_chain_recursions_simple_bounds_are_those_of_the_restricted_problem(
     rec = bound._Recursion(p, pick_chain(p, 1), time.perf_counter() + 10, 1.0)
     sub = p.restrict(sorted(x))
     assert rec.simple(x) == pytest.approx(max(critical_path_bound(sub), work_bound(sub)), rel=1e-12)
+
+
+def test_critical_path_search_leaves_room_for_its_last_move_and_decode(monkeypatch):
+    # Moves slowed to 0.2 s each: after the first, a 1 s limit leaves less than the room kept
+    # for one more move and the final decode (eight moves' time), so the search stops there
+    # instead of running past the limit by a move and a decode.
+    from mapsched.heuristics import cp_search
+
+    times = cp_search._Path.times
+    calls = []
+
+    def slow(self, *a):
+        calls.append(1)
+        if len(calls) > 1:  # the start's own timing is not a move
+            time.sleep(0.2)
+        return times(self, *a)
+
+    monkeypatch.setattr(cp_search._Path, "times", slow)
+    p = random_dag(400, 4, 0)
+    r = solve(p, "cp-search", time_limit=1.0)
+    assert validate(p, r) == [] and len(calls) == 2  # the start, and one move
