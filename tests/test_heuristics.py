@@ -5,7 +5,7 @@ from hypothesis import given
 from strategies import problems
 
 import mapsched
-from mapsched import InfeasibleError, Problem, instances, solve, validate
+from mapsched import Device, Edge, InfeasibleError, Problem, System, Task, instances, solve, validate
 from mapsched.feasibility import feasible_counts
 from mapsched.heuristics.ea import start_mapping
 from mapsched.heuristics.search import MappingSpace
@@ -133,3 +133,19 @@ def test_batched_heuristics_scale_to_many_devices():
     p = gpt3(layers=1, objective=mapsched.Objective("throughput", 8))  # 30 devices: 5^30 count vectors
     r = solve(p, "bheft")
     assert validate(p, r) == []
+
+
+@pytest.mark.parametrize("name", ["sa", "ea", "random"])
+def test_searches_stop_at_a_proved_optimum(name, monkeypatch):
+    # One device: every mapping is optimal, and its makespan (the chain's 4) meets the
+    # critical-path bound, so no search step has anything to find.
+    from mapsched.decoder import Decoder
+
+    p = Problem([Task(f"t{k}", {"d0": 1.0}) for k in range(4)], [Edge(f"t{k}", f"t{k + 1}") for k in range(3)],
+                System((Device("d0"),)))
+    calls = []
+    makespan = Decoder.makespan
+    monkeypatch.setattr(Decoder, "makespan", lambda self, *a: calls.append(1) or makespan(self, *a))
+    r = solve(p, name, iterations=50) if name != "random" else solve(p, name, samples=50)
+    # sa and ea decode the start twice (its feasibility check, then its fitness); then no step.
+    assert r.makespan == 4.0 and r.status == "optimal" and len(calls) == (1 if name == "random" else 2)

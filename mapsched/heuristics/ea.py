@@ -2,7 +2,8 @@
 
 It starts from every task on its fastest device (hence "biased"; repaired to
 fit memory and links if needed), or from the solve's initial placement, mutates each gene with probability 1/n, and
-keeps the child when it is no worse. The result is never worse than the start. With a
+keeps the child when it is no worse. The result is never worse than the start; the search
+stops once it meets the solve's proved bound. With a
 relocation cost (:mod:`mapsched.relocation`) the fitness is the makespan plus that cost.
 """
 
@@ -14,6 +15,7 @@ from ..context import SolveContext
 from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
+from ..validate import meets
 from .search import MappingSpace
 
 
@@ -38,7 +40,7 @@ def ea(problem: Problem, ctx: SolveContext, iterations: int) -> Schedule:
     ctx.improved(f_cur)
     rng, n = ctx.rng, problem.n
     for _ in range(iterations):
-        if ctx.expired():
+        if ctx.expired() or meets(f_cur, ctx.fast_bound):  # optimal once it meets the proved bound
             break
         genes = np.flatnonzero(rng.random(n) < 1.0 / n)
         if not len(genes):

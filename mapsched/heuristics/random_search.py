@@ -13,6 +13,7 @@ from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
 from ..splits import owner_from_counts, sample_split
+from ..validate import meets
 
 
 def random_owner(problem: Problem, rng: np.random.Generator) -> np.ndarray:
@@ -49,7 +50,7 @@ def random_search(problem: Problem, ctx: SolveContext, samples: int, evaluator: 
         if ms < best:
             best, best_owner = ms, owner
             ctx.improved(ms)
-        if ctx.expired():
+        if ctx.expired() or meets(best, ctx.fast_bound):  # optimal once it meets the proved bound
             break
     if best_owner is None:
         raise InfeasibleError(

@@ -5,7 +5,8 @@ split of its inputs). Worse moves are accepted with probability
 ``exp(-delta / T)``; the temperature falls geometrically from ``t0`` times the
 starting makespan to a thousandth of that over the iteration budget. The best
 mapping seen is returned (or the starting heuristic's own schedule when that is
-better), so the result is never worse than the start. With a relocation cost
+better), so the result is never worse than the start; the search stops once the best
+meets the solve's proved bound. With a relocation cost
 (:mod:`mapsched.relocation`) the fitness is the makespan plus that cost.
 """
 
@@ -17,6 +18,7 @@ from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
 from ..solve import SolveContext, solve
+from ..validate import meets
 from .search import MappingSpace
 
 
@@ -44,8 +46,10 @@ def sa(problem: Problem, ctx: SolveContext, iterations: int, t0: float, init: st
     ctx.improved(f_best)
     rng = ctx.rng
     temp0 = max(t0 * f_cur, 1e-12)
+    f_start = ctx.objective(start)
     for k in range(iterations):
-        if ctx.expired():
+        # A best that meets the solve's proved bound is optimal: nothing left to search for.
+        if ctx.expired() or meets(min(f_best, f_start), ctx.fast_bound):
             break
         temp = temp0 * 1e-3 ** (k / iterations)
         i = int(rng.integers(problem.n))
@@ -59,4 +63,4 @@ def sa(problem: Problem, ctx: SolveContext, iterations: int, t0: float, init: st
                 ctx.improved(f_best)
     # The start's own schedule (HEFT's or the initial one, with insertion) may beat every
     # decoded string.
-    return start if ctx.objective(start) <= f_best else space.schedule(best)
+    return start if f_start <= f_best else space.schedule(best)
