@@ -118,6 +118,11 @@ def problems(tmp: str, quick: bool) -> tuple[list[tuple[str, str]], list[tuple[s
     return stage, tight
 
 
+def _makespan(row: dict) -> str:
+    """The makespan cell, marked if the validator rejected the schedule."""
+    return f"{row['makespan']:.4g}" + ("" if row["valid"] else " INVALID")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--one", nargs=3, metavar=("PROBLEM", "METHOD", "OUT"), help=argparse.SUPPRESS)
@@ -141,7 +146,8 @@ def main() -> None:
                 heft = heft or r["makespan"]
                 print(f"| {label} | {r['n']:,} | {r['ran']} | {r['read']:.2f} | {r['build']:.2f} | {r['bound']:.2f} "
                       f"| {r['place']:.2f} | {r['validate']:.2f} | {r['write']:.2f} | {r['total']:.1f} "
-                      f"| {r['mb']:.0f} | {r['makespan']:.4g} | {r['makespan'] / r['lower_bound'] - 1:.1%} "
+                      f"| {r['mb']:.0f} | {_makespan(r)} "
+                      f"| {r['makespan'] / r['lower_bound'] - 1:.1%} "
                       f"| {r['makespan'] / heft - 1:+.1%} |", flush=True)
         print(f"\nGPU memory {GPU_SHARE:.0%} of the model's:\n")
         print("| model | method | placement (s) | step time (ms) | gap to bound | vs best Baechi/Celeritas placer |")
@@ -155,7 +161,7 @@ def main() -> None:
                 if "error" in r:
                     print(f"| {label} | {m} | {r['error']} |")
                     continue
-                print(f"| {label} | {r['ran']} | {r['place']:.2f} | {r['makespan']:.4g} "
+                print(f"| {label} | {r['ran']} | {r['place']:.2f} | {_makespan(r)} "
                       f"| {r['makespan'] / r['lower_bound'] - 1:.1%} | {r['makespan'] / best - 1:+.1%} |", flush=True)
 
 
