@@ -71,14 +71,14 @@ def tight_problem(mem_b: float):
     })
 
 
-@pytest.mark.parametrize("name", ["met", "greedy", "heft", "cpop", "sa", "ea"])
+@pytest.mark.parametrize("name", ["met", "greedy", "heft", "peft", "cpop", "sa", "ea"])
 def test_memory_forces_a_slower_device(name):
     p = tight_problem(100)
     r = solve(p, name)
     assert validate(p, r) == [] and {j.device for j in r.jobs} == {"a", "b"}
 
 
-@pytest.mark.parametrize("name", ["met", "heft", "ea"])
+@pytest.mark.parametrize("name", ["met", "heft", "peft", "ea"])
 def test_no_feasible_mapping_names_the_devices(name):
     p = tight_problem(50)
     with pytest.raises(InfeasibleError, match="memory of a"):

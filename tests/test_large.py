@@ -17,6 +17,7 @@ import mapsched
 from mapsched import solve, validate
 from mapsched.generators import platform, transformer_train
 from mapsched.heuristics.cp_search import improve
+from mapsched.portfolio import LIST_SCHEDULERS
 from mapsched.solve import SolveContext
 
 
@@ -42,6 +43,31 @@ def test_small_problems_with_a_time_limit_go_to_exact():
     p = mapsched.instances.load("topcuoglu2002")
     s = solve(p, time_limit=10)
     assert s.method == "auto: exact" and s.status == "optimal" and validate(p, s) == []
+
+
+@pytest.fixture(scope="module")
+def tight_step():
+    """A 3,191-task training step whose GPUs each hold 40% of the model (weights and
+    activations): no GPU holds it, and the list schedulers must spread it."""
+    data = transformer_train(2, platform=platform("4-gpu-server")).to_dict()
+    p = mapsched.Problem.from_dict(data)
+    need = float((p.weight + p.act).sum())
+    for d in data["devices"]:
+        if d["name"].startswith("gpu"):
+            d["memory"] = float(int(0.4 * need))
+    return mapsched.Problem.from_dict(data)
+
+
+@pytest.mark.parametrize("name", LIST_SCHEDULERS["latency"])
+def test_list_schedulers_on_a_memory_tight_training_step(tight_step, name):
+    p = tight_step
+    s = solve(p, name)
+    assert validate(p, s) == []
+    gpus = [u for u, d in enumerate(p.device_names) if d.startswith("gpu")]
+    need = p.weight + p.act  # rule 6: what each task holds on its device
+    used = np.bincount([p.device_index[j.device] for j in s.jobs],
+                       weights=[need[p.task_index[j.task]] for j in s.jobs], minlength=p.m)
+    assert (used[gpus] <= p.mem[gpus]).all() and used[gpus].max() > 0.5 * p.mem[gpus].max()  # the cap binds
 
 
 @settings(max_examples=60, deadline=None)
