@@ -81,8 +81,14 @@ def finish(trial: Trial) -> float:
 def construct(problem: Problem, order: Sequence[int], rule: Rule, insertion: bool, **kwargs) -> Schedule:
     """List-schedule ``order`` with ``rule`` choosing among each task's feasible options.
 
-    Falls back to a feasibility repair when a task has no feasible option left.
+    ``order`` must list every task once, parents first (else ``ValueError``: the builder
+    would time a task before its parents). Falls back to a feasibility repair when a task
+    has no feasible option left.
     """
+    pos = np.full(problem.n, -1)
+    pos[np.asarray(order, dtype=np.int64)] = np.arange(len(order))
+    if len(order) != problem.n or (pos < 0).any() or (pos[problem.src] > pos[problem.dst]).any():
+        raise ValueError("construct: the order must list every task once, each after its parents")
     b = Builder(problem, insertion)
     for i in order:
         tried = [(opt, t) for opt in options(problem, i) if (t := b.trial(i, opt)) is not None]

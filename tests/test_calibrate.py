@@ -73,12 +73,14 @@ def test_calibrated_prediction_is_near_the_measurement(setup, tmp_path):
     assert [t.name for t in q.tasks] == [t.name for t in p.tasks] and q.edges == p.edges
     assert q.system.devices == p.system.devices and len(q.system.links) == len(p.system.links)
     assert Problem.from_json(q.to_json()) == q
-    # Regression guard, on a shared machine (the real figures are in BENCHMARKS.md): for two
+    # Regression guard, on a shared machine (the real figures are in BENCHMARKS.md): for three
     # schedules measured afresh, the calibrated problem's predictions are at least twice as
-    # near the measurements as the profiled ones (in log ratio; here 1.2-1.8x off against
-    # 2.5-4.8x). A fixed band around 1 flaked: the calibrated ratio ranged 0.88-1.82.
+    # near the measurements as the profiled ones (in summed |log ratio|). A fixed band around
+    # 1 flaked (the calibrated ratio ranged 0.88-1.82), and so did two schedules (their sums'
+    # ratio ranged 0.02-0.56 on a slow machine, where the second schedule's profiled
+    # prediction is often near; with the third, 0.04-0.25 in four runs).
     calibrated = profiled = 0.0
-    for _, s in cal.schedules(p, 2):
+    for _, s in cal.schedules(p, 3):
         measured = execute(m, p, s, x, repeats=5).makespan
         calibrated += abs(np.log(measured / cal.predict(q, s)))
         profiled += abs(np.log(measured / cal.predict(p, s)))

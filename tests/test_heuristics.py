@@ -149,3 +149,17 @@ def test_searches_stop_at_a_proved_optimum(name, monkeypatch):
     r = solve(p, name, iterations=50) if name != "random" else solve(p, name, samples=50)
     # sa and ea decode the start twice (its feasibility check, then its fitness); then no step.
     assert r.makespan == 4.0 and r.status == "optimal" and len(calls) == (1 if name == "random" else 2)
+
+
+def test_construct_refuses_an_order_that_is_not_topological():
+    # The builder would time a task before its parents and return an invalid schedule.
+    from mapsched.construct import construct, finish
+
+    def rule(i, tried, b):
+        return min(tried, key=lambda t: finish(t[1]))
+
+    p = TOPCUOGLU
+    for order in (p.topo.tolist()[::-1], p.topo.tolist()[1:], p.topo.tolist()[:-1] + [p.topo[0]]):
+        with pytest.raises(ValueError, match="each after its parents"):
+            construct(p, order, rule, insertion=True)
+    assert validate(p, construct(p, p.topo.tolist(), rule, insertion=True)) == []
