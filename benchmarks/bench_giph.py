@@ -17,7 +17,8 @@ Parts (``--parts``, default all):
 - ``c`` the goal: on ``--goal-cases`` unseen ``multi-diff`` cases, ``giph`` better than or equal to
   HEFT on at least 65% of them, with a mean SLR at or below HEFT's; rows for GiPH's protocol
   (random start, 2|V| steps), ``--ratio 4`` and ``--start heft`` (never worse than HEFT's mapping
-  by construction: the search keeps the best placement seen, its start included).
+  by construction: the search keeps the best placement seen, its start included), and for
+  comparison ``peft``'s mapping run by the same model.
 - ``d`` Fig. 6: GiPH's device-change sequence (``giph_adapt``: 20 devices, ``--changes`` changes,
   ``--adapt-graphs`` graphs): per change the mean SLR of GiPH's search (2n steps) warm-started
   from the previous placement (tasks on removed devices placed afresh, as ``solve(...,
@@ -190,6 +191,12 @@ def part_c(a, policy):
         met = ok >= 0.65 and x.mean() <= heft.mean()
         print(f"| {label} | {100 * ok:.1f}% | {x.mean():.3f} | {heft.mean():.3f} | {seconds:.2f} | "
               f"{'met' if met else 'not met'} |", flush=True)
+    # For comparison, a list scheduler with a look-ahead, its mapping run by the same model.
+    t = time.perf_counter()
+    x = np.array([simulate(p, solve(p, "peft").mapping()).makespan for p in pairs]) / cps
+    seconds = (time.perf_counter() - t) / len(pairs)
+    print(f"| (`peft`, not learned) | {100 * np.mean(x <= heft * (1 + TOL)):.1f}% | {x.mean():.3f} | "
+          f"{heft.mean():.3f} | {seconds:.2f} | - |", flush=True)
 
 
 def part_d(a, net):
