@@ -1,6 +1,7 @@
 """Task priorities shared by list schedulers, orderings and learned methods: mean costs over
 the devices that can run a task, mean communication over the links, and the upward and
-downward ranks built from them (Topcuoglu, Hariri and Wu, 2002)."""
+downward ranks built from them (Topcuoglu, Hariri and Wu, 2002), and PEFT's optimistic cost
+table (Arabnejad and Barbosa, 2014)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 
 from .problem import Problem
 
-__all__ = ["downward_rank", "mean_comm", "mean_cost", "rank_order", "upward_rank"]
+__all__ = ["downward_rank", "mean_comm", "mean_cost", "optimistic_cost", "rank_order", "upward_rank"]
 
 def mean_cost(problem: Problem) -> np.ndarray:
     """Mean job time of each task over the (device, batch) pairs that can run it, shape (n,)."""
@@ -52,3 +53,38 @@ def rank_order(problem: Problem, priority: np.ndarray) -> list[int]:
     pos = np.empty(problem.n, dtype=np.int64)
     pos[problem.topo] = np.arange(problem.n)
     return np.lexsort((pos, -priority)).tolist()
+
+
+def optimistic_cost(problem: Problem) -> np.ndarray:
+    """PEFT's optimistic cost table (Arabnejad and Barbosa 2014), shape (n, m): ``[i, u]`` is
+    the longest path after task i ends on device u, each later task on its best device for
+    that path and each transfer at its link's cost (none on the same device); ``inf`` where
+    i's children cannot be reached from u at all. It is also the least time the rest of
+    the graph needs after i ends on u (:func:`mapsched.formulations.common.device_windows`).
+
+    Notes
+    -----
+    O(E m^2): each edge compares every pair of devices.
+
+    Examples
+    --------
+    >>> import mapsched
+    >>> from mapsched.ranks import optimistic_cost
+    >>> p = mapsched.instances.load("topcuoglu2002")
+    >>> optimistic_cost(p)[p.task_index["t10"]].tolist()  # the exit: nothing after it
+    [0.0, 0.0, 0.0]
+    """
+    p = problem
+    t = np.where(p.can_run, p.dur, np.inf)
+    table = np.zeros((p.n, p.m))
+    dst = p.dst
+    for i in reversed(p.topo.tolist()):
+        out = p.out_edges[i]
+        if out:
+            e = np.asarray(out)
+            after = table[dst[e]] + t[dst[e]]  # (children, v)
+            # (children, u, v), built per task: Problem.comm's (E, m, m) array would hold 0.3 GB
+            # at 40,000 edges and 30 devices.
+            comm = p.link_latency + p.nbytes[e][:, None, None] * p.link_ms_per_byte
+            table[i] = (after[:, None, :] + comm).min(axis=2).max(axis=0)
+    return table

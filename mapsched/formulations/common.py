@@ -13,6 +13,7 @@ import numpy as np
 from ..closure import Closure
 from ..decoder import Builder, Decoder, ready_order
 from ..problem import Problem
+from ..ranks import optimistic_cost
 from ..schedule import Schedule
 
 __all__ = [
@@ -121,7 +122,7 @@ def device_windows(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     """
     p = problem
     dur = np.where(p.can_run, p.dur, np.inf)
-    head, tail = np.zeros((p.n, p.m)), np.zeros((p.n, p.m))
+    head = np.zeros((p.n, p.m))
     same = np.eye(p.m, dtype=bool)
     for i in p.topo.tolist():
         for e in p.in_edges[i]:
@@ -129,11 +130,7 @@ def device_windows(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
             # ready[v, u]: parent on v, task i on u
             ready = (head[q] + dur[q])[:, None] + np.where(same, 0.0, p.comm[e])
             head[i] = np.maximum(head[i], ready.min(axis=0))
-    for i in reversed(p.topo.tolist()):
-        for e in p.out_edges[i]:
-            j = int(p.dst[e])
-            after = np.where(same, 0.0, p.comm[e]) + (dur[j] + tail[j])[None, :]  # [u, v]: i on u, j on v
-            tail[i] = np.maximum(tail[i], after.min(axis=1))
+    tail = optimistic_cost(p)  # the same recursion after each task, children first
     placeable = p.can_run & np.isfinite(head) & np.isfinite(tail)
     return np.where(placeable, head, np.inf), np.where(placeable, tail, np.inf)
 

@@ -1,6 +1,7 @@
 """``peft``: Predict Earliest Finish Time (Arabnejad and Barbosa, 2014).
 
-HEFT with a look-ahead. The *optimistic cost table* ``OCT[i, u]`` is the longest path
+HEFT with a look-ahead. The *optimistic cost table* ``OCT[i, u]``
+(:func:`mapsched.ranks.optimistic_cost`) is the longest path
 from the end of task i on device u to an exit, when every later task runs on its best
 device for that path and pays a transfer only where it changes device:
 
@@ -28,40 +29,9 @@ from ..construct import construct, finish
 from ..context import SolveContext
 from ..decoder import ready_order
 from ..problem import Problem
+from ..ranks import optimistic_cost
 from ..registry import register
 from ..schedule import Schedule
-
-__all__ = ["optimistic_cost"]
-
-
-def optimistic_cost(problem: Problem) -> np.ndarray:
-    """The optimistic cost table, shape (n, m); ``inf`` where a task's children cannot be
-    reached from the device at all.
-
-    Notes
-    -----
-    O(E m^2): each edge compares every pair of devices.
-
-    Examples
-    --------
-    >>> import mapsched
-    >>> from mapsched.heuristics.peft import optimistic_cost
-    >>> p = mapsched.instances.load("topcuoglu2002")
-    >>> optimistic_cost(p)[p.task_index["t10"]].tolist()  # the exit: nothing after it
-    [0.0, 0.0, 0.0]
-    """
-    p = problem
-    t = np.where(p.can_run, p.dur, np.inf)
-    table = np.zeros((p.n, p.m))
-    dst = p.dst
-    for i in reversed(p.topo.tolist()):
-        out = p.out_edges[i]
-        if out:
-            e = np.asarray(out)
-            after = table[dst[e]] + t[dst[e]]  # (children, v)
-            comm = p.link_latency + p.nbytes[e][:, None, None] * p.link_ms_per_byte  # (children, u, v)
-            table[i] = (after[:, None, :] + comm).min(axis=2).max(axis=0)
-    return table
 
 
 @register("peft", "Predict Earliest Finish Time: HEFT with an optimistic cost look-ahead "
