@@ -17,7 +17,7 @@ from itertools import product
 
 import numpy as np
 
-from .decoder import Builder, Decoder, as_owner, owner_counts, split_masks
+from .decoder import Builder, Decoder, as_owner, checked_order, owner_counts, split_masks
 from .problem import Problem
 from .ranks import rank_order, upward_rank
 from .schedule import Schedule
@@ -81,14 +81,11 @@ def finish(trial: Trial) -> float:
 def construct(problem: Problem, order: Sequence[int], rule: Rule, insertion: bool, **kwargs) -> Schedule:
     """List-schedule ``order`` with ``rule`` choosing among each task's feasible options.
 
-    ``order`` must list every task once, parents first (else ``ValueError``: the builder
-    would time a task before its parents). Falls back to a feasibility repair when a task
+    ``order`` must list every task once, parents first (see
+    :func:`~mapsched.decoder.checked_order`). Falls back to a feasibility repair when a task
     has no feasible option left.
     """
-    pos = np.full(problem.n, -1)
-    pos[np.asarray(order, dtype=np.int64)] = np.arange(len(order))
-    if len(order) != problem.n or (pos < 0).any() or (pos[problem.src] > pos[problem.dst]).any():
-        raise ValueError("construct: the order must list every task once, each after its parents")
+    order = checked_order(problem, order)
     b = Builder(problem, insertion)
     for i in order:
         tried = [(opt, t) for opt in options(problem, i) if (t := b.trial(i, opt)) is not None]

@@ -38,8 +38,8 @@ from .problem import Problem
 from .schedule import Job, Schedule
 
 __all__ = [
-    "Builder", "Decoder", "Timeline", "as_owner", "decode", "memory_use", "owner_counts", "owner_masks",
-    "ready_order", "split_masks",
+    "Builder", "Decoder", "Timeline", "as_owner", "checked_order", "decode", "memory_use", "owner_counts",
+    "owner_masks", "ready_order", "split_masks",
 ]
 
 
@@ -61,6 +61,20 @@ def ready_order(problem: Problem, priority: np.ndarray, tie: Sequence[int] | Non
             if indeg[j] == 0:
                 heapq.heappush(heap, (-priority[j], tie[j], j))
     return order
+
+
+def checked_order(problem: Problem, order: Sequence[int]) -> list[int]:
+    """``order`` as a list, once checked to be a topological order of all the tasks
+    (``ValueError`` otherwise: a task timed before its parents makes an invalid schedule).
+    O(n + E)."""
+    order = np.asarray(order, dtype=np.int64)
+    if order.shape != (problem.n,) or np.bincount(order, minlength=problem.n).max() != 1:
+        raise ValueError("order: expected a permutation of the task indices")
+    pos = np.empty(problem.n, dtype=np.int64)
+    pos[order] = np.arange(problem.n)
+    if (pos[problem.src] >= pos[problem.dst]).any():
+        raise ValueError("order: expected a topological order (every edge forwards)")
+    return order.tolist()
 
 
 _NO_GAP = -math.inf  # the gap before a device's first interval: no job fits there by a gap
@@ -548,17 +562,7 @@ class Decoder:
     def __init__(self, problem: Problem, order: Sequence[int] | None = None, insertion: bool = False):
         self.p = problem
         self.insertion = insertion
-        if order is None:
-            self.order = problem.topo.tolist()
-        else:
-            order = np.asarray(order, dtype=np.int64)
-            if order.shape != (problem.n,) or np.bincount(order, minlength=problem.n).max() != 1:
-                raise ValueError("order: expected a permutation of the task indices")
-            pos = np.empty(problem.n, dtype=np.int64)
-            pos[order] = np.arange(problem.n)
-            if (pos[problem.src] >= pos[problem.dst]).any():
-                raise ValueError("order: expected a topological order (every edge forwards)")
-            self.order = order.tolist()
+        self.order = problem.topo.tolist() if order is None else checked_order(problem, order)
         self._pred_edges, self._llat, self._mpb, self._nbytes = _hot_lists(problem)
 
     # ------------------------------------------------------------ feasibility

@@ -159,7 +159,9 @@ def test_construct_refuses_an_order_that_is_not_topological():
         return min(tried, key=lambda t: finish(t[1]))
 
     p = TOPCUOGLU
-    for order in (p.topo.tolist()[::-1], p.topo.tolist()[1:], p.topo.tolist()[:-1] + [p.topo[0]]):
-        with pytest.raises(ValueError, match="each after its parents"):
+    for order, match in ((p.topo.tolist()[::-1], "expected a topological order"),
+                         (p.topo.tolist()[1:], "expected a permutation"),
+                         (p.topo.tolist()[:-1] + [p.topo[0]], "expected a permutation")):
+        with pytest.raises(ValueError, match=match):
             construct(p, order, rule, insertion=True)
     assert validate(p, construct(p, p.topo.tolist(), rule, insertion=True)) == []
