@@ -10,11 +10,12 @@ reports for the process (``os.wait4``). Prints markdown tables.
 Problems (traced with ``mapsched trace``, so torch is needed; ``--quick`` uses the torch-free
 ``generate transformer-train`` at 12 layers instead):
 
-- ``gpt_train12`` and ``gpt_train22`` (18,951 and 34,711 tasks) on ``4-gpu-server`` and on
-  ``cpu-t4-a100``, and ``random_dag(36000, 4)``: the stage table for ``heft``, ``peft``, ``cpop``, the
-  default pipeline (``auto``) with a time limit of 30 s counted from the start (as ``mapsched
-  solve --time-limit 30`` counts it), the Baechi and Celeritas placers.
-- The memory table: the traced models (GPT steps and ``resnet50``) on ``4-gpu-server`` with
+- ``gpt_train12`` and ``gpt_train22`` (18,951 and 34,711 tasks) and ``resnet50`` (892 tasks,
+  a batch of 32) on ``4-gpu-server`` and on ``cpu-t4-a100``, and ``random_dag(36000, 4)``:
+  the stage table for ``heft``, ``peft``, ``cpop``, the default pipeline (``auto``) with a
+  time limit of 30 s counted from the start (as ``mapsched solve --time-limit 30`` counts
+  it), the Baechi and Celeritas placers.
+- The memory table: the traced models on ``4-gpu-server`` with
   each GPU's memory set to 40% of the model's (weights plus activations), so no one GPU
   holds it: placement time, step time and gap to the bound for every placer.
 
@@ -88,7 +89,8 @@ def problems(tmp: str, quick: bool) -> tuple[list[tuple[str, str]], list[tuple[s
         subprocess.run([sys.executable, "-m", "mapsched", *args], check=True, capture_output=True)
 
     stage, tight = [], []
-    models = [("gpt_train12", "gpt12")] if quick else [("gpt_train12", "gpt12"), ("gpt_train22", "gpt22")]
+    models = [("gpt_train12", "gpt12")] if quick else [("gpt_train12", "gpt12"), ("gpt_train22", "gpt22"),
+                                                        ("resnet50", "resnet50")]
     for system in ("4-gpu-server", "cpu-t4-a100"):
         for factory, label in models:
             path = os.path.join(tmp, f"{label}-{system}.json")
@@ -100,10 +102,7 @@ def problems(tmp: str, quick: bool) -> tuple[list[tuple[str, str]], list[tuple[s
     path = os.path.join(tmp, "dag36k.json")
     sh("generate", "random-dag", "--tasks", "36000", "--devices", "4", "-o", path)
     stage.append(("random_dag 36k", path))
-    more = [] if quick else [("resnet50", os.path.join(tmp, "resnet50.json"))]
-    if more:
-        sh("trace", "mapsched.harness.models:resnet50", "--system", "4-gpu-server", "-o", more[0][1])
-    for label, path in [p for p in stage if "4-gpu-server" in p[0]] + more:
+    for label, path in [p for p in stage if "4-gpu-server" in p[0]]:
         with open(path) as f:
             data = json.load(f)
         p = Problem.from_dict(data)
