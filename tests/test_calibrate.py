@@ -73,18 +73,16 @@ def test_calibrated_prediction_is_near_the_measurement(setup, tmp_path):
     assert [t.name for t in q.tasks] == [t.name for t in p.tasks] and q.edges == p.edges
     assert q.system.devices == p.system.devices and len(q.system.links) == len(p.system.links)
     assert Problem.from_json(q.to_json()) == q
-    # Regression guard, on a shared machine (the real figures are in BENCHMARKS.md): for three
-    # schedules measured afresh, the calibrated problem's predictions are at least twice as
-    # near the measurements as the profiled ones (in summed |log ratio|). A fixed band around
-    # 1 flaked (the calibrated ratio ranged 0.88-1.82), and so did two schedules (their sums'
-    # ratio ranged 0.02-0.56 on a slow machine, where the second schedule's profiled
-    # prediction is often near; with the third, 0.04-0.25 in four runs).
-    calibrated = profiled = 0.0
-    for _, s in cal.schedules(p, 3):
-        measured = execute(m, p, s, x, repeats=5).makespan
-        calibrated += abs(np.log(measured / cal.predict(q, s)))
-        profiled += abs(np.log(measured / cal.predict(p, s)))
-    assert calibrated <= 0.5 * profiled
+    # Regression guard, on a shared machine (the real figures are in BENCHMARKS.md; the fit
+    # itself is checked exactly above): three schedules measured afresh are, in geometric
+    # mean, within a factor of 2 of the calibrated predictions. In 11 runs on a 2-core machine
+    # whose speed drifted, that mean was 1.23-1.58 and single schedules 0.75-1.71. Asking
+    # for predictions twice as near as the profiled ones flaked (0.66 against 0.42 in summed
+    # |log ratio|): the profile is one moment's measurement, off by 1.0-4.5x in those runs,
+    # so where it happens to be near, halving its error is luck.
+    errors = [abs(np.log(execute(m, p, s, x, repeats=5).makespan / cal.predict(q, s)))
+              for _, s in cal.schedules(p, 3)]
+    assert np.mean(errors) <= np.log(2.0)
 
 
 def test_cli_calibrate_writes_the_problem_and_refuses_other_threads(setup, tmp_path, capsys):
