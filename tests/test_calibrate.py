@@ -76,7 +76,7 @@ def test_calibrated_prediction_is_near_the_measurement(setup, tmp_path):
     # Regression guard, on a shared machine (the real figures are in BENCHMARKS.md; the fit
     # itself is checked exactly above): three schedules measured afresh are, in geometric
     # mean, within a factor of 2 of the calibrated predictions. In 11 runs on a 2-core machine
-    # whose speed drifted, that mean was 1.23-1.58 and single schedules 0.75-1.71. Asking
+    # whose speed drifted, that mean was 1.12-1.58 and single schedules 0.75-1.71. Asking
     # for predictions twice as near as the profiled ones flaked (0.66 against 0.42 in summed
     # |log ratio|): the profile is one moment's measurement, off by 1.0-4.5x in those runs,
     # so where it happens to be near, halving its error is luck.
