@@ -5,7 +5,9 @@
 - Otherwise the best of the fast list schedulers (``heft``, ``peft``, ``cpop``, ``m-etf``;
   ``bheft`` for throughput) is taken, and for latency improved by the critical-path
   search of ``cp-search`` on the full graph until the time limit, or for ``moves``
-  moves without one; it stops early where the schedule meets the proved bound.
+  moves without one; it stops early where the schedule meets the proved bound, or where
+  no move of a task on the critical path shortens it (the traced ResNet-50 step of
+  BENCHMARKS.md, 892 tasks: after 0.4-0.8 s).
 - With a relocation cost (:mod:`mapsched.relocation`), ``sa``, which weighs it, within
   the time limit or its iterations.
 
