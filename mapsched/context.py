@@ -17,6 +17,7 @@ import numpy as np
 
 from . import interrupt
 from .schedule import Schedule
+from .validate import meets
 
 if TYPE_CHECKING:
     from .relocation import RelocationCosts
@@ -83,6 +84,11 @@ class SolveContext:
 
     def expired(self) -> bool:
         return self.remaining() <= 0.0
+
+    def optimal(self, value: float) -> bool:
+        """Whether ``value``, a makespan or an :meth:`objective` (never below the makespan),
+        meets :attr:`fast_bound`: it is then optimal, and a search may stop."""
+        return meets(value, self.fast_bound)
 
     def improved(self, makespan: float) -> None:
         """Record a new best makespan, and tell the callback."""

@@ -34,7 +34,6 @@ from ..portfolio import best_start
 from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
-from ..validate import meets
 
 __all__ = ["improve"]
 
@@ -175,8 +174,7 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, moves: int) ->
         # moves' time (0.06 s and 0.4 s at 35,000 tasks).
         return ctx.remaining() <= 8 * slowest
 
-    # A makespan that meets the solve's proved bound is optimal: nothing to search for.
-    while tried < moves and not no_time() and not meets(best, ctx.fast_bound):
+    while tried < moves and not no_time() and not ctx.optimal(best):
         moved = False
         for i in _critical(end, why):
             if i in failed:

@@ -15,7 +15,6 @@ from ..context import SolveContext
 from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
-from ..validate import meets
 from .search import MappingSpace
 
 
@@ -40,7 +39,7 @@ def ea(problem: Problem, ctx: SolveContext, iterations: int) -> Schedule:
     ctx.improved(f_cur)
     rng, n = ctx.rng, problem.n
     for _ in range(iterations):
-        if ctx.expired() or meets(f_cur, ctx.fast_bound):  # optimal once it meets the proved bound
+        if ctx.expired() or ctx.optimal(f_cur):
             break
         genes = np.flatnonzero(rng.random(n) < 1.0 / n)
         if not len(genes):

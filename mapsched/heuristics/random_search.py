@@ -13,7 +13,6 @@ from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
 from ..splits import owner_from_counts, sample_split
-from ..validate import meets
 
 
 def random_owner(problem: Problem, rng: np.random.Generator) -> np.ndarray:
@@ -50,7 +49,7 @@ def random_search(problem: Problem, ctx: SolveContext, samples: int, evaluator: 
         if ms < best:
             best, best_owner = ms, owner
             ctx.improved(ms)
-        if ctx.expired() or meets(best, ctx.fast_bound):  # optimal once it meets the proved bound
+        if ctx.expired() or ctx.optimal(best):
             break
     if best_owner is None:
         raise InfeasibleError(

@@ -18,7 +18,6 @@ from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
 from ..solve import SolveContext, solve
-from ..validate import meets
 from .search import MappingSpace
 
 
@@ -48,8 +47,7 @@ def sa(problem: Problem, ctx: SolveContext, iterations: int, t0: float, init: st
     temp0 = max(t0 * f_cur, 1e-12)
     f_start = ctx.objective(start)
     for k in range(iterations):
-        # A best that meets the solve's proved bound is optimal: nothing left to search for.
-        if ctx.expired() or meets(min(f_best, f_start), ctx.fast_bound):
+        if ctx.expired() or ctx.optimal(min(f_best, f_start)):
             break
         temp = temp0 * 1e-3 ** (k / iterations)
         i = int(rng.integers(problem.n))
