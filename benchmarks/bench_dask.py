@@ -23,12 +23,20 @@ independent module solves, ``--window 0``, whose subproblems are independent):
     python benchmarks/bench_dask.py                    # the tables (10-20 minutes, on 2 cores: run alone)
     python benchmarks/bench_dask.py --modules 3 --nodes 5 --configs 1 --noop 20 --repeats 1  # a smoke run
     python benchmarks/bench_dask.py --chunk-seconds 0     # one subproblem a task, as before chunks
+
+``--rounds R`` prints instead, per stack, R rounds of a fresh 1-worker cluster and then a
+fresh 2-worker one (the faster of ``--repeats`` runs on each), with the CPU seconds of this
+process (the client, and on ``local:N`` the scheduler and the nannies) over each run: the
+spread of the speed-up on a machine whose speed drifts, and what Dask's side costs.
+
+    python benchmarks/bench_dask.py --configs 4w --rounds 10 --repeats 2
 """
 
 from __future__ import annotations
 
 import argparse
 import heapq
+import statistics
 import time
 from concurrent.futures import Future
 
@@ -103,6 +111,43 @@ def overhead(executor, problem, n: int) -> tuple[float, float]:
     return 1e3 * flight, 1e3 * (time.perf_counter() - t0) / n
 
 
+def cluster_runs(p, channels: int, workers: int, repeats: int, opts: dict) -> list[tuple]:
+    """``repeats`` split solves of ``p`` on a fresh ``local:workers`` cluster, after two small
+    ones that warm the workers up: (wall seconds, result, :class:`Timed`, this process's CPU
+    seconds) each, every result checked valid and equal to the first."""
+    runs = []
+    with connect(f"local:{workers}") as ex:
+        # Workers import mapsched and the solvers on their first task: not part of any timing.
+        for _ in range(2):
+            mapsched.solve(stack(2, 4, seed=0), "split", executor=ex, **opts)
+        for _ in range(repeats):
+            timed = Timed(ex)
+            c0, t0 = time.process_time(), time.perf_counter()
+            r = mapsched.solve(p, "split", channels=channels, executor=timed, **opts)
+            runs.append((time.perf_counter() - t0, r, timed, time.process_time() - c0))
+            assert not mapsched.validate(p, r)
+            assert r.makespan == runs[0][1].makespan  # the same schedule value, run after run
+    return runs
+
+
+def rounds(problems: dict, count: int, repeats: int, opts: dict) -> None:
+    """The ``--rounds`` table: per stack, ``count`` rounds of a 1- then a 2-worker cluster."""
+    print(f"## {count} rounds of a fresh 1-worker and then a fresh 2-worker cluster, the faster of {repeats} "
+          "run(s) on each\n")
+    print("| channels | round | 1 worker (s) | 2 workers (s) | speed-up | Dask tasks (1 / 2) "
+          "| client CPU (s, 1 / 2) | subproblems' seconds (1 / 2) |")
+    print("|---|---:|---:|---:|---:|---|---|---|")
+    for k, p in problems.items():
+        ratios = []
+        for n in range(count):
+            best = {w: min(cluster_runs(p, CONFIGS[k][0], w, repeats, opts), key=lambda x: x[0]) for w in (1, 2)}
+            ratios.append(best[1][0] / best[2][0])
+            print(f"| {k} | {n + 1} | {best[1][0]:.2f} | {best[2][0]:.2f} | {ratios[-1]:.2f}x "
+                  f"| {len(best[1][2].seconds)} / {len(best[2][2].seconds)} | {best[1][3]:.2f} / {best[2][3]:.2f} "
+                  f"| {sum(best[1][2].subproblems):.2f} / {sum(best[2][2].subproblems):.2f} |", flush=True)
+        print(f"| {k} | median | | | {statistics.median(ratios):.2f}x | | | |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--modules", type=int, default=20)
@@ -113,31 +158,24 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="runs per stack and cluster; the median is reported")
     ap.add_argument("--chunk-seconds", type=float, default=None,
                     help="split's chunk_seconds (0: one subproblem a task; default: split's)")
+    ap.add_argument("--rounds", type=int, default=0, help="print the rounds table instead (see above)")
     args = ap.parse_args()
     problems = {k: stack(args.modules, args.nodes, CONFIGS[k][0], CONFIGS[k][1], seed=args.modules)
                 for k in args.configs.split(",")}
     opts = dict(module_threads=args.module_threads, window=0)
     if args.chunk_seconds is not None:
         opts["chunk_seconds"] = args.chunk_seconds
+    if args.rounds:
+        rounds(problems, args.rounds, args.repeats, opts)
+        return
     wall, times, tasks, results = {}, {}, {}, {}
     # A stack's 1- and 2-worker runs follow each other, so that the ratio compares runs of the
     # same minute: this shared machine's speed drifts by 10-20% over a 10-minute benchmark.
     for k, p in problems.items():
         for w in (1, 2):
-            with connect(f"local:{w}") as ex:
-                # Workers import mapsched and the solvers on their first task: not part of any timing.
-                for _ in range(2):
-                    mapsched.solve(stack(2, 4, seed=0), "split", executor=ex, **opts)
-                runs = []
-                for _ in range(args.repeats):
-                    timed = Timed(ex)
-                    t0 = time.perf_counter()
-                    r = mapsched.solve(p, "split", channels=CONFIGS[k][0], executor=timed, **opts)
-                    runs.append((time.perf_counter() - t0, r, timed))
-                    assert not mapsched.validate(p, r)
-                    assert r.makespan == runs[0][1].makespan  # the same schedule value, run after run
-                wall[k, w], r, timed = sorted(runs, key=lambda x: x[0])[len(runs) // 2]
-                results[k, w], times[k, w], tasks[k, w] = r, timed.subproblems, len(timed.seconds)
+            runs = cluster_runs(p, CONFIGS[k][0], w, args.repeats, opts)
+            wall[k, w], r, timed, _ = sorted(runs, key=lambda x: x[0])[len(runs) // 2]
+            results[k, w], times[k, w], tasks[k, w] = r, timed.subproblems, len(timed.seconds)
     with connect("local:2") as ex:
         flight, trip = overhead(ex, next(iter(problems.values())), args.noop)
 

@@ -2,8 +2,9 @@
 
 Single random-wired ER(0.2) modules of N=10 and 4-module single-channel stacks, with
 B=16 inputs; every device takes batches of B/4, B/2, 3B/4 or B (cpu-t4-a100 preset).
-Each backend gets 2 threads and --time-limit seconds. Throughput in inputs/s; the
-bound column is the upper bound on throughput implied by the best proved makespan bound.
+Each backend gets ``--threads`` (default 2) threads and ``--time-limit`` seconds. Throughput
+in inputs/s; the bound column is the upper bound on throughput implied by the best proved
+makespan bound.
 
     python benchmarks/bench_throughput.py --time-limit 60
 
@@ -37,6 +38,7 @@ def main() -> None:
     ap.add_argument("--modules-only", action="store_true", help="leave out the 4-module stacks")
     ap.add_argument("--backends", default="cpsat,highs", help="exact backends, comma-separated")
     ap.add_argument("--split", action="store_true", help="add split with the same time limit")
+    ap.add_argument("--threads", type=int, default=2, help="solver threads of every backend and of split")
     args = ap.parse_args()
     backends = [b for b in args.backends.split(",") if b]
     cases = [(f"module N=10, seed {s}", dict(modules=1, seed=s)) for s in range(args.seeds)]
@@ -50,9 +52,10 @@ def main() -> None:
         p = stack(n=10, channels=1, objective=Objective("throughput", 16), **kw)
         runs = {m: mapsched.solve(p, m) for m in ("bmet", "bheft")}
         for backend in backends:
-            runs[backend] = mapsched.solve(p, "exact", backend=backend, time_limit=args.time_limit, threads=2)
+            runs[backend] = mapsched.solve(p, "exact", backend=backend, time_limit=args.time_limit,
+                                           threads=args.threads)
         if args.split:
-            runs["split"] = mapsched.solve(p, "split", time_limit=args.time_limit, threads=2)
+            runs["split"] = mapsched.solve(p, "split", time_limit=args.time_limit, threads=args.threads)
         assert all(not mapsched.validate(p, r) for r in runs.values())
         bound = max(r.lower_bound or 0.0 for r in runs.values())
         cell = {k: f"{r.throughput:.1f}" + (" (opt)" if r.status == "optimal" else " (opt*)" if ONE_BATCH in r.log
