@@ -55,6 +55,16 @@ def test_tasks_get_the_workers_threads_and_shared_objects(cluster):
     assert cluster.slots == 2 and not cluster.lost
 
 
+def test_local_workers_run_without_the_profiler_and_fast_ticks(cluster):
+    """What connect sets for local:N reaches the worker processes, whose CPU it saves."""
+    import dask
+
+    keys = ("distributed.worker.profile.enabled", "distributed.admin.tick.interval",
+            "distributed.worker.memory.monitor-interval")
+    seen = cluster.client.run(lambda: [dask.config.get(k) for k in keys])
+    assert list(seen.values()) == [[False, "1s", "1s"]] * 2
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_split_equals_in_process_on_exact_stacks(cluster, seed):
     p = stack(modules=3, n=5, channels=1, seed=seed)
