@@ -151,6 +151,24 @@ def test_searches_stop_at_a_proved_optimum(name, monkeypatch):
     assert r.makespan == 4.0 and r.status == "optimal" and len(calls) == (1 if name == "random" else 2)
 
 
+@pytest.mark.parametrize("name, options", [("random-eft", {"steps": 50}),
+                                           ("random", {"samples": 50, "evaluator": "simulate"})])
+def test_simulated_searches_stop_at_a_proved_optimum(name, options, monkeypatch):
+    # As above: on one device the first run of the runtime model meets the bound.
+    import mapsched.simulate
+    from mapsched.heuristics import random_eft
+
+    p = Problem([Task(f"t{k}", {"d0": 1.0}) for k in range(4)], [Edge(f"t{k}", f"t{k + 1}") for k in range(3)],
+                System((Device("d0"),)))
+    calls = []
+    run = mapsched.simulate.simulate
+    counted = lambda *a, **k: calls.append(1) or run(*a, **k)  # noqa: E731
+    monkeypatch.setattr(mapsched.simulate, "simulate", counted)
+    monkeypatch.setattr(random_eft, "simulate", counted)
+    r = solve(p, name, **options)
+    assert r.makespan == 4.0 and r.status == "optimal" and len(calls) == 1
+
+
 def test_construct_refuses_an_order_that_is_not_topological():
     # The builder would time a task before its parents and return an invalid schedule.
     from mapsched.construct import construct, finish

@@ -63,7 +63,7 @@ def random_eft(problem: Problem, ctx: SolveContext, steps: int, noise: float = 0
     if not noise:  # noisy makespans are not the returned schedule's: no progress history then
         ctx.improved(cur.makespan)
     for _ in range(steps or 2 * p.n):
-        if ctx.expired():
+        if ctx.expired() or (not noise and ctx.optimal(best.makespan)):
             break
         i = int(rng.integers(p.n))
         can = np.flatnonzero(p.can_run[i])

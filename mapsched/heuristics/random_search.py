@@ -76,7 +76,7 @@ def _random_simulated(problem: Problem, ctx: SolveContext, samples: int, noise: 
             best, best_owner = s, owner
             if not noise:  # noisy makespans are not the returned schedule's
                 ctx.improved(s.makespan)
-        if ctx.expired():
+        if ctx.expired() or (best is not None and not noise and ctx.optimal(best.makespan)):
             break
     if best is not None and noise:
         best = simulate(problem, best_owner)
