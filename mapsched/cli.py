@@ -752,11 +752,21 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if reason:
         print(f"mapsched: warning: writing {len(result.unstable)} unstable measurements anyway (--force)",
               file=sys.stderr)
-    result.problem.write(args.output)
+    problem = result.problem
     if not args.check:
         print(result.summary())
-    print(f"overheads {result.problem.calibration.summary()}")
-    print(f"wrote {result.problem!r} to {args.output}")
+    print(f"overheads {problem.calibration.summary()}")
+    if args.calibrate:
+        # The profiled times miss how jobs side by side slow each other: 2-4x off on the
+        # example models, against a median 3-18% once fitted (BENCHMARKS.md, fidelity).
+        # The fit runs one input at a time; a throughput problem takes its terms.
+        latency = problem.with_objective(Objective())
+        fitted, report = harness.calibrate(model, latency, _inputs(torch, latency, shape, 0),
+                                           cluster=not args.no_cluster, compile=args.compile)
+        problem = fitted.with_objective(objective)
+        print(report.table())
+    problem.write(args.output)
+    print(f"wrote {'the calibrated ' if args.calibrate else ''}{problem!r} to {args.output}")
     return 0
 
 
@@ -788,8 +798,12 @@ def _run_setup(harness: Any, torch: Any, args: argparse.Namespace) -> tuple[Prob
     args.compile = harness.recorded_compile(problem, args.compile, "--compile")
     _set_threads(torch, args)
     model, shape = _model(args.model, args.input_shape)
-    inputs = torch.randn((problem.L, *shape[1:]), generator=torch.Generator().manual_seed(args.seed))
-    return problem, model, inputs
+    return problem, model, _inputs(torch, problem, shape, args.seed)
+
+
+def _inputs(torch: Any, problem: Problem, shape: tuple[int, ...], seed: int) -> Any:
+    """The seeded random inputs of ``run`` and of calibration: one row per input of ``problem``."""
+    return torch.randn((problem.L, *shape[1:]), generator=torch.Generator().manual_seed(seed))
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -980,6 +994,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="how each task runs: none (fx, op by op), jit (a frozen TorchScript trace per batch "
                          "size) or cuda-graph (that trace as a CUDA graph on a GPU); recorded, and 'run' needs "
                          "the same")
+    pr.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=True,
+                    help="then run a few schedules for real and fit the overheads to them, as 'mapsched "
+                         "calibrate' with its defaults does (default); --no-calibrate writes the profiled times")
     pr.add_argument("-o", "--output", help="the problem file to write (required unless --check)")
 
     tr = sub.add_parser("trace", help="trace a PyTorch model's training step op by op in fake mode (needs torch)",

@@ -205,9 +205,10 @@ def test_cli_profile_solve_run(tmp_path, capsys):
     model = "mapsched.harness.models:transformer"
     assert main(["profile", model, "--devices", "cpu:0,cpu:1", "--batch-sizes", "1,2", "--repeats", "1",
                  "--warmup", "0", "-o", str(prob)]) == 0
-    assert "overheads in the times:" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "overheads in the times:" in out and "median measured/predicted" in out
     p = Problem.read(str(prob))
-    assert p.name == "transformer" and p.m == 2
+    assert p.name == "transformer" and p.m == 2 and p.calibration.fitted  # calibrated by default
     assert main(["solve", str(prob), "-m", "heft", "-o", str(sched)]) == 0
     capsys.readouterr()
     assert main(["run", model, str(prob), str(sched), "--repeats", "1", "--threads", "1",
@@ -215,6 +216,22 @@ def test_cli_profile_solve_run(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "predicted" in out and "outputs match the unscheduled model: yes" in out
     assert json.loads((tmp_path / "measured.json").read_text())["method"] == "measured:heft"
+
+
+def test_cli_profile_calibrates_a_throughput_problem_by_its_latency_fit(tmp_path, capsys):
+    prob = tmp_path / "p.json"
+    assert main(["profile", "mapsched.harness.models:transformer", "--devices", "cpu:0,cpu:1", "--repeats", "1",
+                 "--warmup", "0", "--batch", "2", "--batch-sizes", "1,2", "-o", str(prob)]) == 0
+    p = Problem.read(str(prob))
+    assert p.L == 2 and p.objective.kind == "throughput" and p.calibration.fitted
+
+
+def test_cli_profile_no_calibrate_writes_the_profiled_times(tmp_path, capsys):
+    prob = tmp_path / "p.json"
+    assert main(["profile", "mapsched.harness.models:transformer", "--devices", "cpu:0,cpu:1", "--repeats", "1",
+                 "--warmup", "0", "--no-calibrate", "-o", str(prob)]) == 0
+    assert "median measured/predicted" not in capsys.readouterr().out
+    assert not Problem.read(str(prob)).calibration.fitted
 
 
 @pytest.mark.parametrize("argv,message", [
