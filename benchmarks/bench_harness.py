@@ -25,7 +25,8 @@ TorchScript trace per task and batch size), the setting in the prediction column
 calibrates the profile (:func:`mapsched.harness.calibrate` with its defaults, on the
 latency objective; the throughput problem takes its terms), the schedules are solved on
 the calibrated problem, and their makespans there are the predictions (the rows'
-prediction ``profile's default``).
+prediction ``profile's default``); the rows ``--no-calibrate`` predict the same schedules
+by the profiled times alone.
 
 On a machine with a GPU, ``--devices cpu,cuda:0`` measures a real CPU and GPU instead.
 """
@@ -109,6 +110,7 @@ def main() -> None:
             # (2 of 90 measurements at 0.27 after re-measuring).
             base = profile(model, example, devices, [1, 2, 4], warmup=3, repeats=10, name=name, max_spread=0.5,
                            compile=setting)
+            profiled = base
             if args.as_cli:  # 'mapsched profile' writes the problem calibrated by calibrate's defaults
                 one = torch.randn(1, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
                 base = calibrate(graph, base, one)[0]
@@ -124,6 +126,8 @@ def main() -> None:
                     terms = fitted
                 elif args.calibrate:
                     fitted = terms.with_objective(objective)
+                elif args.as_cli:  # the same schedules as the profiled times alone predict them
+                    fitted = profiled.with_objective(objective)
                 else:
                     fitted = None
                 pred, meas, cal, equal = [], [], [], 0
@@ -136,17 +140,17 @@ def main() -> None:
                     equal += outputs_match(run.outputs, reference, devices)
                 wrong += len(pred) - equal
                 meas_a = np.array(meas)
-                for label, values in (("profiled", pred), ("calibrated", cal)):
+                labels = ("profile's default", "--no-calibrate") if args.as_cli else ("profiled", "calibrated")
+                for label, values in zip(labels, (pred, cal)):
                     if not values:
                         continue
                     pred_a = np.array(values)
-                    if label == "profiled":
+                    if label == labels[0]:
                         every.append((pred_a, meas_a))
                     r = float(np.corrcoef(pred_a, meas_a)[0, 1])
                     rho = float(spearmanr(pred_a, meas_a).statistic)
                     apart, kept = spread_rho(pred_a, meas_a)
-                    shown = "profile's default" if args.as_cli else label
-                    shown = shown if setting == "none" else f"{shown}, {setting}"
+                    shown = label if setting == "none" else f"{label}, {setting}"
                     print(f"| {name} | {objective.kind} | {shown} | {p.n} | {len(pred)} "
                           f"| {pred_a.min():.2f} to {pred_a.max():.2f} | {meas_a.min():.2f} to {meas_a.max():.2f} "
                           f"| {r:.3f} | {rho:.3f} | {apart:.3f} ({kept}) | {np.median(meas_a / pred_a):.2f} "
