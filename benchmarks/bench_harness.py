@@ -22,11 +22,11 @@ TorchScript trace per task and batch size), the setting in the prediction column
     python benchmarks/bench_harness.py --random 12 --warmup 3 --repeats 5 [--calibrate] [--compile none,jit]
 
 ``--as-cli`` follows the README's flow with default options instead: ``mapsched profile``
-calibrates the profile (:func:`mapsched.harness.calibrate` with its defaults, on the
-latency objective; the throughput problem takes its terms), the schedules are solved on
-the calibrated problem, and their makespans there are the predictions (the rows'
-prediction ``profile's default``); the rows ``--no-calibrate`` predict the same schedules
-by the profiled times alone.
+calibrates the problem of each objective on its own runs (:func:`mapsched.harness.calibrate`
+with its defaults), the schedules are solved on the calibrated problem, and their
+makespans there are the predictions (the rows' prediction ``profile's default``); the
+rows ``--no-calibrate`` predict the same schedules by the profiled times alone, and the
+throughput rows ``latency fit`` by the latency problem's fitted terms.
 
 On a machine with a GPU, ``--devices cpu,cuda:0`` measures a real CPU and GPU instead.
 """
@@ -110,52 +110,48 @@ def main() -> None:
             # (2 of 90 measurements at 0.27 after re-measuring).
             base = profile(model, example, devices, [1, 2, 4], warmup=3, repeats=10, name=name, max_spread=0.5,
                            compile=setting)
-            profiled = base
-            if args.as_cli:  # 'mapsched profile' writes the problem calibrated by calibrate's defaults
-                one = torch.randn(1, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
-                base = calibrate(graph, base, one)[0]
+            one = torch.randn(1, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
+            kw = {} if args.as_cli else {"warmup": args.warmup, "repeats": args.repeats}  # the CLI: the defaults
+            terms = calibrate(graph, base, one, **kw)[0] if args.calibrate or args.as_cli else None
             for objective, methods in ((mapsched.Objective(), LATENCY),
                                        (mapsched.Objective("throughput", args.batch), THROUGHPUT)):
                 p = base.with_objective(objective)
                 x = torch.randn(p.L, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
                 with torch.inference_mode():
                     reference = model(x)
-                # Calibration fits latency problems; a throughput problem takes the latency fit's terms.
-                if args.calibrate and p.L == 1:
-                    fitted = calibrate(graph, p, x, warmup=args.warmup, repeats=args.repeats)[0]
-                    terms = fitted
-                elif args.calibrate:
-                    fitted = terms.with_objective(objective)
-                elif args.as_cli:  # the same schedules as the profiled times alone predict them
-                    fitted = profiled.with_objective(objective)
+                # Each label's problem predicts the schedules (None: their makespans where solved).
+                if args.as_cli:  # 'mapsched profile' writes the problem calibrated on its own objective
+                    solved = terms if p.L == 1 else calibrate(graph, p, x)[0]
+                    labels = {"profile's default": None, "--no-calibrate": p}
+                    if p.L > 1:
+                        labels["latency fit"] = terms.with_objective(objective)
                 else:
-                    fitted = None
-                pred, meas, cal, equal = [], [], [], 0
-                for s in schedules(p, methods, args.random):
-                    run = execute(graph, p, s, x, warmup=args.warmup, repeats=args.repeats)
-                    pred.append(s.makespan)
+                    solved = p
+                    labels = {"profiled": None}
+                    if terms is not None:
+                        labels["calibrated"] = terms.with_objective(objective)
+                preds, meas, equal = {label: [] for label in labels}, [], 0
+                for s in schedules(solved, methods, args.random):
+                    run = execute(graph, solved, s, x, warmup=args.warmup, repeats=args.repeats)
                     meas.append(run.makespan)
-                    if fitted is not None:
-                        cal.append(predict(fitted, s))
+                    for label, q in labels.items():
+                        preds[label].append(s.makespan if q is None else predict(q, s))
                     equal += outputs_match(run.outputs, reference, devices)
-                wrong += len(pred) - equal
+                wrong += len(meas) - equal
                 meas_a = np.array(meas)
-                labels = ("profile's default", "--no-calibrate") if args.as_cli else ("profiled", "calibrated")
-                for label, values in zip(labels, (pred, cal)):
-                    if not values:
-                        continue
+                for label, values in preds.items():
                     pred_a = np.array(values)
-                    if label == labels[0]:
+                    if labels[label] is None:
                         every.append((pred_a, meas_a))
                     r = float(np.corrcoef(pred_a, meas_a)[0, 1])
                     rho = float(spearmanr(pred_a, meas_a).statistic)
                     apart, kept = spread_rho(pred_a, meas_a)
                     shown = label if setting == "none" else f"{label}, {setting}"
-                    print(f"| {name} | {objective.kind} | {shown} | {p.n} | {len(pred)} "
+                    print(f"| {name} | {objective.kind} | {shown} | {p.n} | {len(meas)} "
                           f"| {pred_a.min():.2f} to {pred_a.max():.2f} | {meas_a.min():.2f} to {meas_a.max():.2f} "
                           f"| {r:.3f} | {rho:.3f} | {apart:.3f} ({kept}) | {np.median(meas_a / pred_a):.2f} "
                           f"| {np.median(np.abs(meas_a / pred_a - 1)):.1%} "
-                          f"| {meas_a[np.argmin(pred_a)] / meas_a.min():.3f} | {equal}/{len(pred)} |", flush=True)
+                          f"| {meas_a[np.argmin(pred_a)] / meas_a.min():.3f} | {equal}/{len(meas)} |", flush=True)
     pred_all = np.concatenate([a for a, _ in every])
     meas_all = np.concatenate([b for _, b in every])
     print(f"\nall {len(pred_all)} schedules: Pearson r = {np.corrcoef(pred_all, meas_all)[0, 1]:.3f}, "

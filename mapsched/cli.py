@@ -759,11 +759,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.calibrate:
         # The profiled times miss how jobs side by side slow each other: 2-4x off on the
         # example models, against a median 3-18% once fitted (BENCHMARKS.md, fidelity).
-        # The fit runs one input at a time; a throughput problem takes its terms.
-        latency = problem.with_objective(Objective())
-        fitted, report = harness.calibrate(model, latency, _inputs(torch, latency, shape, 0),
-                                           cluster=not args.no_cluster, compile=args.compile)
-        problem = fitted.with_objective(objective)
+        problem, report = harness.calibrate(model, problem, _inputs(torch, problem, shape, 0),
+                                            cluster=not args.no_cluster, compile=args.compile)
         print(report.table())
     problem.write(args.output)
     print(f"wrote {'the calibrated ' if args.calibrate else ''}{problem!r} to {args.output}")
@@ -1014,8 +1011,9 @@ def build_parser() -> argparse.ArgumentParser:
     rn = sub.add_parser("run", help="execute a schedule of a profiled model for real (needs torch)")
     cb = sub.add_parser(
         "calibrate", help="fit a profiled problem's overheads to real runs of a few schedules (needs torch)",
-        description="Run a handful of schedules (HEFT, each device alone, MET, CPOP, random ones) for real, fit "
-                    "one per-job overhead, one cross-device sync and a kernel-time factor by least squares on "
+        description="Run a handful of schedules (HEFT, each device alone, MET, CPOP, random mappings; for "
+                    "throughput bheft, bmet and bgreedy in place of HEFT, MET and CPOP) for real, fit one "
+                    "per-job overhead, one cross-device sync and a kernel-time factor by least squares on "
                     "their makespans, print the fit (predicted before and after, measured) and write the "
                     "problem with the fitted terms in its times.")
     for parser in (rn, cb):

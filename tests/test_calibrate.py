@@ -99,8 +99,20 @@ def test_cli_calibrate_writes_the_problem_and_refuses_other_threads(setup, tmp_p
     assert q.calibration.fitted and q.n == p.n
 
 
-def test_calibrate_refuses_a_throughput_problem_in_one_line(setup):
-    m, x, p = setup
-    thr = p.with_objective(mapsched.Objective("throughput", 2))
-    with pytest.raises(mapsched.HarnessError, match="latency problems only"):
-        calibrate(m, thr, torch.cat([x, x]))
+def test_fit_recovers_a_throughput_problems_makespans(setup, monkeypatch):
+    # As above, over batched schedules of two inputs.
+    m, x, _ = setup
+    thr = profile(m, x, DEVICES, [1, 2], warmup=0, repeats=1, max_spread=1e9,
+                  objective=mapsched.Objective("throughput", 2))
+    truth = cal._candidate(thr, [0.05, 0.2, 1.3])
+
+    class Run:
+        def __init__(self, makespan):
+            self.makespan = makespan
+
+    monkeypatch.setattr(cal, "execute", lambda graph, problem, s, *a, **k: Run(cal.predict(truth, s)))
+    q, report = calibrate(m, thr, torch.cat([x, x]), count=6)
+    assert report.names[:3] == ("bheft", "only cpu:0", "only cpu:1") and len(report.names) == 6
+    assert all(mapsched.validate(thr, s) == [] for _, s in cal.schedules(thr, 6))
+    assert np.allclose(report.after, report.measured, rtol=0.02)
+    assert q.L == 2 and q.calibration.fitted

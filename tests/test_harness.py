@@ -218,10 +218,11 @@ def test_cli_profile_solve_run(tmp_path, capsys):
     assert json.loads((tmp_path / "measured.json").read_text())["method"] == "measured:heft"
 
 
-def test_cli_profile_calibrates_a_throughput_problem_by_its_latency_fit(tmp_path, capsys):
+def test_cli_profile_calibrates_a_throughput_problem_on_its_own_runs(tmp_path, capsys):
     prob = tmp_path / "p.json"
     assert main(["profile", "mapsched.harness.models:transformer", "--devices", "cpu:0,cpu:1", "--repeats", "1",
                  "--warmup", "0", "--batch", "2", "--batch-sizes", "1,2", "-o", str(prob)]) == 0
+    assert "bheft" in capsys.readouterr().out  # the batched schedules were run and fitted
     p = Problem.read(str(prob))
     assert p.L == 2 and p.objective.kind == "throughput" and p.calibration.fitted
 

@@ -95,7 +95,9 @@ def schedules(problem: Problem, count: int = SCHEDULES, seed: int = 0) -> list[t
     """Up to ``count`` distinct schedules that load the devices differently.
 
     HEFT; every task on one device, for each device that can run them all; MET and
-    CPOP; then random ones (seeds from ``seed``), until ``count`` or twice as many tries.
+    CPOP; then random mappings (seeds from ``seed``), until ``count`` or twice as many tries.
+    For throughput, their batched forms: ``bheft``, ``bmet`` and ``bgreedy`` (there is
+    no batched CPOP).
     """
     out: list[tuple[str, Schedule]] = []
     seen: set[tuple] = set()
@@ -111,13 +113,14 @@ def schedules(problem: Problem, count: int = SCHEDULES, seed: int = 0) -> list[t
             seen.add(_key(s))
             out.append((name, s))
 
-    add("heft", lambda: solve(problem, "heft", seed=seed))
+    first, *others = ("heft", "met", "cpop") if problem.L == 1 else ("bheft", "bmet", "bgreedy")
+    add(first, lambda: solve(problem, first, seed=seed))
     for u, d in enumerate(problem.device_names):
         add(f"only {d}", lambda u=u, d=d: _decode(problem, np.full(problem.n, u), f"only:{d}"))
-    for method in ("met", "cpop"):
+    for method in others:
         add(method, lambda method=method: solve(problem, method, seed=seed))
-    for k in range(2 * count):
-        add(f"random:{seed + k}", lambda k=k: solve(problem, "random", seed=seed + k))
+    for k in range(2 * count):  # one random mapping each: the best of many is often the same one
+        add(f"random:{seed + k}", lambda k=k: solve(problem, "random", seed=seed + k, samples=1))
     return out
 
 
@@ -203,9 +206,6 @@ def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Te
 
     if count < 1:
         raise HarnessError(f"count: expected at least 1 schedule, got {count}")
-    if problem.L != 1:
-        raise HarnessError("problem: calibrate fits latency problems only (one input); profile with the "
-                           "latency objective and calibrate that")
     check_threads(problem)
     compile = recorded_compile(problem, compile)
     batch = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
