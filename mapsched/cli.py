@@ -758,7 +758,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     print(f"overheads {problem.calibration.summary()}")
     if args.calibrate:
         # The profiled times miss how jobs side by side slow each other: 2-4x off on the
-        # example models, against a median 3-18% once fitted (BENCHMARKS.md, fidelity).
+        # example models, against a median 5-20% once fitted (BENCHMARKS.md, fidelity).
         problem, report = harness.calibrate(model, problem, _inputs(torch, problem, shape, 0),
                                             cluster=not args.no_cluster, compile=args.compile)
         print(report.table())
