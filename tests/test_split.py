@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import networkx as nx
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from strategies import problems
 
@@ -120,6 +120,7 @@ def test_multi_channel_split_is_valid_and_bounded(seed, variant, channels):
 
 @settings(max_examples=4, deadline=None)
 @given(st.integers(0, 10**6), st.sampled_from(["sdep", "wdep"]), st.integers(2, 3))
+@example(7763, "sdep", 3)  # a module solve's wrong optimum (CP-SAT's presolve probing) once lifted it above
 def test_wider_spans_raise_the_chain_bound_and_stay_below_the_optimum(seed, variant, channels):
     p = stack(3, 4, channels, variant, seed=seed)
     narrow = chain_bound(p, time_limit=20, span=1)
