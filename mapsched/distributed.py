@@ -247,14 +247,13 @@ def connect(address: str, timeout: float | None = None) -> Iterator[DaskExecutor
         stack.enter_context(_quiet("distributed", "distributed.client", "tornado.application"))
         stack.enter_context(dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s"}))
         if isinstance(target, int):
-            # The workers' statistical profiler samples the task threads every 10 ms, which
-            # costs the solves about a tenth of their CPU time (benchmarks/bench_dask.py's
-            # short runs); nobody reads its profiles here.
-            stack.enter_context(dask.config.set({"distributed.worker.profile.enabled": False}))
-            # Every server checks its event loop every 20 ms and each nanny its worker's memory
-            # every 100 ms: an idle local:2 cluster took 100-115 ms of CPU a second, on the
-            # cores its workers solve on, and 25 ms with these once a second (bench_dask.py).
-            stack.enter_context(dask.config.set({"distributed.admin.tick.interval": "1s",
+            # CPU the workers' cores lose to Dask's own monitoring (benchmarks/bench_dask.py):
+            # the workers' statistical profiler samples the task threads every 10 ms, about a
+            # tenth of the solves' CPU time, and nobody reads its profiles here; every server
+            # checks its event loop every 20 ms and each nanny its worker's memory every
+            # 100 ms, 100-115 ms of CPU a second for an idle local:2 cluster, 25 ms at once a second.
+            stack.enter_context(dask.config.set({"distributed.worker.profile.enabled": False,
+                                                 "distributed.admin.tick.interval": "1s",
                                                  "distributed.worker.memory.monitor-interval": "1s"}))
             # No dashboard; the scheduler's health endpoints on a free port, not 8787 (often taken).
             # Workers log a heartbeat cut off by the cluster's own close as an ERROR with a

@@ -48,16 +48,19 @@ def test_prediction_replays_the_mapping_and_device_order(setup):
     assert cal.predict(p, alone) == pytest.approx(alone.makespan)
 
 
+class _Run:
+    def __init__(self, makespan):
+        self.makespan = makespan
+
+
+def _machine(monkeypatch, truth):
+    """A stand-in for the machine whose overheads are exactly ``truth``'s."""
+    monkeypatch.setattr(cal, "execute", lambda graph, problem, s, *a, **k: _Run(cal.predict(truth, s)))
+
+
 def test_fit_recovers_the_makespans_it_was_given(setup, monkeypatch):
     m, x, p = setup
-    truth = cal._candidate(p, [0.05, 0.2, 1.3])
-
-    class Run:
-        def __init__(self, makespan):
-            self.makespan = makespan
-
-    # A stand-in for the machine whose overheads are exactly ``truth``'s.
-    monkeypatch.setattr(cal, "execute", lambda graph, problem, s, *a, **k: Run(cal.predict(truth, s)))
+    _machine(monkeypatch, cal._candidate(p, [0.05, 0.2, 1.3]))
     q, report = calibrate(m, p, x, count=6)
     assert np.allclose(report.after, report.measured, rtol=0.02)
     assert not np.allclose(report.before, report.measured, rtol=0.02)
@@ -104,13 +107,7 @@ def test_fit_recovers_a_throughput_problems_makespans(setup, monkeypatch):
     m, x, _ = setup
     thr = profile(m, x, DEVICES, [1, 2], warmup=0, repeats=1, max_spread=1e9,
                   objective=mapsched.Objective("throughput", 2))
-    truth = cal._candidate(thr, [0.05, 0.2, 1.3])
-
-    class Run:
-        def __init__(self, makespan):
-            self.makespan = makespan
-
-    monkeypatch.setattr(cal, "execute", lambda graph, problem, s, *a, **k: Run(cal.predict(truth, s)))
+    _machine(monkeypatch, cal._candidate(thr, [0.05, 0.2, 1.3]))
     q, report = calibrate(m, thr, torch.cat([x, x]), count=6)
     assert report.names[:3] == ("bheft", "only cpu:0", "only cpu:1") and len(report.names) == 6
     assert all(mapsched.validate(thr, s) == [] for _, s in cal.schedules(thr, 6))
