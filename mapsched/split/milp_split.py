@@ -51,10 +51,10 @@ bound joins the result's. A schedule that split's own recursion proved optimal i
 returned as it is.
 
 Subproblems are independent. By default they are solved one after another in this
-process, each by CP-SAT over all the threads (on more than four cores, by a pool of
-one process per four cores); any ``concurrent.futures.Executor`` works
-as well (those of dask.distributed and Ray included) if it can pickle a
-:class:`Problem`. A :class:`mapsched.distributed.DaskExecutor` (``--dask``) gets the
+process, each by CP-SAT over all the threads, or for latency one below four (on more
+than four cores, by a pool of one process per four cores); any
+``concurrent.futures.Executor`` works as well (those of dask.distributed and Ray
+included) if it can pickle a :class:`Problem`. A :class:`mapsched.distributed.DaskExecutor` (``--dask``) gets the
 problem once per worker and builds the subproblems there; if its scheduler is lost,
 split returns the best schedule of the subproblems solved by then. Through any executor,
 a task carries as many subproblems as take ``chunk_seconds`` at their mean time so far
@@ -223,7 +223,8 @@ def _com(p: Problem, chain: ModuleChain, t: int, v_prev: int, u: int) -> float:
                "subproblems aims at, sized by the subproblems' times so far (0: one subproblem a task, all "
                "submitted at once)"),
         Option("module_threads", int, 0, "solver threads per subproblem (0: the threads shared among the "
-               "processes; with an executor, 1, or on a Dask cluster the worker's share of its host)"),
+               "processes, for latency one where that is two or three; with an executor, 1, or on a Dask cluster the "
+               "worker's share of its host)"),
         Option("window", int, 2, "latency with several channels: modules solved at once in the rolling "
                "stitching (0: the seed paper's independent module solves)"),
         Option("step_time_limit", float, 0.5, "rolling stitching: seconds per step (its solves rarely "
@@ -299,6 +300,14 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
         width = workers or max(1, (os.cpu_count() or 1) // 4)
     # 0 through an executor: each task's share of the worker it lands on (1 off a cluster).
     threads = module_threads or (0 if executor is not None else max(1, ctx.threads // width))
+    if not module_threads and 1 < threads < 4 and p.L == 1:
+        # Two or three threads share the cores among the portfolio's workers, of which only
+        # the LP-free one proves a latency module this small (mapsched.formulations.cpsat.
+        # portfolio): alone, at full speed, it took split through the 20-module single-channel
+        # stack in 5.9 s against 9.0 s on 2 cores, and left multi-channel stacks as they were.
+        # Batched modules keep the two workers CpSatBatched.solve picked for their proofs
+        # (one was not measured there).
+        threads = 1
     limit = module_time_limit
     # With a pipelined schedule, half of what is left goes to improving it over the whole
     # graph (the polish) rather than to the module recursion, which adds module makespans.
