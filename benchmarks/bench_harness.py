@@ -26,7 +26,10 @@ calibrates the problem of each objective on its own runs (:func:`mapsched.harnes
 with its defaults), the schedules are solved on the calibrated problem, and their
 makespans there are the predictions (the rows' prediction ``profile's default``); the
 rows ``--no-calibrate`` predict the same schedules by the profiled times alone, and the
-throughput rows ``latency fit`` by the latency problem's fitted terms.
+throughput rows ``latency fit`` by the latency problem's fitted terms. ``--fit-schedules``
+and ``--fit-repeats`` change what each calibration runs. ``--noise`` executes every
+schedule a second time, after all of them, and adds the median |second / first - 1|:
+what the same measurement gives twice, the error even a perfect prediction would show.
 
 On a machine with a GPU, ``--devices cpu,cuda:0`` measures a real CPU and GPU instead.
 """
@@ -84,6 +87,13 @@ def main() -> None:
                          "by default, and the schedules solved on it")
     ap.add_argument("--compile", default="none",
                     help=f"comma-separated settings to profile and run each model with, of {', '.join(COMPILE)}")
+    ap.add_argument("--fit-schedules", type=int, default=None,
+                    help="schedules each calibration runs (default: calibrate's, as the CLI)")
+    ap.add_argument("--fit-repeats", type=int, default=None,
+                    help="timed executions per calibration schedule (default: calibrate's, as the CLI)")
+    ap.add_argument("--noise", action="store_true",
+                    help="execute every schedule a second time, after all of them, and add the median "
+                         "|second / first - 1|: the error a perfect prediction would show")
     ap.add_argument("--models", default=",".join([*FACTORIES, *LARGE]),
                     help=f"comma-separated, of {', '.join([*FACTORIES, *LARGE])}")
     args = ap.parse_args()
@@ -96,8 +106,8 @@ def main() -> None:
         ap.error(f"--compile: expected settings of {', '.join(COMPILE)}, got {args.compile!r}")
     print("| model | objective | prediction | tasks | schedules | predicted (ms) | measured (ms) | Pearson r "
           "| Spearman rho | rho, 10% apart (schedules) | measured / predicted | median abs error "
-          "| predicted best, measured / best | outputs equal |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| predicted best, measured / best | outputs equal |" + (" measured again |" if args.noise else ""))
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if args.noise else ""))
     every = []
     wrong = 0
     for name in args.models.split(","):
@@ -112,6 +122,11 @@ def main() -> None:
                            compile=setting)
             one = torch.randn(1, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
             kw = {} if args.as_cli else {"warmup": args.warmup, "repeats": args.repeats}  # the CLI: the defaults
+            if args.fit_schedules is not None:
+                kw["count"] = args.fit_schedules
+            if args.fit_repeats is not None:
+                kw["repeats"] = args.fit_repeats
+            fit = {k: v for k, v in kw.items() if k in ("count", "repeats")}
             terms = calibrate(graph, base, one, **kw)[0] if args.calibrate or args.as_cli else None
             for objective, methods in ((mapsched.Objective(), LATENCY),
                                        (mapsched.Objective("throughput", args.batch), THROUGHPUT)):
@@ -121,7 +136,7 @@ def main() -> None:
                     reference = model(x)
                 # Each label's problem predicts the schedules (None: their makespans where solved).
                 if args.as_cli:  # 'mapsched profile' writes the problem calibrated on its own objective
-                    solved = terms if p.L == 1 else calibrate(graph, p, x)[0]
+                    solved = terms if p.L == 1 else calibrate(graph, p, x, **fit)[0]
                     labels = {"profile's default": None, "--no-calibrate": p}
                     if p.L > 1:
                         labels["latency fit"] = terms.with_objective(objective)
@@ -131,7 +146,8 @@ def main() -> None:
                     if terms is not None:
                         labels["calibrated"] = terms.with_objective(objective)
                 preds, meas, equal = {label: [] for label in labels}, [], 0
-                for s in schedules(solved, methods, args.random):
+                scheduled = schedules(solved, methods, args.random)
+                for s in scheduled:
                     run = execute(graph, solved, s, x, warmup=args.warmup, repeats=args.repeats)
                     meas.append(run.makespan)
                     for label, q in labels.items():
@@ -139,6 +155,11 @@ def main() -> None:
                     equal += outputs_match(run.outputs, reference, devices)
                 wrong += len(meas) - equal
                 meas_a = np.array(meas)
+                again = ""
+                if args.noise:
+                    second = np.array([execute(graph, solved, s, x, warmup=args.warmup, repeats=args.repeats).makespan
+                                       for s in scheduled])
+                    again = f" {np.median(np.abs(second / meas_a - 1)):.1%} |"
                 for label, values in preds.items():
                     pred_a = np.array(values)
                     if labels[label] is None:
@@ -151,7 +172,8 @@ def main() -> None:
                           f"| {pred_a.min():.2f} to {pred_a.max():.2f} | {meas_a.min():.2f} to {meas_a.max():.2f} "
                           f"| {r:.3f} | {rho:.3f} | {apart:.3f} ({kept}) | {np.median(meas_a / pred_a):.2f} "
                           f"| {np.median(np.abs(meas_a / pred_a - 1)):.1%} "
-                          f"| {meas_a[np.argmin(pred_a)] / meas_a.min():.3f} | {equal}/{len(meas)} |", flush=True)
+                          f"| {meas_a[np.argmin(pred_a)] / meas_a.min():.3f} | {equal}/{len(meas)} |{again}",
+                          flush=True)
     pred_all = np.concatenate([a for a, _ in every])
     meas_all = np.concatenate([b for _, b in every])
     print(f"\nall {len(pred_all)} schedules: Pearson r = {np.corrcoef(pred_all, meas_all)[0, 1]:.3f}, "
