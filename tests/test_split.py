@@ -11,7 +11,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from strategies import problems
 
-from mapsched import Problem, solve, validate
+from mapsched import Objective, Problem, solve, validate
 from mapsched.bounds import critical_path_bound, lower_bound, work_bound
 from mapsched.formats import problem_from_dict
 from mapsched.generators import stack
@@ -207,6 +207,27 @@ def test_ruled_out_pairs_are_not_subproblems():
     assert all(set(chain.inputs(p, t)) & set(chain.outputs(p, t)) and u != v for t, u, v in out)
 
 
+@pytest.mark.parametrize(("batch", "threads", "module_threads", "expected"),
+                         [(1, 2, 0, 1), (1, 3, 0, 1), (1, 2, 2, 2), (1, 4, 0, 4), (4, 2, 0, 2)])
+def test_module_threads_by_default(monkeypatch, batch, threads, module_threads, expected):
+    """Latency modules get one CP-SAT worker where split has two or three threads; batched
+    modules and an explicit ``module_threads`` keep theirs."""
+    from mapsched.split import milp_split
+
+    seen = []
+
+    def spy(sub, backend, limit, symmetry, threads, until):
+        seen.append(threads)
+        return solve_module(sub, backend, limit, symmetry, threads, until)
+
+    solve_module = milp_split.solve_module
+    monkeypatch.setattr(milp_split, "solve_module", spy)
+    p = stack(2, 4, 1, seed=3, objective=Objective("throughput", batch) if batch > 1 else None)
+    r = solve(p, "split", threads=threads, module_threads=module_threads, workers=1, pipeline=0)
+    assert validate(p, r) == []
+    assert seen and set(seen) == {expected}
+
+
 def test_full_bound_uses_the_chain():
     p = stack(3, 8, 1, seed=2)
     fast, full = lower_bound(p), full_bound(p, time_limit=30)
@@ -216,8 +237,6 @@ def test_full_bound_uses_the_chain():
 
 @pytest.mark.parametrize("batch", [4, 8])
 def test_split_on_a_throughput_stack(batch):
-    from mapsched import Objective
-
     # batch 8 runs batches of 2, 4, 6 and 8 only: a held channel end takes all 8 inputs at once
     p = stack(2, 5, 1, seed=3, objective=Objective("throughput", batch))
     assert (1 in p.batch_sizes) == (batch == 4)
