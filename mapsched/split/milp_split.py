@@ -54,8 +54,9 @@ Subproblems are independent. By default they are solved one after another in thi
 process, each by CP-SAT over all the threads, or for latency one below four (on more
 than four cores, by a pool of one process per four cores); any
 ``concurrent.futures.Executor`` works as well (those of dask.distributed and Ray
-included) if it can pickle a :class:`Problem`. A :class:`mapsched.distributed.DaskExecutor` (``--dask``) gets the
-problem once per worker and builds the subproblems there; if its scheduler is lost,
+included) if it can pickle a :class:`Problem`. A
+:class:`mapsched.distributed.DaskExecutor` (``--dask``) gets the problem once per
+worker and builds the subproblems there; if its scheduler is lost,
 split returns the best schedule of the subproblems solved by then. Through any executor,
 a task carries as many subproblems as take ``chunk_seconds`` at their mean time so far
 (one while none is back, and the last few one a task), so that the milliseconds a
@@ -223,8 +224,8 @@ def _com(p: Problem, chain: ModuleChain, t: int, v_prev: int, u: int) -> float:
                "subproblems aims at, sized by the subproblems' times so far (0: one subproblem a task, all "
                "submitted at once)"),
         Option("module_threads", int, 0, "solver threads per subproblem (0: the threads shared among the "
-               "processes, for latency one where that is two or three; with an executor, 1, or on a Dask cluster the "
-               "worker's share of its host)"),
+               "processes, for latency one where that is two or three; with an executor, 1, or on a Dask "
+               "cluster the worker's share of its host)"),
         Option("window", int, 2, "latency with several channels: modules solved at once in the rolling "
                "stitching (0: the seed paper's independent module solves)"),
         Option("step_time_limit", float, 0.5, "rolling stitching: seconds per step (its solves rarely "
