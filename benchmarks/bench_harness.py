@@ -121,12 +121,9 @@ def main() -> None:
             base = profile(model, example, devices, [1, 2, 4], warmup=3, repeats=10, name=name, max_spread=0.5,
                            compile=setting)
             one = torch.randn(1, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
-            kw = {} if args.as_cli else {"warmup": args.warmup, "repeats": args.repeats}  # the CLI: the defaults
-            if args.fit_schedules is not None:
-                kw["count"] = args.fit_schedules
-            if args.fit_repeats is not None:
-                kw["repeats"] = args.fit_repeats
-            fit = {k: v for k, v in kw.items() if k in ("count", "repeats")}
+            fit = {k: v for k, v in (("count", args.fit_schedules), ("repeats", args.fit_repeats)) if v is not None}
+            # The CLI calibrates with calibrate's defaults; the other rows measure as the schedules are measured.
+            kw = fit if args.as_cli else {"warmup": args.warmup, "repeats": args.repeats, **fit}
             terms = calibrate(graph, base, one, **kw)[0] if args.calibrate or args.as_cli else None
             for objective, methods in ((mapsched.Objective(), LATENCY),
                                        (mapsched.Objective("throughput", args.batch), THROUGHPUT)):

@@ -51,8 +51,8 @@ bound joins the result's. A schedule that split's own recursion proved optimal i
 returned as it is.
 
 Subproblems are independent. By default they are solved one after another in this
-process, each by CP-SAT over all the threads, or for latency one below four (on more
-than four cores, by a pool of one process per four cores); any
+process, each by CP-SAT over all the threads, or for latency one below four (on eight
+cores or more, by a pool of one process per four cores); any
 ``concurrent.futures.Executor`` works as well (those of dask.distributed and Ray
 included) if it can pickle a :class:`Problem`. A
 :class:`mapsched.distributed.DaskExecutor` (``--dask``) gets the problem once per
