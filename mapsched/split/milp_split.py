@@ -305,7 +305,7 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
         # Two or three threads share the cores among the portfolio's workers, of which only
         # the LP-free one proves a latency module this small (mapsched.formulations.cpsat.
         # portfolio): alone, at full speed, it took split through the 20-module single-channel
-        # stack in 5.9-7.6 s against 9.0-10.2 s on 2 cores, and left multi-channel stacks as they were.
+        # stack in 5.9-7.6 s against 8.0-10.2 s on 2 cores, and left multi-channel stacks as they were.
         # Batched modules keep the two workers CpSatBatched.solve picked for their proofs
         # (one was not measured there).
         threads = 1
