@@ -228,6 +228,28 @@ def test_module_threads_by_default(monkeypatch, batch, threads, module_threads, 
     assert seen and set(seen) == {expected}
 
 
+@pytest.mark.parametrize(("nodes", "limit"), [(8, None), (40, 0.05)])
+def test_module_bound_lps_only_when_unproved(monkeypatch, nodes, limit):
+    """A module subproblem the solver proves gets no bound LPs (they cost more than its
+    proof); one it leaves unproved gets a bound at least theirs."""
+    from mapsched.split import milp_split
+
+    got = []
+
+    def spy(sub, time_limit=None):
+        got.append(lower_bound(sub, time_limit).value)
+        return type("B", (), {"value": got[-1]})
+
+    monkeypatch.setattr(milp_split, "lower_bound", spy)
+    p = stack(1, nodes, 1, seed=1)
+    sol = milp_split.solve_module(p, "cpsat", limit)
+    assert max(critical_path_bound(p), work_bound(p)) <= sol.bound <= sol.makespan + 1e-9
+    if limit is None:
+        assert got == [] and abs(sol.makespan - sol.bound) <= 1e-6 * sol.makespan
+    else:
+        assert len(got) == 1 and sol.bound >= got[0] and sol.bound < sol.makespan
+
+
 def test_full_bound_uses_the_chain():
     p = stack(3, 8, 1, seed=2)
     fast, full = lower_bound(p), full_bound(p, time_limit=30)
