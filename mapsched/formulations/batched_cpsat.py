@@ -346,15 +346,17 @@ class CpSatBatched:
         ``first_within`` (with ``on_solution``): give up after that many seconds without a solution.
 
         With two or three threads, a model of at most :data:`SMALL_TASKS` tasks runs two
-        workers, the LP-free search and the default one, instead of the portfolio's three:
-        the third worker's neighbourhood search rarely helps so small a model and takes its
-        share of the cores from the proof (single N=10 modules with B=16: proved in 34 s
-        where the portfolio had not in 60 s, on a loaded machine)."""
+        workers instead of the portfolio's three: the LP-free search, which proves, and the
+        thread CP-SAT keeps for first solutions and neighbourhood searches (single N=10
+        modules with B=16: proved in 34 s where the portfolio had not in 60 s, on a loaded
+        machine). The LP-guided search of the portfolio proves the load LP's bound (19.7 ms
+        on seed 0 of those modules, whose optimum is 21.14) but not the optimum: with it as a
+        second full worker, beside the other thread or in its place, the three were proved in
+        15-29 s and 14-28 s, against 15-25 s without (one run each)."""
         small = 2 <= threads < 4 and self.problem.n <= SMALL_TASKS
         solver, status, text = run_cpsat(self, time_limit, threads, seed, log, on_solution,
                                          detect_symmetry=detect_symmetry, workers=2 if small else None,
-                                         subsolvers=("no_lp", "default_lp") if small else (),
-                                         first_within=first_within)
+                                         subsolvers=("no_lp",) if small else (), first_within=first_within)
         out: dict[str, Any] = {"jobs": None, "log": text, "optimal": status == cp_model.OPTIMAL,
                                "bound": solver.best_objective_bound / self.res}
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
