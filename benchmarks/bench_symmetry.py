@@ -22,6 +22,15 @@ or without breaking: one GPU runs the critical path and the bounds meet at once.
 
     python benchmarks/bench_symmetry.py --layers 6 --batch 16 --time-limit 120 \
         --sizes 14,18 --seeds 3 --exact-limit 20
+
+Part 3, for ``exact``'s default (``symmetry="auto"``: ``lex`` with CP-SAT, ``none`` with
+HiGHS): ``none`` against ``lex`` where part 2 does not look, HiGHS on the latency instances
+of ``--highs-sizes`` tasks, and CP-SAT on batched problems over the same four identical
+devices (8 independent tasks with L=8, random DAGs of 10 tasks with L=8 and of 12 with
+L=4). Time to a proved optimum (the batched ones: among schedules with one job per task
+and device), or the makespan reached at the time limit:
+
+    python benchmarks/bench_symmetry.py --part 3 --exact-limit 20 --seeds 3
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ import time
 import numpy as np
 
 import mapsched
+from mapsched import Objective
 from mapsched.formulations.common import retime_jobs
 from mapsched.generators import gpt3, gpu_server, random_dag
 from mapsched.symmetry import find_symmetry
@@ -108,6 +118,25 @@ def identical_gpus(sizes: list[int], limit: float, seeds: int) -> None:
                 print(f"| {n} tasks, seed {seed} | {crit} | {cells[0]} | {cells[1]} |", flush=True)
 
 
+def default_choice(highs_sizes: list[int], limit: float, seeds: int) -> None:
+    print("\n| instance | backend | none | lex |")
+    print("|---|---|---:|---:|")
+
+    def cell(r: mapsched.Schedule) -> str:
+        proved = r.status == "optimal" or "optimal among" in r.log
+        return f"{r.solve_seconds:.2f} s" if proved else f"{r.solve_seconds:.0f} s, {r.makespan:.5f} ms"
+
+    cases = [(f"{n} tasks", "highs", dict(n=n, degree=0)) for n in highs_sizes]
+    cases += [(f"{n} tasks, L={L}, degree {d}", "cpsat", dict(n=n, degree=d, objective=Objective("throughput", L)))
+              for n, L, d in ((8, 8, 0), (10, 8, 2), (12, 4, 2))]
+    for name, backend, kw in cases:
+        for seed in range(seeds):
+            p = random_dag(m=4, seed=seed, speeds=[1.0] * 4, jitter=0.0, **kw)
+            runs = [mapsched.solve(p, "exact", backend=backend, time_limit=limit, threads=2, symmetry=crit)
+                    for crit in ("none", "lex")]
+            print(f"| {name}, seed {seed} | {backend} | {cell(runs[0])} | {cell(runs[1])} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=6)
@@ -116,13 +145,16 @@ def main() -> None:
     ap.add_argument("--exact-limit", type=float, default=60.0, help="part 2: seconds per exact solve")
     ap.add_argument("--sizes", default="14,18", help="part 2: tasks of the random instances")
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--part", type=int, choices=(1, 2), help="run only part 1 (Table V) or part 2")
+    ap.add_argument("--highs-sizes", default="10,14", help="part 3: tasks of the HiGHS latency instances")
+    ap.add_argument("--part", type=int, choices=(1, 2, 3), help="run only part 1 (Table V), 2 or 3")
     args = ap.parse_args()
     np.set_printoptions(precision=3)
     if args.part in (None, 1):
         table_v(args.layers, args.batch, args.time_limit)
     if args.part in (None, 2):
         identical_gpus([int(n) for n in args.sizes.split(",")], args.exact_limit, args.seeds)
+    if args.part in (None, 3):
+        default_choice([int(n) for n in args.highs_sizes.split(",")], args.exact_limit, args.seeds)
 
 
 if __name__ == "__main__":

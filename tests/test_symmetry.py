@@ -1,5 +1,7 @@
 """Identical devices and servers: detection, and symmetry breaking that keeps the optimum."""
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -55,7 +57,7 @@ def identical(n, seed, L=1):
 def test_optimum_unchanged_by_every_criterion(n, seed):
     p = identical(n, seed)
     assert [len(c) for c in find_symmetry(p).devices] == [3]
-    base = solve(p, "exact", threads=1)
+    base = solve(p, "exact", threads=1, symmetry="none")
     assert base.status == "optimal"
     # With the solvers' own symmetry detection on and off: the cuts must keep an optimum
     # by themselves, and must not clash with what the solver breaks on its own.
@@ -72,7 +74,7 @@ def test_optimum_unchanged_by_every_criterion(n, seed):
 @given(st.integers(2, 3), st.integers(0, 10**6))
 def test_throughput_optimum_unchanged(n, seed):
     p = identical(n, seed, L=2)
-    base = solve(p, "exact", threads=1, time_limit=60)
+    base = solve(p, "exact", threads=1, time_limit=60, symmetry="none")
     for crit in ("task", "lex"):
         r = solve(p, "exact", threads=1, time_limit=60, symmetry=crit)
         if base.status == r.status == "optimal":
@@ -85,7 +87,7 @@ def test_server_and_device_orders_together_keep_the_optimum(n, seed):
     p = on(multi_node(2, 2), n=n, seed=seed)
     sym = find_symmetry(p)
     assert len(sym.servers) == 1 and len(sym.devices) == 2  # two servers, a GPU pair in each
-    base = solve(p, "exact", threads=1)
+    base = solve(p, "exact", threads=1, symmetry="none")
     for crit in ("lex", "task", "time,batch"):
         r = solve(p, "exact", threads=1, symmetry=crit, solver_symmetry=False)
         assert validate(p, r) == [] and r.status == "optimal"
@@ -100,6 +102,20 @@ def test_relabelling_identical_devices_keeps_the_optimum():
         t["latency"] = {names.get(k, k): v for k, v in t["latency"].items()}
     q = Problem.from_dict(d)
     assert solve(p, "exact", threads=1).makespan == pytest.approx(solve(q, "exact", threads=1).makespan)
+
+
+@pytest.mark.parametrize(("backend", "applied"), [("cpsat", "lex"), ("highs", None)])
+def test_default_breaks_symmetry_with_cpsat_only(backend, applied):
+    """exact's default is lex with CP-SAT and none with HiGHS, and only where devices are
+    identical; the optimum is the unbroken model's."""
+    p = identical(5, 3)
+    r = solve(p, "exact", threads=1, backend=backend)
+    said = re.search(r"symmetry broken by (\w+)", r.log)
+    assert (said and said.group(1)) == applied
+    assert r.status == "optimal"
+    assert r.makespan == pytest.approx(solve(p, "exact", threads=1, symmetry="none").makespan, rel=1e-6)
+    q = on(cpu_t4_a100(), n=5, seed=3)  # no two devices alike
+    assert "symmetry broken" not in solve(q, "exact", threads=1).log
 
 
 def test_bad_criterion_is_a_one_line_error():
