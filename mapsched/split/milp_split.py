@@ -90,7 +90,7 @@ from ..portfolio import LIST_SCHEDULERS, best_start
 from ..problem import Edge, Problem, Task
 from ..registry import Option, register
 from ..schedule import Schedule
-from ..solve import BOUND_SHARE, SolveContext
+from ..solve import BOUND_SHARE, SolveContext, solve
 from ..splits import batch_options, owner_from_counts
 from ..symmetry import find_symmetry, symmetry_plugins
 from ..validate import meets
@@ -122,20 +122,31 @@ def solve_module(sub: Problem, backend: str, time_limit: float | None, symmetry:
         if left <= 0:
             return None
         time_limit = left if time_limit is None else min(time_limit, left)
-    # Not through solve(), whose bound LPs would come first: they took a third of a
-    # 12-task latency module's 28 ms, which CP-SAT then proves optimal in 5 ms. Here the
-    # LPs run only for a subproblem left unproved, and add to the solver's bound as in solve().
-    method = registry.get("exact")
-    ctx = SolveContext(time_limit, np.random.default_rng(0), threads,
-                       fast_bound=max(critical_path_bound(sub), work_bound(sub)))
+    options = {"backend": backend, "symmetry": symmetry}
     try:
-        r = method.fn(sub, ctx, **method.parse_options({"backend": backend, "symmetry": symmetry}))
+        if sub.L > 1:
+            # Batched models prove no bound of their own (see mapsched.formulations.exact), so
+            # solve()'s batched relaxation, first, is what can stop the search early.
+            r = solve(sub, "exact", time_limit=time_limit, threads=threads, **options)
+            return ModuleSolution(r.makespan, float(r.lower_bound or 0.0), _jobs(r))
+        # A latency module goes to exact itself: solve()'s bound LPs, first, took a third of
+        # a 12-task module's 28 ms, which CP-SAT then proved optimal in 5 ms. Here the LPs run
+        # only where the solver leaves the module unproved, in the share of the time limit
+        # that solve() gives them, and add to its bound as there.
+        method = registry.get("exact")
+        ctx = SolveContext(None if time_limit is None else (1 - BOUND_SHARE) * time_limit,
+                           np.random.default_rng(0), threads, fast_bound=max(critical_path_bound(sub), work_bound(sub)))
+        r = method.fn(sub, ctx, **method.parse_options(options))
     except InfeasibleError:
         return None
     bound = max(r.lower_bound or 0.0, ctx.fast_bound)
     if not meets(r.makespan, bound):
         bound = max(bound, lower_bound(sub, None if time_limit is None else BOUND_SHARE * time_limit).value)
-    return ModuleSolution(r.makespan, float(bound), tuple((j.task, j.device, j.inputs, j.start) for j in r.jobs))
+    return ModuleSolution(r.makespan, float(bound), _jobs(r))
+
+
+def _jobs(r: Schedule) -> tuple[tuple[str, str, tuple[int, ...], float], ...]:
+    return tuple((j.task, j.device, j.inputs, j.start) for j in r.jobs)
 
 
 def _holds(p: Problem, i: int, u: int) -> bool:
