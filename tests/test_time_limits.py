@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import problems
 
+from mapsched import Objective, registry, solve, validate
 from mapsched import bounds as quick_bounds
-from mapsched import registry, solve, validate
 from mapsched.bounds import critical_path_bound, work_bound
 from mapsched.closure import Closure
 from mapsched.formulations.common import _least_terms, load_cuts
@@ -45,6 +45,26 @@ def test_every_method_keeps_its_time_limit(problem, name):
     r = solve(problem, name, time_limit=1.0)
     assert time.perf_counter() - start <= slack(1.0)
     assert validate(problem, r) == []
+
+
+THROUGHPUT = [m.name for m in registry.all_methods() if "throughput" in m.objectives and m.available()]
+
+
+@pytest.fixture(scope="module")
+def batched():
+    # The per-input CP-SAT model of 150 tasks on 8 devices with L=16 takes seconds to build,
+    # and a single module's pipelined step as long: building counts within the time limit.
+    return random_dag(150, 8, 0, objective=Objective("throughput", 16))
+
+
+@pytest.mark.parametrize("name", THROUGHPUT)
+def test_every_throughput_method_keeps_its_time_limit(batched, name):
+    for package in registry.get(name).requires:
+        __import__(package)
+    start = time.perf_counter()
+    r = solve(batched, name, time_limit=2.0)
+    assert time.perf_counter() - start <= slack(2.0)
+    assert validate(batched, r) == []
 
 
 def test_full_bound_keeps_its_time_limit(problem):

@@ -131,20 +131,28 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
                                lambda jobs, bound: keep(retime_jobs(problem, jobs), bound), solver_symmetry, **kw)
 
         out = None
-        if backend == "cpsat" and search_form(problem):
-            # Large models: first built for search and not hinted (see search_form). Where CP-SAT
-            # finds no schedule of its own within a quarter of the time, the hinted model has the rest.
-            probe = None if ctx.time_limit is None else PROBE_SHARE * ctx.remaining()
-            out = batched(CpSatBatched(problem, upper, resolution or None, plugins, input_symmetry=False,
-                                       links=False), first_within=probe)
-            if out["jobs"] is None and probe is not None and not ctx.expired():
-                log = f"search form: no schedule of its own within {probe:.3g} s; the hinted model for the rest\n"
-                out = None
-        if out is None:
-            model_b = (CpSatBatched if backend == "cpsat" else MilpBatched)(problem, upper, resolution or None,
-                                                                            plugins)
-            model_b.hint(start)
-            out = batched(model_b)
+        deadline = time.perf_counter() + ctx.remaining()
+        try:
+            if backend == "cpsat" and search_form(problem):
+                # Large models: first built for search and not hinted (see search_form). Where CP-SAT
+                # finds no schedule of its own within a quarter of the time, the hinted model has the rest.
+                probe = None if ctx.time_limit is None else PROBE_SHARE * ctx.remaining()
+                out = batched(CpSatBatched(problem, upper, resolution or None, plugins, input_symmetry=False,
+                                           links=False, deadline=deadline), first_within=probe)
+                if out["jobs"] is None and probe is not None and not ctx.expired():
+                    log = f"search form: no schedule of its own within {probe:.3g} s; the hinted model for the rest\n"
+                    out = None
+            if out is None:
+                model_b = (CpSatBatched(problem, upper, resolution or None, plugins, deadline=deadline)
+                           if backend == "cpsat" else MilpBatched(problem, upper, resolution or None, plugins))
+                model_b.hint(start)
+                out = batched(model_b)
+        except TimeoutError:  # the time limit ran out while a model was built: keep the best so far
+            if not best:
+                raise InfeasibleError("exact: no schedule satisfies the plugins' constraints "
+                                      "(no time left to build the model)") from None
+            return _finish(best[0], None, log + "no time left to build the CP-SAT model: the best schedule so "
+                           "far is kept\n")
         log += out["log"]
         final = retime_jobs(problem, out["jobs"]) if out["jobs"] else None
     elif backend == "highs":

@@ -59,6 +59,7 @@ Inputs in groups (``group``)
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -190,7 +191,8 @@ def _step(p: Problem, tasks: list[int], placed: list[tuple[int, int, int, int, i
           end: np.ndarray, where: np.ndarray, res: float, limit: float, ctx: SolveContext,
           hint: Schedule | None) -> list[tuple[int, int, int, int]] | None:
     """Solve ``tasks`` in the context of the placed jobs: their jobs (task, device, mask, start)
-    in ticks, or None."""
+    in ticks, or None (also when building the model takes all of ``limit``)."""
+    deadline = time.perf_counter() + limit
     sub = step_problem(p, tasks, used)
     if sub is None:
         return None
@@ -218,7 +220,10 @@ def _step(p: Problem, tasks: list[int], placed: list[tuple[int, int, int, int, i
     busy = [[] for _ in range(p.m)]
     for _, u, _, s, d in placed:
         busy[u].append((s, d))
-    model = CpSatBatched(sub, horizon, res, input_symmetry=False, busy=busy)
+    try:
+        model = CpSatBatched(sub, horizon, res, input_symmetry=False, busy=busy, deadline=deadline)
+    except TimeoutError:
+        return None
     for k in range(len(tasks)):
         for v in range(p.m):
             for lo in range(p.L):
@@ -234,7 +239,8 @@ def _step(p: Problem, tasks: list[int], placed: list[tuple[int, int, int, int, i
         except (TypeError, ValueError):  # a job of the hint that cannot follow the placed ones (no link)
             appended = []
         model.hint_jobs([(index[i], u, mask, s) for i, u, mask, s, _ in appended if i in inside])
-    solver, status, _ = run_cpsat(model, limit, ctx.threads, int(ctx.rng.integers(2**31 - 1)), False)
+    solver, status, _ = run_cpsat(model, max(0.01, deadline - time.perf_counter()), ctx.threads,
+                                  int(ctx.rng.integers(2**31 - 1)), False)
     if status not in (cp_model.FEASIBLE, cp_model.OPTIMAL):
         return None
     return [(tasks[k], u, mask, round(start * res)) for k, u, mask, start in model.read(solver)]  # ms to ticks
