@@ -13,6 +13,11 @@ the machine: the figures are wall times.
     python benchmarks/bench_time_limits.py
     python benchmarks/bench_time_limits.py --limits 2 --methods split,exact,bound
 
+``--throughput`` runs every throughput method and the bound instead, on a random DAG of
+150 tasks on 8 devices with L=16 inputs (whose per-input CP-SAT model takes seconds to build):
+
+    python benchmarks/bench_time_limits.py --throughput --limits 2,5
+
 The commands run ``python -m mapsched`` from the repository root, so they use this
 checkout whatever is installed.
 """
@@ -34,6 +39,7 @@ PROBLEMS = {
     "random-dag 2000x4": ["random-dag", "--tasks", "2000", "--devices", "4"],
     "stack 20x4 sdep": ["stack", "--modules", "20", "--channels", "4", "--variant", "sdep"],
 }
+THROUGHPUT_PROBLEMS = {"random-dag 150x8 L=16": ["random-dag", "--tasks", "150", "--devices", "8", "--batch", "16"]}
 BOUND = "bound"
 """The name --methods gives ``mapsched bound --time-limit``."""
 
@@ -46,23 +52,26 @@ def mapsched(*args: str) -> tuple[float, subprocess.CompletedProcess]:
 
 
 def main() -> None:
-    latency = [m.name for m in registry.all_methods() if "latency" in m.objectives]
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--limits", default="2,5,10", help="time limits in seconds, comma-separated")
-    ap.add_argument("--methods", default=",".join(latency + [BOUND]),
-                    help=f"methods, comma-separated ({BOUND!r}: mapsched bound)")
+    ap.add_argument("--throughput", action="store_true", help="throughput methods on a batched problem")
+    ap.add_argument("--methods", default=None, help=f"methods, comma-separated ({BOUND!r}: mapsched bound); "
+                                                    "default: all of the objective's")
     args = ap.parse_args()
+    objective = "throughput" if args.throughput else "latency"
+    problems = THROUGHPUT_PROBLEMS if args.throughput else PROBLEMS
+    known = [m.name for m in registry.all_methods() if objective in m.objectives and m.available()]
     limits = [float(t) for t in args.limits.split(",")]
-    methods = args.methods.split(",")
-    unknown = [m for m in methods if m not in latency and m != BOUND]
+    methods = args.methods.split(",") if args.methods else known + [BOUND]
+    unknown = [m for m in methods if m not in known and m != BOUND]
     if unknown:
-        ap.error(f"--methods: unknown {unknown}; pick from {', '.join(latency + [BOUND])}")
+        ap.error(f"--methods: unknown {unknown}; pick from {', '.join(known + [BOUND])}")
     startup = statistics.median(mapsched("--help")[0] for _ in range(3))
     print(f"start-up of mapsched --help: {startup:.2f} s\n")
     print("| problem | method | limit (s) | wall (s) | solve_seconds | overshoot | outside the solve (s) | valid |")
     print("|---|---|---:|---:|---:|---:|---:|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        for label, spec in PROBLEMS.items():
+        for label, spec in problems.items():
             path = str(Path(tmp) / f"{spec[0]}.json")
             _, done = mapsched("generate", *spec, "-o", path)
             if done.returncode:
