@@ -147,12 +147,8 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
                            if backend == "cpsat" else MilpBatched(problem, upper, resolution or None, plugins))
                 model_b.hint(start)
                 out = batched(model_b)
-        except TimeoutError:  # the time limit ran out while a model was built: keep the best so far
-            if not best:
-                raise InfeasibleError("exact: no schedule satisfies the plugins' constraints "
-                                      "(no time left to build the model)") from None
-            return _finish(best[0], None, log + "no time left to build the CP-SAT model: the best schedule so "
-                           "far is kept\n")
+        except TimeoutError:
+            return _out_of_time(best, log)
         log += out["log"]
         final = retime_jobs(problem, out["jobs"]) if out["jobs"] else None
     elif backend == "highs":
@@ -166,11 +162,8 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
         try:
             model_c = CpSatModel(problem, upper, resolution or None, plugins, load_cut_terms,
                                  deadline=time.perf_counter() + ctx.remaining())
-        except TimeoutError:  # the time limit ran out before the model was built: keep the start
-            if not best:
-                raise InfeasibleError("exact: no schedule satisfies the plugins' constraints "
-                                      "(no time left to build the model)") from None
-            return _finish(best[0], None, "no time left to build the CP-SAT model: the start is kept\n")
+        except TimeoutError:
+            return _out_of_time(best)
         model_c.hint(start)
         out = model_c.solve(ctx.remaining_or_none(), ctx.threads, seed, ctx.log,
                             lambda sol, bound: keep(retime(problem, sol[0][:, None], sol[1]), bound),
@@ -204,6 +197,15 @@ def serial_bound(problem: Problem) -> float:
     p = problem
     comm = np.where(np.isfinite(p.comm), p.comm, 0.0) if p.E else np.zeros(0)
     return float(np.where(p.can_run, p.dur, 0).max(axis=1).sum() + (comm.max(axis=(1, 2)).sum() if p.E else 0.0))
+
+
+def _out_of_time(best: list[Schedule], log: str = "") -> Schedule:
+    """The best schedule so far, with no bound, when the time limit ran out while a CP-SAT
+    model was built; without one (the plugins cut off the start), no schedule is known."""
+    if not best:
+        raise InfeasibleError("exact: no schedule satisfies the plugins' constraints "
+                              "(no time left to build the model)") from None
+    return _finish(best[0], None, log + "no time left to build the CP-SAT model: the best schedule so far is kept\n")
 
 
 def _finish(s: Schedule, bound: float | None, log: str) -> Schedule:
