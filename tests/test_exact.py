@@ -1,5 +1,8 @@
 """Exact latency models: both backends, against exhaustive search and each other."""
 
+import dataclasses
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -322,3 +325,35 @@ def test_every_seed_proves_the_same_optimum():
         assert all(r.status == "optimal" for r in runs)
         best = min(r.makespan for r in runs)
         assert all(r.lower_bound <= best * (1 + 1e-6) for r in runs)
+
+
+def test_the_list_schedule_of_a_problem_is_computed_once(monkeypatch):
+    # The bound solve() adds (the batched relaxation's cap) and the method's start both ask.
+    from mapsched import portfolio, registry
+
+    p = mapsched.generators.stack(2, 5, seed=3, objective=mapsched.Objective("throughput", 8))
+    runs = []
+    bheft = registry.get("bheft")
+
+    def counted(*args, **kwargs):
+        runs.append(1)
+        return bheft.fn(*args, **kwargs)
+
+    monkeypatch.setitem(registry._REGISTRY, "bheft", dataclasses.replace(bheft, fn=counted))
+    monkeypatch.setattr(portfolio, "_last", None)
+    first = best_list_schedule(p)
+    first.method, first.log = "changed by a caller", ""
+    again = best_list_schedule(p)
+    assert len(runs) == 1 and again.method == "bheft" and again.jobs == first.jobs
+    best_list_schedule(p.restrict(range(p.n)))  # an equal problem, another object: computed afresh
+    assert len(runs) == 2
+
+
+def test_a_cpsat_solve_never_loads_pyomo():
+    # Pyomo takes 0.4-1.3 s to import, which a short time limit cannot spare.
+    code = ("import sys, mapsched; p = mapsched.generators.stack(2, 4, seed=0, "
+            "objective=mapsched.Objective('throughput', 4)); "
+            "[mapsched.solve(q, m, time_limit=2) for q in (p, mapsched.instances.load('topcuoglu2002')) "
+            "for m in ('exact', 'split')]; assert 'pyomo' not in sys.modules, 'pyomo loaded'")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-500:]

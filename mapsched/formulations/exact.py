@@ -16,7 +16,7 @@ quarter of the time, the hinted model gets the rest.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,10 +29,11 @@ from ..schedule import Schedule
 from ..symmetry import symmetry_plugins
 from ..validate import meets
 from .batched_cpsat import CpSatBatched, search_form
-from .batched_milp import MilpBatched
 from .common import LOAD_CUT_TERMS, retime, retime_jobs
 from .cpsat import CpSatModel
-from .milp import build_model, set_start, solve_model
+
+if TYPE_CHECKING:
+    from .batched_milp import MilpBatched
 
 PROBE_SHARE = 0.25
 """Share of the time left that a large batched CP-SAT model gets, built for search and not
@@ -143,8 +144,12 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
                     log = f"search form: no schedule of its own within {probe:.3g} s; the hinted model for the rest\n"
                     out = None
             if out is None:
-                model_b = (CpSatBatched(problem, upper, resolution or None, plugins, deadline=deadline)
-                           if backend == "cpsat" else MilpBatched(problem, upper, resolution or None, plugins))
+                if backend == "cpsat":
+                    model_b = CpSatBatched(problem, upper, resolution or None, plugins, deadline=deadline)
+                else:
+                    from .batched_milp import MilpBatched  # Pyomo: loaded only for HiGHS (0.4-1.3 s)
+
+                    model_b = MilpBatched(problem, upper, resolution or None, plugins)
                 model_b.hint(start)
                 out = batched(model_b)
         except TimeoutError:
@@ -152,6 +157,8 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
         log += out["log"]
         final = retime_jobs(problem, out["jobs"]) if out["jobs"] else None
     elif backend == "highs":
+        from .milp import build_model, set_start, solve_model
+
         model = build_model(problem, upper, plugins, load_cut_terms)
         set_start(model, problem, start)
         out = solve_model(model, ctx.remaining_or_none(), ctx.threads, warmstart=True, log=ctx.log,
