@@ -118,3 +118,40 @@ def test_bounds_count_several_jobs_of_a_task_on_one_device():
     assert below(lower_bound(p).value, opt)
     assert below(full_bound(p, time_limit=2).value, opt)
     assert lower_bound(p).value == pytest.approx(opt, rel=1e-6)  # the work bound is tight here
+
+
+def test_batched_relaxation_tries_nothing_in_too_short_a_time(monkeypatch):
+    # Below BATCHED_SETUP seconds per column no LP could finish: neither the list schedule
+    # of its cap nor the build may run (they overran short limits by up to 3.7 s).
+    from mapsched import portfolio
+    from mapsched.bounds import batched
+
+    p = stack(modules=3, n=10, seed=0, objective=Objective("throughput", 16))
+    columns = p.n * p.m * len(p.batch_sizes) + p.E * p.m * p.m
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the list schedule ran")
+
+    monkeypatch.setattr(portfolio, "best_list_schedule", refused)
+    assert batched_relaxation_bound(p, time_limit=0.9 * batched.BATCHED_SETUP * columns) == 0.0
+
+
+def test_full_bound_runs_the_batched_relaxation_once(monkeypatch):
+    # On the whole problem, lower_bound leaves it to full_bound, which runs it with its
+    # mixed-integer stage (the chain recursion bounds its task sets with it too).
+    from mapsched.bounds import batched, lower
+    from mapsched.split import bound
+
+    calls = []
+
+    def counted(q, *args, **kwargs):
+        if q.n == p.n:
+            calls.append(kwargs.get("integral", True))
+        return batched.batched_relaxation_bound(q, *args, **kwargs)
+
+    monkeypatch.setattr(lower, "batched_relaxation_bound", counted)
+    monkeypatch.setattr(bound, "batched_relaxation_bound", counted)
+    p = stack(modules=2, n=6, seed=1, objective=Objective("throughput", 8))
+    b = full_bound(p, time_limit=5)
+    assert calls == [True]
+    assert below(b.value, solve(p, "bheft").makespan)

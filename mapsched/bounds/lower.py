@@ -36,7 +36,7 @@ class Bound:
     rule: str
 
 
-def lower_bound(problem: Problem, time_limit: float | None = None) -> Bound:
+def lower_bound(problem: Problem, time_limit: float | None = None, *, batched: bool = True) -> Bound:
     """The largest of the quick bounds, with the rule that gave it: the critical path, the
     total work and the load LP (:func:`~mapsched.bounds.load.load_bound`, given
     ``time_limit`` seconds if set); for latency the interval load LP
@@ -47,9 +47,10 @@ def lower_bound(problem: Problem, time_limit: float | None = None) -> Bound:
     :data:`~mapsched.bounds.batched.BATCHED_TASKS` tasks the batched relaxation's LP
     (:func:`~mapsched.bounds.batched.batched_relaxation_bound`, which sees that an input
     waits for its whole batch: the time left of ``time_limit``, or
-    :data:`BATCHED_SECONDS`). Every ``solve`` adds it. O(n m nb L + E) and one LP, plus
-    for throughput rounds of O(m n^3) separation (0.7 s on a 122-task stack), for latency
-    O(n m log n + E) and an LP of capped size.
+    :data:`BATCHED_SECONDS`; ``batched=False`` leaves it to the caller). Every ``solve``
+    adds it. O(n m nb L + E) and one LP, plus for throughput rounds of O(m n^3)
+    separation (0.7 s on a 122-task stack), for latency O(n m log n + E) and an LP of
+    capped size.
     :func:`mapsched.split.full_bound` adds the module-chain recursion.
 
     Examples
@@ -75,6 +76,6 @@ def lower_bound(problem: Problem, time_limit: float | None = None) -> Bound:
             value = interval_load_bound(problem, left)
             if value > max(r.value for r in rules) * (1 + 1e-9):
                 rules.append(Bound(value, "interval-load"))
-    elif problem.n <= BATCHED_TASKS and left > 0:
+    elif batched and problem.n <= BATCHED_TASKS and left > 0:
         rules.append(Bound(batched_relaxation_bound(problem, left, integral=False), "batched-relaxation"))
     return max(rules, key=lambda b: b.value)

@@ -269,13 +269,13 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
                executor: Executor | None = None) -> Bound:
     """The best bound mapsched proves without solving the whole problem: the fast rules of
     :func:`mapsched.bounds.lower_bound`; for latency the relaxation with separated load
-    cuts (:func:`~mapsched.formulations.relaxation.relaxation_bound`, a third of
-    ``time_limit``, on graphs of up to
+    cuts (:func:`~mapsched.formulations.relaxation.relaxation_bound`, on graphs of up to
     :data:`~mapsched.formulations.relaxation.RELAXATION_TASKS` tasks), for throughput the
     batched relaxation with its mixed-integer stage
-    (:func:`~mapsched.bounds.batched.batched_relaxation_bound`, what the fast rules left of
-    a third, up to :data:`~mapsched.bounds.batched.BATCHED_TASKS` tasks); the
-    module-chain recursion (:func:`chain_bound`, a third, or half without a relaxation);
+    (:func:`~mapsched.bounds.batched.batched_relaxation_bound`, up to
+    :data:`~mapsched.bounds.batched.BATCHED_TASKS` tasks); the module-chain recursion
+    (:func:`chain_bound`; left out where the chain is one module that it would bound by
+    the quick rules again); each an equal share of the time that module detection leaves,
     and the time left to the head-and-tail windows for latency
     (:func:`~mapsched.split.windows.window_bound`, ``window_time_limit`` seconds per
     window), or for throughput to the pipeline stages and the two-part bound over the
@@ -308,20 +308,23 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
     deadline = time.perf_counter() + time_limit
     executor = as_executor(executor)  # once for both rules
     latency = problem.L == 1
-    share = time_limit / 2
-    if problem.n <= (RELAXATION_TASKS if latency else BATCHED_TASKS):
-        share = time_limit / 3
-    rules = [lower_bound(problem, share if not latency else time_limit)]
-    if latency and problem.n <= RELAXATION_TASKS:
+    chain = pick_chain(problem, 0, deadline=deadline - time_limit * 5 / 6)  # module detection once, for every rule
+    # A chain of one module whose bound is the quick bounds of the whole problem would only repeat them.
+    chained = len(chain.modules) > 1 or (latency and problem.n <= BOUND_SOLVE_TASKS)
+    relaxed = problem.n <= (RELAXATION_TASKS if latency else BATCHED_TASKS)
+    # A share each for the relaxation, the chain and the last rules (windows, or stages and two parts).
+    share = (deadline - time.perf_counter()) / (relaxed + chained + 1)
+    # Throughput: the batched relaxation once, with its mixed-integer stage, not also in lower_bound.
+    rules = [lower_bound(problem, share if not latency else time_limit, batched=latency)]
+    if relaxed and latency:
         rules.append(Bound(relaxation_bound(problem, time_limit=share), "relaxation"))
-    elif problem.n <= BATCHED_TASKS:
-        left = max(0.01, deadline - time.perf_counter() - 2 * share)
+    elif relaxed:
+        left = max(0.01, deadline - time.perf_counter() - (chained + 1) * share)
         rules.append(Bound(batched_relaxation_bound(problem, time_limit=left), "batched-relaxation"))
-    started = time.perf_counter()
-    chain = pick_chain(problem, 0, deadline=started + share / 2)  # module detection once, for both rules
-    rules.append(Bound(chain_bound(problem, chain, time_limit=max(0.01, started + share - time.perf_counter()),
-                                   executor=executor),
-                       "module-chain"))
+    if chained:
+        rules.append(Bound(chain_bound(problem, chain, time_limit=max(0.01, deadline - time.perf_counter() - share),
+                                       executor=executor),
+                           "module-chain"))
     left = deadline - time.perf_counter()
     if latency and left > 0:
         rules.append(Bound(window_bound(problem, chain, time_limit=left, window_time_limit=window_time_limit,
