@@ -195,7 +195,12 @@ def simulate(
             touched.add(u)
             for j, e in out[i]:
                 v = dev[j]
-                a = t if v == u else t + (llat[u][v] + nb[e] * mpb[u][v]) * (1.0 if comm is None else comm[e])
+                if v == u:
+                    a = t
+                elif comm is None:  # summed as the decoder sums it, so that their schedules agree bit for bit
+                    a = t + llat[u][v] + nb[e] * mpb[u][v]
+                else:
+                    a = t + (llat[u][v] + nb[e] * mpb[u][v]) * comm[e]
                 if a > ready[j]:
                     ready[j] = a
                 missing[j] -= 1

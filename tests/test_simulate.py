@@ -114,3 +114,16 @@ def test_empty_and_zero_time_tasks():
     s = simulate(p, [0, 0, 0])
     assert [(j.task, j.start, j.end) for j in s.jobs] == [("x", 0, 0), ("y", 0, 0), ("z", 0, 1)]
     assert validate(p, s) == []
+
+
+def test_simulate_sums_a_transfer_as_the_decoder_does():
+    # 0.1 + 0.2 + 0.3 is 0.6000000000000001 summed from the left and 0.6 with the transfer
+    # (0.2 ms latency, 300 bytes at 1 MB/s) summed first: both must sum alike, so that the
+    # decoder on the simulated order gives the same schedule bit for bit.
+    devs = (Device("d0"), Device("d1"))
+    p = Problem([Task("a", {"d0": 0.1}, output_bytes=300), Task("b", {"d1": 1.0})], [Edge("a", "b")],
+                System(devs, (Link("d0", "d1", 1e6, 0.2),)))
+    owner = np.array([0, 1])
+    s = simulate(p, owner)
+    assert Decoder(p, [0, 1]).schedule(owner[:, None]).jobs == s.jobs
+    assert validate(p, s) == []
