@@ -20,20 +20,26 @@ Symmetry breaking (the ``symmetry`` option of ``exact`` and ``split``)
     identical devices, of an optimal schedule into that order keeps it optimal, since
     the permutation is a symmetry and the keys are computed by the model itself (and
     permuting devices inside a server changes no server's key or first use).
+
+    A warm start is such an optimum only by chance: :func:`lex_relabelled` permutes a
+    schedule into the ``lex`` order, so that a model with those cuts can follow it as a hint.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import OptionError
 from .problem import Problem
 
-__all__ = ["CRITERIA", "Symmetry", "find_symmetry", "symmetry_plugins"]
+if TYPE_CHECKING:
+    from .schedule import Schedule
+
+__all__ = ["CRITERIA", "Symmetry", "find_symmetry", "lex_relabelled", "symmetry_plugins"]
 
 CRITERIA = ("none", "task", "batch", "time", "lex")
 
@@ -241,6 +247,63 @@ def symmetry_plugins(problem: Problem, spec: str) -> tuple[Callable[[Any], None]
             _at_least(view, key(view, a), key(view, b))
 
     return (plugin,)
+
+
+def lex_relabelled(problem: Problem, schedule: Schedule) -> Schedule:
+    """``schedule`` with its identical servers, then the identical devices of each class,
+    renamed in the order in which the tasks (in topological order) first use them: the
+    order the ``lex`` criterion demands. The renaming is a symmetry, so the schedule stays
+    valid with the same makespan; a warm start in another order breaks the ``lex`` cuts,
+    and a model with them cannot follow it as a hint. Returned unchanged where there is
+    nothing to rename, or where classes of devices and of servers overlap so that one
+    renaming does not satisfy both (then checked, not assumed).
+
+    Notes
+    -----
+    O(jobs + m^2) after :func:`find_symmetry`.
+
+    Examples
+    --------
+    >>> from mapsched import Problem, Task, solve
+    >>> from mapsched.generators import gpu_server
+    >>> sysm = gpu_server(2).system()
+    >>> p = Problem([Task("t", {d.name: 1.0 for d in sysm.devices})], [], sysm)
+    >>> s = solve(p, "heft")
+    >>> s.jobs = [replace(j, device=sysm.devices[-1].name) for j in s.jobs]  # the last GPU
+    >>> [j.device for j in lex_relabelled(p, s).jobs] == [sysm.devices[-2].name]
+    True
+    """
+    p = problem
+    sym = find_symmetry(p)
+    if not sym.devices and not sym.servers:
+        return schedule
+    rank = np.empty(p.n, dtype=float)
+    rank[p.topo] = np.arange(p.n)
+    first = np.full(p.m, np.inf)  # topological rank of the first task on each device
+    for j in schedule.jobs:
+        u = p.device_index[j.device]
+        first[u] = min(first[u], rank[p.task_index[j.task]])
+    to = np.arange(p.m)  # device u becomes device to[u]
+    for c in sym.servers:  # k-th devices of two servers correspond
+        by_use = sorted(range(len(c)), key=lambda k: min(first[list(c[k])]))
+        for new, old in enumerate(by_use):
+            to[list(c[old])] = c[new]
+    moved = np.full(p.m, np.inf)
+    moved[to] = first
+    inside = np.arange(p.m)
+    for c in sym.devices:
+        for new, old in zip(c, sorted(c, key=lambda u: moved[u])):
+            inside[old] = new
+    to = inside[to]
+    used = np.full(p.m, np.inf)
+    used[to] = first
+    groups = [[(a,), (b,)] for c in sym.devices for a, b in zip(c, c[1:])]
+    groups += [[a, b] for c in sym.servers for a, b in zip(c, c[1:])]
+    if any(min(used[list(a)]) > min(used[list(b)]) for a, b in groups):
+        return schedule
+    names = p.device_names
+    jobs = [replace(j, device=names[to[p.device_index[j.device]]]) for j in schedule.jobs]
+    return replace(schedule, jobs=jobs, history=list(schedule.history))
 
 
 def _at_least(view: Any, big: Any, small: Any) -> None:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from mapsched import Device, Edge, Link, Objective, OptionError, Problem, System, Task, solve, validate
 from mapsched.generators import cpu_t4_a100, gpu_server, multi_node
-from mapsched.symmetry import find_symmetry, symmetry_plugins
+from mapsched.symmetry import find_symmetry, lex_relabelled, symmetry_plugins
 
 
 def on(platform, n=3, seed=0, objective=None, batch_sizes=(1,)):
@@ -163,3 +163,21 @@ def test_split_orbit_reduction_keeps_the_optimum(seed):
     assert fast.makespan == pytest.approx(full.makespan, rel=1e-6)
     count = [int(r.log.split(" module subproblems solved")[0].rsplit("\n", 1)[-1]) for r in (fast, full)]
     assert count[0] < count[1]
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(2, 7), st.integers(0, 10**6), st.booleans())
+def test_lex_relabelled_schedules_keep_their_makespan_and_meet_the_lex_order(n, seed, servers):
+    p = on(multi_node(2, 2), n=n, seed=seed) if servers else identical(n, seed, L=2 if seed % 2 else 1)
+    s = solve(p, "random", seed=seed, time_limit=0.2)  # devices used in any order
+    r = lex_relabelled(p, s)
+    assert validate(p, r) == [] and r.makespan == pytest.approx(s.makespan, rel=1e-12)
+    # The lex cuts: a device (a server) of a class is first used no earlier, in topological
+    # order, than the one before it.
+    rank = {int(t): k for k, t in enumerate(p.topo)}
+    first = [min((rank[p.task_index[j.task]] for j in r.jobs if j.device == name), default=np.inf)
+             for name in p.device_names]
+    sym = find_symmetry(p)
+    pairs = [((a,), (b,)) for c in sym.devices for a, b in zip(c, c[1:])]
+    pairs += [(a, b) for c in sym.servers for a, b in zip(c, c[1:])]
+    assert pairs and all(min(first[u] for u in a) <= min(first[u] for u in b) for a, b in pairs)

@@ -26,7 +26,7 @@ from ..portfolio import best_start
 from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
-from ..symmetry import symmetry_plugins
+from ..symmetry import lex_relabelled, symmetry_plugins
 from ..validate import meets
 from .batched_cpsat import CpSatBatched, search_form
 from .common import LOAD_CUT_TERMS, retime, retime_jobs
@@ -85,10 +85,14 @@ def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, 
     """
     if symmetry == "auto":
         symmetry = "lex" if backend == "cpsat" else "none"
-    # Symmetry cuts keep an optimum (see mapsched.symmetry), so the warm start stays a
-    # valid schedule of the model; user plugins may cut anything.
+    # Symmetry cuts keep an optimum (see mapsched.symmetry), and the warm start's makespan
+    # stays a valid horizon. With lex the start is renamed into the cuts' order, so that it
+    # is also a hint the model can follow; user plugins may cut anything.
     cuts = symmetry_plugins(problem, symmetry)
-    s = improve(problem, best_start(problem, ctx.initial), ctx, backend, resolution, tuple(plugins) + cuts,
+    start = best_start(problem, ctx.initial)
+    if cuts and symmetry == "lex":
+        start = lex_relabelled(problem, start)
+    s = improve(problem, start, ctx, backend, resolution, tuple(plugins) + cuts,
                 hint_only=bool(plugins), solver_symmetry=solver_symmetry, load_cut_terms=load_cuts)
     if cuts:
         s.log = f"identical devices: symmetry broken by {symmetry}\n" + s.log
