@@ -121,10 +121,9 @@ def test_bounds_count_several_jobs_of_a_task_on_one_device():
 
 
 def test_batched_relaxation_tries_nothing_in_too_short_a_time(monkeypatch):
-    # Below BATCHED_SETUP seconds per column no LP could finish: neither the list schedule
-    # of its cap nor the build may run (they overran short limits by up to 3.7 s).
-    from mapsched import portfolio
-    from mapsched.bounds import batched
+    # Below SETUP seconds per column no LP could finish: neither the list schedule of its
+    # cap nor the build may run (they overran short limits by up to 3.7 s).
+    from mapsched import highs_lp, portfolio
 
     p = stack(modules=3, n=10, seed=0, objective=Objective("throughput", 16))
     columns = p.n * p.m * len(p.batch_sizes) + p.E * p.m * p.m
@@ -133,7 +132,7 @@ def test_batched_relaxation_tries_nothing_in_too_short_a_time(monkeypatch):
         raise AssertionError("the list schedule ran")
 
     monkeypatch.setattr(portfolio, "best_list_schedule", refused)
-    assert batched_relaxation_bound(p, time_limit=0.9 * batched.BATCHED_SETUP * columns) == 0.0
+    assert batched_relaxation_bound(p, time_limit=0.9 * highs_lp.SETUP * columns) == 0.0
 
 
 def test_full_bound_runs_the_batched_relaxation_once(monkeypatch):

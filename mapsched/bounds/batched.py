@@ -79,26 +79,19 @@ from dataclasses import replace
 import numpy as np
 
 from ..closure import Closure
-from ..highs_lp import RowProgramme
+from ..highs_lp import SETUP, RowProgramme
 from ..problem import Objective, Problem, System, Task
 from ..units import byte_unit
 from ..validate import floating_bound
 from .load import load_bound
 from .simple import critical_path_bound, work_bound
 
-__all__ = ["BATCHED_SETUP", "BATCHED_TASKS", "batched_relaxation_bound", "heads_tails", "shrunk", "shrunk_load_bound",
+__all__ = ["BATCHED_TASKS", "batched_relaxation_bound", "heads_tails", "shrunk", "shrunk_load_bound",
            "stage_bound", "two_part_bound"]
 
 BATCHED_TASKS = 1_000
 """Largest graph :func:`batched_relaxation_bound` takes on: separation multiplies dense
 n-by-n reachability matrices (O(n^3) per device and round)."""
-
-BATCHED_SETUP = 2e-5
-"""Seconds per column (task, device and batch size; edge and device pair) that
-:func:`batched_relaxation_bound` needs before it starts: about a third of what its list
-schedule, its build and its first LP take (1.2-1.5 s for 150 tasks on 8 devices, 23,500
-columns), so that a time limit too short for any LP is not spent, and overrun, on the
-list schedule and the build."""
 
 PATTERNS = 500
 """Most job patterns per task in the mixed-integer stage of :func:`batched_relaxation_bound`
@@ -354,7 +347,7 @@ def batched_relaxation_bound(problem: Problem, time_limit: float = 10.0, integra
         latency relaxation without transfer margins, and weaker).
     time_limit : float
         Seconds in all. Without ``integral`` the separation may use all of them; with it,
-        half at most, and the mixed-integer solve the rest. Below :data:`BATCHED_SETUP`
+        half at most, and the mixed-integer solve the rest. Below :data:`~mapsched.highs_lp.SETUP`
         seconds per column nothing is tried.
     integral : bool
         Also solve the programme with one whole pattern of jobs per task (see
@@ -389,7 +382,7 @@ def batched_relaxation_bound(problem: Problem, time_limit: float = 10.0, integra
         raise ValueError("batched_relaxation_bound: time_limit must be positive seconds and cuts_per_round a "
                          f"positive integer, got {time_limit!r} and {cuts_per_round!r}")
     start = time.perf_counter()
-    if time_limit < BATCHED_SETUP * (p.n * p.m * len(p.batch_sizes) + p.E * p.m * p.m):
+    if time_limit < SETUP * (p.n * p.m * len(p.batch_sizes) + p.E * p.m * p.m):
         return 0.0
     separate_until = start + (time_limit / 2 if integral else time_limit)
     # No optimal schedule runs a job or sends data for longer than a valid makespan: left

@@ -37,7 +37,7 @@ import time
 
 import numpy as np
 
-from ..highs_lp import RowProgramme
+from ..highs_lp import SETUP, RowProgramme
 from ..portfolio import best_list_schedule
 from ..problem import Problem
 from ..units import byte_unit
@@ -199,7 +199,8 @@ def relaxation_bound(problem: Problem, time_limit: float = 10.0, integral: bool 
         A latency problem (``L == 1``) of at most :data:`RELAXATION_TASKS` tasks.
     time_limit : float
         Seconds in all. Without ``integral`` the separation may use all of them; with it,
-        half at most, and the mixed-integer solve the rest.
+        half at most, and the mixed-integer solve the rest. Below
+        :data:`~mapsched.highs_lp.SETUP` seconds per column nothing is tried.
     integral : bool
         Also solve the programme with whole tasks (``x`` binary) and keep its proved bound.
     cuts_per_round : int
@@ -236,11 +237,16 @@ def relaxation_bound(problem: Problem, time_limit: float = 10.0, integral: bool 
         raise ValueError("relaxation_bound: time_limit must be positive seconds and cuts_per_round a positive "
                          f"integer, got {time_limit!r} and {cuts_per_round!r}")
     start = time.perf_counter()
+    if time_limit < SETUP * (p.n * p.m + p.E * p.m * p.m):
+        return 0.0
     separate_until = start + (time_limit / 2 if integral else time_limit)
     # No optimal schedule runs a job or sends data for longer than heft's makespan: left out,
     # they keep the optimum feasible and no longer bring in coefficients up to 1e21 ms, which
     # (a billion times the others) made HiGHS prove bounds above the optimum.
-    relax = _Relaxation(p, start + time_limit, best_list_schedule(p).makespan * (1 + 1e-9))
+    cap = best_list_schedule(p).makespan * (1 + 1e-9)
+    if time.perf_counter() >= start + time_limit:
+        return 0.0
+    relax = _Relaxation(p, start + time_limit, cap)
     margins = Margins(p, zero=p.n > MARGIN_TASKS)
     best = 0.0
     while relax.run():
