@@ -9,7 +9,7 @@ from .batched import batched_relaxation_bound, stage_bound, two_part_bound
 from .interval import interval_load_bound
 from .load import load_bound
 from .lower import Bound, lower_bound
-from .simple import critical_path_bound, min_work, slr, work_bound
+from .simple import SubsetBound, critical_path_bound, min_work, slr, work_bound
 
-__all__ = ["Bound", "batched_relaxation_bound", "critical_path_bound", "interval_load_bound", "load_bound",
-           "lower_bound", "min_work", "slr", "stage_bound", "two_part_bound", "work_bound"]
+__all__ = ["Bound", "SubsetBound", "batched_relaxation_bound", "critical_path_bound", "interval_load_bound",
+           "load_bound", "lower_bound", "min_work", "slr", "stage_bound", "two_part_bound", "work_bound"]

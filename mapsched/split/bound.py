@@ -57,7 +57,7 @@ from dataclasses import replace
 import networkx as nx
 import numpy as np
 
-from ..bounds import Bound, critical_path_bound, lower_bound, min_work, work_bound
+from ..bounds import Bound, SubsetBound, critical_path_bound, lower_bound, work_bound
 from ..bounds.batched import BATCHED_TASKS, batched_relaxation_bound, stage_bound, two_part_bound
 from ..distributed import as_executor, bound_result
 from ..formulations.relaxation import RELAXATION_TASKS, relaxation_bound
@@ -119,17 +119,7 @@ class _Recursion:
         self.module_of = {i: t for t, mod in enumerate(chain.modules) for i in mod}
         self.exact_memo: dict[frozenset, float] = {}
         self.memo: dict[tuple[frozenset, int], float] = {}
-        self.shortest = problem.lat.min(axis=(1, 2)).tolist()
-        self.work = min_work(problem) / problem.m
-
-    def simple(self, x: frozenset) -> float:
-        """The critical path and the work bound of x, from the whole problem's arrays: the
-        same values as on ``restrict(x)``, which takes a third of a second at 10,000 tasks."""
-        finish = dict.fromkeys(x, 0.0)
-        for i in self.p.topo.tolist():
-            if i in finish:
-                finish[i] = self.shortest[i] + max((finish[q] for q in self.p.pred[i] if q in finish), default=0.0)
-        return max(max(finish.values()), float(self.work[sorted(x)].sum()))
+        self.simple = SubsetBound(problem)
 
     def exact(self, x: frozenset) -> float:
         """Proved bound of a task set: an exact solve of one input, or for sets of more
