@@ -56,8 +56,9 @@ def best_list_schedule(problem: Problem, ctx=None) -> Schedule:
     from .registry import get
 
     global _last
-    if _last is not None and _last[0]() is problem:
-        return _copy(_last[1])
+    last = _last  # read once: solves in other threads may replace it
+    if last is not None and last[0]() is problem:
+        return _copy(last[1])
     best, slowest, tried = None, 0.0, []
     for name in LIST_SCHEDULERS[problem.objective.kind]:
         if best is not None and ctx is not None and ctx.remaining() <= 2 * slowest:
