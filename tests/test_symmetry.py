@@ -181,3 +181,30 @@ def test_lex_relabelled_schedules_keep_their_makespan_and_meet_the_lex_order(n, 
     pairs = [((a,), (b,)) for c in sym.devices for a, b in zip(c, c[1:])]
     pairs += [(a, b) for c in sym.servers for a, b in zip(c, c[1:])]
     assert pairs and all(min(first[u] for u in a) <= min(first[u] for u in b) for a, b in pairs)
+
+
+def test_exact_returns_an_unimproved_initial_placement_on_its_own_devices():
+    # The start is renamed into the lex order only as the model's hint: an optimal initial
+    # placement that uses the identical devices out of that order must come back as it is.
+    from dataclasses import replace
+
+    from mapsched.portfolio import best_list_schedule
+
+    for seed in range(30):
+        p = identical(8, seed)
+        best = solve(p, "exact", threads=1, symmetry="none")
+        if best.status != "optimal" or best_list_schedule(p).makespan <= best.makespan * (1 + 1e-9):
+            continue  # the initial placement must be the strictly best start
+        for a, b in (("g0", "g1"), ("g0", "g2"), ("g1", "g2")):
+            swap = {a: b, b: a}
+            initial = replace(best, jobs=[replace(j, device=swap.get(j.device, j.device)) for j in best.jobs])
+            if lex_relabelled(p, initial).mapping() != initial.mapping():
+                break
+        else:
+            continue  # every swap is in lex order
+        r = solve(p, "exact", threads=1, initial=initial)
+        assert validate(p, r) == [] and r.status == "optimal"
+        assert r.makespan == pytest.approx(best.makespan, rel=1e-9)
+        assert r.mapping() == initial.mapping()
+        return
+    pytest.fail("no instance whose optimum the list schedulers miss, out of lex order")

@@ -90,10 +90,11 @@ def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, 
     # is also a hint the model can follow; user plugins may cut anything.
     cuts = symmetry_plugins(problem, symmetry)
     start = best_start(problem, ctx.initial)
-    if cuts and symmetry == "lex":
-        start = lex_relabelled(problem, start)
-    s = improve(problem, start, ctx, backend, resolution, tuple(plugins) + cuts,
+    hint = lex_relabelled(problem, start) if cuts and symmetry == "lex" else start
+    s = improve(problem, hint, ctx, backend, resolution, tuple(plugins) + cuts,
                 hint_only=bool(plugins), solver_symmetry=solver_symmetry, load_cut_terms=load_cuts)
+    if hint is not start and not plugins and s.makespan >= start.makespan:
+        s.jobs = list(start.jobs)  # unimproved: the start keeps its devices (an initial placement moves for nothing)
     if cuts:
         s.log = f"identical devices: symmetry broken by {symmetry}\n" + s.log
     return s
