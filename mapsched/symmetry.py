@@ -128,6 +128,13 @@ class Symmetry:
                         queue.append(q2)
         return out
 
+    def consecutive(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        """Consecutive members of each class, as groups of devices: a device alone, or a
+        server's devices (servers are ordered too: whole servers are permuted). The pairs
+        that symmetry breaking orders."""
+        pairs = [((a,), (b,)) for c in self.devices for a, b in zip(c, c[1:])]
+        return pairs + [(a, b) for c in self.servers for a, b in zip(c, c[1:])]
+
     def describe(self, problem: Problem) -> str:
         names = problem.device_names
         lines = [f"symmetry group of order {self.order():.4g}"]
@@ -228,10 +235,7 @@ def symmetry_plugins(problem: Problem, spec: str) -> tuple[Callable[[Any], None]
                 scale *= caps[c] + 1
         return total
 
-    # Consecutive members of each class, as groups of devices: a device alone, or a
-    # server's devices (servers are ordered too: whole servers are permuted).
-    pairs = [((a,), (b,)) for c in sym.devices for a, b in zip(c, c[1:])]
-    pairs += [(a, b) for c in sym.servers for a, b in zip(c, c[1:])]
+    pairs = sym.consecutive()
 
     def plugin(view: Any) -> None:
         if crit == ["lex"]:
@@ -297,9 +301,7 @@ def lex_relabelled(problem: Problem, schedule: Schedule) -> Schedule:
     to = inside[to]
     used = np.full(p.m, np.inf)
     used[to] = first
-    groups = [[(a,), (b,)] for c in sym.devices for a, b in zip(c, c[1:])]
-    groups += [[a, b] for c in sym.servers for a, b in zip(c, c[1:])]
-    if any(min(used[list(a)]) > min(used[list(b)]) for a, b in groups):
+    if any(min(used[list(a)]) > min(used[list(b)]) for a, b in sym.consecutive()):
         return schedule
     names = p.device_names
     jobs = [replace(j, device=names[to[p.device_index[j.device]]]) for j in schedule.jobs]
