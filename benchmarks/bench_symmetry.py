@@ -31,6 +31,13 @@ L=4). Time to a proved optimum (the batched ones: among schedules with one job p
 and device), or the makespan reached at the time limit:
 
     python benchmarks/bench_symmetry.py --part 3 --exact-limit 20 --seeds 3
+
+Part 4: ``exact`` with ``lex`` (CP-SAT) on part 2's latency instances and part 3's batched
+ones, its start hinted as the list scheduler found it against renamed into the lex order
+(:func:`mapsched.symmetry.lex_relabelled`, which ``exact`` applies): time to a proof or the
+makespan at the limit, the two one after the other:
+
+    python benchmarks/bench_symmetry.py --part 4 --exact-limit 20 --seeds 3
 """
 
 from __future__ import annotations
@@ -118,23 +125,48 @@ def identical_gpus(sizes: list[int], limit: float, seeds: int) -> None:
                 print(f"| {n} tasks, seed {seed} | {crit} | {cells[0]} | {cells[1]} |", flush=True)
 
 
+def cell(r: mapsched.Schedule) -> str:
+    """Seconds to a proof (batched: among schedules with one job per task and device), or the
+    seconds and makespan at the time limit."""
+    proved = r.status == "optimal" or "optimal among" in r.log
+    return f"{r.solve_seconds:.2f} s" if proved else f"{r.solve_seconds:.0f} s, {r.makespan:.5f} ms"
+
+
+BATCHED_CASES = [(f"{n} tasks, L={L}, degree {d}", dict(n=n, degree=d, objective=Objective("throughput", L)))
+                 for n, L, d in ((8, 8, 0), (10, 8, 2), (12, 4, 2))]
+"""Part 3's and part 4's batched problems over four identical devices."""
+
+
 def default_choice(highs_sizes: list[int], limit: float, seeds: int) -> None:
     print("\n| instance | backend | none | lex |")
     print("|---|---|---:|---:|")
-
-    def cell(r: mapsched.Schedule) -> str:
-        proved = r.status == "optimal" or "optimal among" in r.log
-        return f"{r.solve_seconds:.2f} s" if proved else f"{r.solve_seconds:.0f} s, {r.makespan:.5f} ms"
-
     cases = [(f"{n} tasks", "highs", dict(n=n, degree=0)) for n in highs_sizes]
-    cases += [(f"{n} tasks, L={L}, degree {d}", "cpsat", dict(n=n, degree=d, objective=Objective("throughput", L)))
-              for n, L, d in ((8, 8, 0), (10, 8, 2), (12, 4, 2))]
+    cases += [(name, "cpsat", kw) for name, kw in BATCHED_CASES]
     for name, backend, kw in cases:
         for seed in range(seeds):
             p = random_dag(m=4, seed=seed, speeds=[1.0] * 4, jitter=0.0, **kw)
             runs = [mapsched.solve(p, "exact", backend=backend, time_limit=limit, threads=2, symmetry=crit)
                     for crit in ("none", "lex")]
             print(f"| {name}, seed {seed} | {backend} | {cell(runs[0])} | {cell(runs[1])} |", flush=True)
+
+
+def renamed_hint(sizes: list[int], limit: float, seeds: int) -> None:
+    """exact with lex (CP-SAT), its start hinted as found against renamed into lex order."""
+    from mapsched.formulations import exact
+
+    renamed = exact.lex_relabelled
+    print("\n| instance | start as found | start renamed |")
+    print("|---|---:|---:|")
+    cases = [(f"{n} tasks latency", dict(n=n, degree=0)) for n in sizes] + BATCHED_CASES
+    for name, kw in cases:
+        for seed in range(seeds):
+            p = random_dag(m=4, seed=seed, speeds=[1.0] * 4, jitter=0.0, **kw)
+            cells = []
+            for rename in (lambda q, s: s, renamed):
+                exact.lex_relabelled = rename
+                cells.append(cell(mapsched.solve(p, "exact", time_limit=limit, threads=2, symmetry="lex")))
+            exact.lex_relabelled = renamed
+            print(f"| {name}, seed {seed} | {cells[0]} | {cells[1]} |", flush=True)
 
 
 def main() -> None:
@@ -146,7 +178,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="14,18", help="part 2: tasks of the random instances")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--highs-sizes", default="10,14", help="part 3: tasks of the HiGHS latency instances")
-    ap.add_argument("--part", type=int, choices=(1, 2, 3), help="run only part 1 (Table V), 2 or 3")
+    ap.add_argument("--part", type=int, choices=(1, 2, 3, 4), help="run only part 1 (Table V), 2, 3 or 4")
     args = ap.parse_args()
     np.set_printoptions(precision=3)
     if args.part in (None, 1):
@@ -155,6 +187,8 @@ def main() -> None:
         identical_gpus([int(n) for n in args.sizes.split(",")], args.exact_limit, args.seeds)
     if args.part in (None, 3):
         default_choice([int(n) for n in args.highs_sizes.split(",")], args.exact_limit, args.seeds)
+    if args.part in (None, 4):
+        renamed_hint([int(n) for n in args.sizes.split(",")], args.exact_limit, args.seeds)
 
 
 if __name__ == "__main__":
