@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from strategies import problems
 
 from mapsched import Objective, solve, validate
+from mapsched.formulations import batched_cpsat
 from mapsched.formulations.batched_cpsat import CpSatBatched
 from mapsched.formulations.batched_milp import MilpBatched
 from mapsched.formulations.common import retime_jobs
@@ -33,6 +34,39 @@ def test_sorted_inputs_keep_the_optimum(p):
     out = MilpBatched(p, upper).solve(60, 1)
     assert out["optimal"]
     assert ordered == pytest.approx(retime_jobs(p, out["jobs"]).makespan, rel=1e-6, abs=1e-6)
+
+
+@settings(max_examples=10, deadline=None)
+@given(problems(throughput=True, max_tasks=5, max_devices=3, max_batch=4))
+def test_counts_relaxation_bounds_and_exact_reaches_the_per_input_optimum(p):
+    """The counts model is a relaxation: its proved optimum is at most the per-input model's.
+    ``exact``, which solves it first and realises its solutions (or falls back to the
+    per-input model), ends at the per-input optimum, or at its start where that is better
+    (a start may run a task in two batches on one device)."""
+    start = solve(p, "bheft")
+    per_input = optimum(p, CpSatBatched(p, start.makespan))
+    relaxed = CpSatBatched(p, start.makespan, counts=True).solve(60, 1)
+    assert relaxed["optimal"]
+    assert relaxed["bound"] <= per_input * (1 + 1e-9) + 1e-9
+    s = solve(p, "exact", threads=1)
+    assert validate(p, s) == []
+    assert s.makespan == pytest.approx(min(per_input, start.makespan), rel=1e-6, abs=1e-6)
+
+
+def test_counts_solutions_not_realised_fall_back_to_the_exact_check_then_the_per_input_model(monkeypatch):
+    """Where the greedy realisation fails, the exact check (the per-input model with the
+    counts and starts fixed) realises the relaxation's optimum; where that fails too, the
+    per-input model proves the same optimum from the relaxation's bound."""
+    p = stack(1, 6, 1, seed=1, objective=Objective("throughput", 4))
+    per_input = optimum(p, CpSatBatched(p, solve(p, "bheft").makespan))
+    monkeypatch.setattr(batched_cpsat, "realise_greedily", lambda *a: None)
+    checked = solve(p, "exact", threads=1, log=True)
+    assert checked.makespan == pytest.approx(per_input, rel=1e-6) and "not realised" not in checked.log
+    monkeypatch.setattr(CpSatBatched, "realise", lambda *a: None)
+    fallback = solve(p, "exact", threads=1, log=True)
+    assert "not realised; the per-input model" in fallback.log
+    assert validate(p, fallback) == [] and fallback.makespan == pytest.approx(per_input, rel=1e-6)
+    assert "optimal among" in fallback.log
 
 
 @settings(max_examples=10, deadline=None)

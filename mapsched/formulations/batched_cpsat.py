@@ -31,11 +31,27 @@ Symmetry between inputs
     input relabellings, so both orders can be imposed at once: make a device plugin
     hold, then sort the inputs, which changes nothing the plugin reads.
 
-    Why counts alone are not exact: replacing the ``y`` by per-edge counts of inputs
-    going from (i, u) to (j, v) is exact on trees, but a task with two parents needs
-    per-input agreement between the two edges' flows (a joint distribution with given
-    pairwise marginals), which counts cannot express on graphs with reconvergent
-    paths, such as every random-wired module.
+Counts in place of inputs (``counts=True``): a relaxation, then a check
+    Replacing the ``y`` by per-edge flows, ``f[e, u, v]`` inputs going from batch (i, u)
+    to batch (j, v) with ``sum_v f[e, u, v] == n[i, u]`` and ``sum_u f[e, u, v] == n[j, v]``,
+    and ``z[e, u, v] <=> f[e, u, v] > 0``, is exact on trees. A task with two parents
+    needs per-input agreement between the two edges' flows (a joint distribution with
+    given pairwise marginals), which counts cannot express on graphs with reconvergent
+    paths, such as every random-wired module. Every per-input schedule gives flows, so
+    the counts model is a relaxation: its optimum is a lower bound on the per-input one,
+    and where its optimal solution can be *realised*, inputs given to batches with those
+    counts and starts so that every input's transfers are among those the starts allow,
+    that realisation is optimal too. The flows only matter through their support, so they
+    are counted in groups of :func:`group_size` inputs: a transportation problem whose
+    margins are multiples of g that has a solution on a support has one in multiples of g
+    on it (its polytope's vertices are integral after dividing by g). The model has no
+    inputs to order, O(E m^2) flows in place of O(n m L + E m^2 L) literals and clauses,
+    and proved the single N=10 modules of BENCHMARKS.md about twice as fast.
+    :meth:`read` realises each solution greedily, task by task in topological order, as a
+    matching of the inputs (in classes of equal devices so far) to the task's batches;
+    :meth:`realise` is the exact check (the per-input model with the counts and starts
+    fixed). ``exact`` uses the relaxation for small models and falls back to the per-input
+    model where the check fails (:mod:`.exact`).
 
 Redundant constraints (load cuts for batches)
     Per task and device, ``head[i, u]``: the earliest start of a batch of i on u,
@@ -68,6 +84,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+import networkx as nx
 import numpy as np
 from ortools.sat.python import cp_model
 
@@ -78,7 +95,7 @@ from ..splits import batch_options
 from .common import Plugin, apply_plugins, capped
 from .cpsat import default_resolution, memory_row, run_cpsat
 
-__all__ = ["CpSatBatched", "group_size", "grouped", "search_form"]
+__all__ = ["CpSatBatched", "group_size", "grouped", "realise_greedily", "search_form"]
 
 
 SMALL_TASKS = 40
@@ -120,11 +137,16 @@ class CpSatBatched:
         A ``time.perf_counter()`` time: building raises ``TimeoutError`` past it. The
         per-input form of a 73-task model on 30 devices with L=16 (1.5 million enforced
         constraints) takes longer to build than a time limit may have left.
+    counts : bool
+        The counts relaxation (module docstring): per-edge flows in place of per-input
+        literals, no signature order, no :meth:`release`.
+    lower_bound : float
+        A makespan (ms) that no schedule of the model beats, such as the counts relaxation's.
 
     Notes
     -----
     O(n m (|sizes| + L) + E m^2 L) variables and constraints, O(E m^2) of them linear
-    (O(E m^2 L) with ``links=False``).
+    (O(E m^2 L) with ``links=False``); O(n m |sizes| + E m^2) with ``counts``.
 
     Link literals and signature order serve proofs on small models, but on large ones,
     where the search is for schedules, they slowed CP-SAT's first LP-guided solutions
@@ -134,7 +156,7 @@ class CpSatBatched:
     def __init__(self, problem: Problem, upper_bound: float, resolution: float | None = None,
                  plugins: tuple[Plugin, ...] = (), input_symmetry: bool = True,
                  busy: Sequence[Sequence[tuple[int, int]]] | None = None, links: bool = True,
-                 deadline: float = math.inf) -> None:
+                 deadline: float = math.inf, counts: bool = False, lower_bound: float = 0.0) -> None:
         self.problem = problem
 
         def on_time() -> None:
@@ -147,7 +169,7 @@ class CpSatBatched:
         # Jobs and transfers past the horizon shortened to just beyond it, as in CpSatModel.
         p = capped(problem, (horizon + 2) / res)
         L = p.L
-        self.C = m.new_int_var(0, horizon, "C")
+        self.C = m.new_int_var(min(math.floor(lower_bound * res), horizon), horizon, "C")
         self.b: dict[tuple[int, int, int], Any] = {}
         self.x: dict[tuple[int, int], Any] = {}
         self.n: dict[tuple[int, int], Any] = {}
@@ -157,6 +179,9 @@ class CpSatBatched:
         self.y: dict[tuple[int, int, int], Any] = {}
         self.present: dict[tuple[int, int], Any] = {}
         self.z: dict[tuple[int, int, int], Any] = {}
+        self.f: dict[tuple[int, int, int], Any] = {}
+        self.counts = counts
+        self.last: tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]] | None = None
         self.eq: dict[tuple[int, int], Any] = {}
         self.ticks: dict[tuple[int, int], dict[int, int]] = {}
         self.size: dict[tuple[int, int], tuple[Any, Any]] = {}
@@ -182,7 +207,6 @@ class CpSatBatched:
                 reach = bool(np.isfinite(head[i, u]) and np.isfinite(tail[i, u]))
                 self.earliest[i, u] = min(int(head[i, u]), horizon) if reach else 0
                 s = self.s[i, u] = m.new_int_var(self.earliest[i, u], horizon, f"s{i}_{u}")
-                self.end[i, u] = s + self.dur[i, u]
                 present = self.present[i, u] = m.new_bool_var(f"on{i}_{u}")
                 m.add(x == present)
                 if not reach:  # no input can reach u, or leave it, for this task
@@ -191,12 +215,20 @@ class CpSatBatched:
                 m.add(size == self.dur[i, u])
                 end = m.new_int_var(0, horizon + max(ticks.values()), f"e{i}_{u}")
                 self.size[i, u] = (size, end)
+                # The interval's end variable, not s + dur: precedences between two variables are
+                # what CP-SAT's scheduling propagators take up (the per-input proofs ran faster).
+                self.end[i, u] = end
                 intervals[u].append(m.new_optional_interval_var(s, size, end, present, f"iv{i}_{u}"))
                 m.add(end + (int(tail[i, u]) if reach else 0) <= self.C).only_enforce_if(present)
+                if counts:
+                    continue
                 for lo in range(L):
                     self.y[i, u, lo] = m.new_bool_var(f"y{i}_{u}_{lo}")
                     m.add_implication(self.y[i, u, lo], present)
                 m.add(sum(self.y[i, u, lo] for lo in range(L)) == self.n[i, u])
+            if counts:
+                m.add(sum(self.n[i, u] for u in range(p.m) if (i, u) in self.x) == L)
+                continue
             for lo in range(L):
                 m.add_exactly_one(self.y[i, u, lo] for u in range(p.m) if (i, u) in self.x)
         self.intervals = intervals
@@ -228,6 +260,9 @@ class CpSatBatched:
         for e in range(p.E):
             on_time()
             i, j = int(p.src[e]), int(p.dst[e])
+            if counts:
+                self._flows(e, i, j, res)
+                continue
             for u in range(p.m):
                 for v in range(p.m):
                     if (i, u) not in self.x or (j, v) not in self.x:
@@ -252,11 +287,37 @@ class CpSatBatched:
         on_time()
         # Tasks that only one device runs have the same owner for every input: left out.
         self.order = [int(t) for t in p.topo if sum((int(t), u) in self.x for u in range(p.m)) > 1]
-        self.sorted_inputs = input_symmetry
-        if input_symmetry:
+        self.sorted_inputs = input_symmetry and not counts
+        if self.sorted_inputs:
             self._sort_inputs()
         apply_plugins(self, plugins)
         m.minimize(self.C)
+
+    def _flows(self, e: int, i: int, j: int, res: float) -> None:
+        """Edge e = (i, j) in the counts relaxation: flows in groups of g inputs between the
+        two tasks' batches, and the link literal of each flow that carries any. O(m^2)."""
+        m, p = self.model, self.problem
+        g = group_size(p)
+        out: dict[int, list[Any]] = {}
+        into: dict[int, list[Any]] = {}
+        for u in range(p.m):
+            for v in range(p.m):
+                c = p.comm[e, u, v]
+                if (i, u) not in self.x or (j, v) not in self.x or not math.isfinite(c):
+                    continue
+                f = self.f[e, u, v] = m.new_int_var(0, p.L // g, f"f{e}_{u}_{v}")
+                z = self.z[e, u, v] = m.new_bool_var(f"z{e}_{u}_{v}")
+                m.add(f <= p.L // g * z)
+                m.add(f >= z)
+                m.add(self.s[j, v] >= self.end[i, u] + int(math.floor(c * res))).only_enforce_if(z)
+                out.setdefault(u, []).append(f)
+                into.setdefault(v, []).append(f)
+        for u in range(p.m):
+            if (i, u) in self.x:
+                m.add(g * sum(out.get(u, [])) == self.n[i, u])
+        for v in range(p.m):
+            if (j, v) in self.x:
+                m.add(g * sum(into.get(v, [])) == self.n[j, v])
 
     def _owner(self, i: int, lo: int) -> Any:
         return sum(u * self.y[i, u, lo] for u in range(self.problem.m) if (i, u) in self.x)
@@ -346,6 +407,10 @@ class CpSatBatched:
         for (e, u, v), z in self.z.items():
             i, j = int(p.src[e]), int(p.dst[e])
             m.add_hint(z, any((i, u, lo) in held and (j, v, lo) in held for lo in range(p.L)))
+        g = group_size(p)
+        for (e, u, v), f in self.f.items():  # exact where the hinted jobs hold whole groups
+            i, j = int(p.src[e]), int(p.dst[e])
+            m.add_hint(f, sum((i, u, lo) in held and (j, v, lo) in held for lo in range(p.L)) // g)
         for (lo, k), eq in self.eq.items():
             tasks = self.order[:k + 1]
             m.add_hint(eq, bool(np.array_equal(owner[tasks, lo], owner[tasks, lo + 1])))
@@ -377,13 +442,78 @@ class CpSatBatched:
             out["jobs"] = self.read(solver)
         return out
 
-    def read(self, solver: Any) -> list[tuple[int, int, int, float]]:
+    def realise(self, time_limit: float | None, threads: int,
+                seed: int = 0) -> list[tuple[int, int, int, float]] | None:
+        """The exact check of the counts solution :meth:`read` saw last: the per-input model with
+        its batch sizes and starts fixed, so that only the inputs are free. Its jobs, or None
+        where no realisation exists or none is found in ``time_limit``. O(model size) to
+        build; the solve is a feasibility search."""
+        if self.last is None:
+            return None
+        sizes, starts = self.last
+        full = CpSatBatched(self.problem, self.horizon / self.res, self.res)
+        for (i, u), n in full.n.items():
+            full.model.add(n == sizes.get((i, u), 0))
+            if (i, u) in sizes:
+                full.model.add(full.s[i, u] == starts[i, u])
+        return full.solve(time_limit, threads, seed)["jobs"]
+
+    def read(self, solver: Any) -> list[tuple[int, int, int, float]] | None:
+        """The solution's jobs ``(task, device, mask, start ms)``; with ``counts``, its greedy
+        realisation (:func:`realise_greedily`), or None where that fails."""
+        if self.counts:
+            sizes = {k: solver.value(v) for k, v in self.n.items() if solver.value(v)}
+            starts = {k: solver.value(self.s[k]) for k in sizes}
+            self.last = sizes, starts
+            ends = {k: solver.value(self.end[k]) for k in sizes}
+            masks = realise_greedily(self.problem, sizes, starts, ends, self.res)
+            return None if masks is None else [(i, u, mask, starts[i, u] / self.res) for (i, u), mask in masks.items()]
         jobs = []
         for (i, u) in self.x:
             mask = sum(1 << lo for lo in range(self.problem.L) if solver.boolean_value(self.y[i, u, lo]))
             if mask:
                 jobs.append((i, u, mask, solver.value(self.s[i, u]) / self.res))
         return jobs
+
+
+def realise_greedily(p: Problem, sizes: dict[tuple[int, int], int], starts: dict[tuple[int, int], int],
+                     ends: dict[tuple[int, int], int], res: float) -> dict[tuple[int, int], int] | None:
+    """Inputs for the batches of a counts solution (module docstring): per batch (task,
+    device) with ``sizes`` inputs, starting and ending at ``starts`` and ``ends`` (ticks), an
+    input mask such that every input's transfer from each parent's batch to the task's
+    arrives in time (in ticks, as the model states it); or None where this greedy fails.
+
+    Task by task in topological order, the inputs, in classes of equal devices so far, are
+    matched to the task's batches by a maximum flow (class to batch where every parent's
+    batch of the class reaches it in time; batch capacities the sizes). A failure does not
+    show that no realisation exists: earlier tasks' choices are not revisited.
+    O(n (L m + m^2 L)) besides the flows on O(L + m) nodes."""
+    owner = np.full((p.n, p.L), -1, dtype=np.int64)
+    for i in p.topo.tolist():
+        batches = {u: k for (t, u), k in sizes.items() if t == i}
+        parents = [(e, int(p.src[e])) for e in p.in_edges[i]]
+        classes: dict[tuple[int, ...], list[int]] = {}
+        for lo in range(p.L):
+            classes.setdefault(tuple(owner[:, lo].tolist()), []).append(lo)
+        g = nx.DiGraph()
+        for c, (sig, members) in enumerate(classes.items()):
+            g.add_edge("s", ("c", c), capacity=len(members))
+            for v in batches:
+                if all(math.isfinite(p.comm[e, sig[q], v])
+                       and starts[i, v] >= ends[q, sig[q]] + math.floor(float(p.comm[e, sig[q], v]) * res)
+                       for e, q in parents):
+                    g.add_edge(("c", c), ("b", v), capacity=p.L)
+        for v, k in batches.items():
+            g.add_edge(("b", v), "t", capacity=k)
+        value, flow = nx.maximum_flow(g, "s", "t")
+        if value < p.L:
+            return None
+        for c, members in enumerate(classes.values()):
+            rest = iter(members)
+            for (_, v), amount in flow[("c", c)].items():
+                for _ in range(int(amount)):
+                    owner[i, next(rest)] = v
+    return {(i, u): sum(1 << lo for lo in range(p.L) if owner[i, lo] == u) for (i, u) in sizes}
 
 
 def _windows(p: Problem, res: float) -> tuple[np.ndarray, np.ndarray]:

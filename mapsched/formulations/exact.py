@@ -10,7 +10,9 @@ bound is reported in the log (``batched model: optimal among ...``), not as the 
 bound. A batched CP-SAT model of more than :data:`~.batched_cpsat.SMALL_TASKS` tasks
 takes the start only as its horizon and fallback, not as a hint
 (:func:`~.batched_cpsat.search_form`); if CP-SAT finds no schedule of its own in the first
-quarter of the time, the hinted model gets the rest.
+quarter of the time, the hinted model gets the rest. Smaller ones are solved first as
+the counts relaxation (``CpSatBatched(counts=True)``), whose optimum is the model's once
+realised; where it is not, the per-input model goes on from its bound.
 """
 
 from __future__ import annotations
@@ -133,8 +135,11 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
         log = ""
 
         def batched(model: CpSatBatched | MilpBatched, **kw: Any) -> dict[str, Any]:
+            # A counts solution that is not realised greedily comes as None (see .batched_cpsat).
             return model.solve(ctx.remaining_or_none(), ctx.threads, seed, ctx.log,
-                               lambda jobs, bound: keep(retime_jobs(problem, jobs), bound), solver_symmetry, **kw)
+                               lambda jobs, bound: keep(retime_jobs(problem, jobs), bound) if jobs is not None
+                               else bool(best) and meets(best[0].makespan, max(bound, ctx.fast_bound)),
+                               solver_symmetry, **kw)
 
         out = None
         deadline = time.perf_counter() + ctx.remaining()
@@ -148,14 +153,29 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
                 if out["jobs"] is None and probe is not None and not ctx.expired():
                     log = f"search form: no schedule of its own within {probe:.3g} s; the hinted model for the rest\n"
                     out = None
+            relaxed = 0.0
+            if out is None and backend == "cpsat" and not search_form(problem):
+                # The counts relaxation first (see .batched_cpsat): where its optimum is realised, it
+                # is the per-input model's; where not, its bound holds for that model, which goes on.
+                model_c = CpSatBatched(problem, upper, resolution or None, plugins, deadline=deadline, counts=True)
+                model_c.hint(start)
+                out = batched(model_c)
+                if out["optimal"] and not (best and meets(best[0].makespan, out["bound"])):
+                    jobs = None if ctx.expired() else model_c.realise(quarter(ctx), ctx.threads, seed)
+                    if jobs is None:
+                        log += f"counts relaxation: optimum {out['bound']:.6g} ms not realised; the per-input model\n"
+                        relaxed, out = out["bound"], None
+                    else:
+                        keep(retime_jobs(problem, jobs), out["bound"])
             if out is None:
                 if backend == "cpsat":
-                    model_b = CpSatBatched(problem, upper, resolution or None, plugins, deadline=deadline)
+                    model_b = CpSatBatched(problem, upper, resolution or None, plugins, deadline=deadline,
+                                           lower_bound=relaxed)
                 else:
                     from .batched_milp import MilpBatched  # Pyomo: loaded only for HiGHS (0.4-1.3 s)
 
                     model_b = MilpBatched(problem, upper, resolution or None, plugins)
-                model_b.hint(start)
+                model_b.hint(best[0] if best else start)
                 out = batched(model_b)
         except TimeoutError:
             return _out_of_time(best, log)
@@ -190,6 +210,12 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
     if problem.L > 1:
         return _finish(best[0], None, log + batched_note(best[0].makespan, out["bound"]))
     return _finish(best[0], out["bound"], log)
+
+
+def quarter(ctx: SolveContext) -> float | None:
+    """A quarter of the time left, or None without a time limit."""
+    left = ctx.remaining_or_none()
+    return None if left is None else left / 4
 
 
 def batched_note(makespan: float, bound: float | None) -> str:
