@@ -262,7 +262,7 @@ class CpSatBatched:
             on_time()
             i, j = int(p.src[e]), int(p.dst[e])
             if counts:
-                self._flows(e, i, j, res)
+                self._flows(p, e, i, j, res)
                 continue
             for u in range(p.m):
                 for v in range(p.m):
@@ -294,10 +294,11 @@ class CpSatBatched:
         apply_plugins(self, plugins)
         m.minimize(self.C)
 
-    def _flows(self, e: int, i: int, j: int, res: float) -> None:
+    def _flows(self, p: Problem, e: int, i: int, j: int, res: float) -> None:
         """Edge e = (i, j) in the counts relaxation: flows in groups of g inputs between the
-        two tasks' batches, and the link literal of each flow that carries any. O(m^2)."""
-        m, p = self.model, self.problem
+        two tasks' batches, and the link literal of each flow that carries any. ``p``: the
+        problem with times capped, as the model states them. O(m^2)."""
+        m = self.model
         g = group_size(p)
         out: dict[int, list[Any]] = {}
         into: dict[int, list[Any]] = {}
