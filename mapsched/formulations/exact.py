@@ -123,12 +123,14 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
     if best:
         ctx.improved(start.makespan)
 
-    def keep(s: Schedule, bound: float) -> bool:
-        """Record a re-timed solution; True once the best one meets the bound."""
-        ctx.improved(s.makespan)
-        if not best or s.makespan < best[0].makespan:
-            best[:] = [s]
-        return meets(best[0].makespan, max(bound, ctx.fast_bound))
+    def keep(s: Schedule | None, bound: float) -> bool:
+        """Record a re-timed solution (None: a solution with no schedule to keep); True once
+        the best one meets the bound."""
+        if s is not None:
+            ctx.improved(s.makespan)
+            if not best or s.makespan < best[0].makespan:
+                best[:] = [s]
+        return bool(best) and meets(best[0].makespan, max(bound, ctx.fast_bound))
 
     seed = int(ctx.rng.integers(2**31 - 1))
     if problem.L > 1:
@@ -137,8 +139,7 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
         def batched(model: CpSatBatched | MilpBatched, **kw: Any) -> dict[str, Any]:
             # A counts solution that is not realised greedily comes as None (see .batched_cpsat).
             return model.solve(ctx.remaining_or_none(), ctx.threads, seed, ctx.log,
-                               lambda jobs, bound: keep(retime_jobs(problem, jobs), bound) if jobs is not None
-                               else bool(best) and meets(best[0].makespan, max(bound, ctx.fast_bound)),
+                               lambda jobs, bound: keep(None if jobs is None else retime_jobs(problem, jobs), bound),
                                solver_symmetry, **kw)
 
         out = None
