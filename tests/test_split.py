@@ -175,11 +175,12 @@ def test_chunked_tasks_give_the_schedule_of_one_subproblem_a_task(channels, vari
 
 
 def test_chunked_tasks_stop_at_the_time_limit():
-    p = stack(30, 6, 1, seed=3)  # some 340 subproblems: seconds, on two threads
+    # some 340 subproblems, 5 s on two threads; CI's machine once solved none in 0.5 s
+    p = stack(30, 6, 1, seed=3)
     began = time.perf_counter()
     with _Counting(2, True) as pool:
-        r = solve(p, "split", executor=pool, time_limit=0.5, module_threads=1)
-    assert validate(p, r) == [] and time.perf_counter() - began < 2.0
+        r = solve(p, "split", executor=pool, time_limit=1.0, module_threads=1)
+    assert validate(p, r) == [] and time.perf_counter() - began < 2.5
     solved = int(re.search(r"(\d+) module subproblems solved", r.log).group(1))
     assert 0 < solved <= pool.subproblems < 300 and r.status == "feasible"  # a partial table proves nothing
 
