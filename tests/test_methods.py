@@ -143,6 +143,30 @@ def test_load_bound_groups_alike_tasks_exactly_and_its_dual_ascent_stays_below(p
     assert dual <= lp * (1 + 1e-9) + 1e-9 and dual >= 0.9 * lp
 
 
+@given(problems(max_tasks=10, max_devices=3, throughput=None))
+def test_device_prices_are_the_load_lps_dual(p):
+    # Weights summing to 1 whose cheapest priced jobs add up to the LP optimum (strong duality);
+    # the ascent's weights give no more than it.
+    from mapsched.bounds import load
+
+    fits = np.isfinite(p.lat) & (p.batch_sizes[None, None, :] <= p.L) & (
+        p.weight[:, None, None] + p.act[:, None, None] * p.batch_sizes[None, None, :] <= p.mem[None, :, None])
+    per_input = np.where(fits, p.lat / p.batch_sizes[None, None, :], 0.0)
+
+    def priced(lam):
+        assert lam.min() >= 0 and lam.sum() == pytest.approx(1.0)
+        return p.L * float(np.where(fits, lam[None, :, None] * per_input, np.inf).min(axis=(1, 2)).sum())
+
+    lp = _ungrouped_lp(p)
+    assert priced(load.device_prices(p)) == pytest.approx(lp, rel=1e-6, abs=1e-9)
+    saved = load.LP_COLUMNS
+    load.LP_COLUMNS = 0
+    try:
+        assert priced(load.device_prices(p)) <= lp * (1 + 1e-9) + 1e-9
+    finally:
+        load.LP_COLUMNS = saved
+
+
 @settings(max_examples=40, deadline=None)
 @given(problems(max_tasks=6, max_devices=3))
 def test_load_bound_ascent_is_below_the_exhaustive_optimum(p):

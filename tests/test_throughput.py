@@ -103,6 +103,20 @@ def test_a_schedule_hints_every_variable_of_the_model_feasibly(p):
     assert solver.solve(model.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
 
+@settings(max_examples=25, deadline=None)
+@given(problems(throughput=True, max_tasks=4, max_devices=3, max_batch=5))
+def test_each_tasks_priced_work_starts_at_its_cheapest_pattern(p):
+    # The knapsack over devices against every pattern: a batch size or none per device, summing to L.
+    import itertools
+
+    model = CpSatBatched(p, solve(p, "bheft").makespan)
+    for i, (priced, on) in enumerate(model.priced):
+        choices = [[0, *model.ticks[i, u]] for u in on]
+        costs = [sum(w * model.ticks[i, u][k] for (u, w), k in zip(on.items(), pick) if k)
+                 for pick in itertools.product(*choices) if sum(pick) == p.L]
+        assert model.model.proto.variables[priced.index].domain[0] == min(costs)
+
+
 @settings(max_examples=8, deadline=None)
 @given(problems(throughput=True, max_tasks=4, max_devices=3, max_batch=3))
 def test_the_search_form_has_the_same_optimum(p):

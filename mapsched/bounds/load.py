@@ -54,18 +54,41 @@ def load_bound(problem: Problem, time_limit: float | None = None) -> float:
     >>> round(load_bound(instances.load("topcuoglu2002")), 3)
     30.785
     """
+    value, _ = _load_lp(problem, time_limit)
+    return max(0.0, floating_bound(value))
+
+
+def device_prices(problem: Problem) -> np.ndarray:
+    """Weights ``lam[u] >= 0`` summing to 1 that the load LP's optimal dual puts on the devices'
+    loads (the ascent's best point above :data:`LP_COLUMNS` columns; equal weights where the LP
+    fails): ``C >= sum_u lam[u] load[u]`` for every schedule, and with these weights the least
+    right-hand side over the tasks' cheapest jobs is the load bound. Same cost as :func:`load_bound`.
+
+    >>> from mapsched import instances
+    >>> round(float(device_prices(instances.load("topcuoglu2002")).sum()), 9)
+    1.0
+    """
+    _, lam = _load_lp(problem, None)
+    return lam
+
+
+def _load_lp(problem: Problem, time_limit: float | None) -> tuple[float, np.ndarray]:
+    """The load LP's optimum (or the ascent's bound) and its device weights; ``(0, equal
+    weights)`` where HiGHS proves nothing."""
     p = problem
+    equal = np.full(p.m, 1.0 / p.m)
     sizes = p.batch_sizes.astype(float)
     fits = np.isfinite(p.lat) & (sizes[None, None, :] <= p.L) & (
         p.weight[:, None, None] + p.act[:, None, None] * sizes[None, None, :] <= p.mem[None, :, None])
     if not fits.any():  # nothing can run: the problem was rejected when built; keep the function total
-        return 0.0
+        return 0.0, equal
     kinds, count = np.unique(np.where(fits, p.lat, np.inf).reshape(p.n, -1), axis=0, return_counts=True)
     lat = kinds.reshape(len(kinds), p.m, len(sizes))
     fits = np.isfinite(lat)
     if fits.sum() > LP_COLUMNS:
         per_input = np.where(fits, lat / sizes[None, None, :], np.inf).min(axis=2)
-        return max(0.0, floating_bound(p.L * _dual_ascent(per_input, count)))
+        value, lam = _dual_ascent(per_input, count)
+        return p.L * value, lam
     i, u, k = np.nonzero(fits)
     cols = len(i)
     rows = np.concatenate([i, len(kinds) + u, len(kinds) + np.arange(p.m)])
@@ -77,12 +100,14 @@ def load_bound(problem: Problem, time_limit: float | None = None) -> float:
     res = linprog(c, A_ub=a[len(kinds):], b_ub=np.zeros(p.m), A_eq=a[:len(kinds)], b_eq=p.L * count.astype(float),
                   bounds=(0, None), method="highs", options={} if time_limit is None else {"time_limit": time_limit})
     if res.status != 0:  # always feasible and bounded: a solver failure or the time limit proves nothing
-        return 0.0
-    return max(0.0, floating_bound(float(res.fun)))
+        return 0.0, equal
+    lam = np.maximum(-np.asarray(res.ineqlin.marginals, dtype=float), 0.0)
+    return float(res.fun), (lam / lam.sum() if lam.sum() > 0 else equal)
 
 
-def _dual_ascent(r: np.ndarray, weight: np.ndarray) -> float:
-    """A lower bound on the load LP per input, from its dual.
+def _dual_ascent(r: np.ndarray, weight: np.ndarray) -> tuple[float, np.ndarray]:
+    """A lower bound on the load LP per input, from its dual, and the device weights of its
+    best point.
 
     ``r[g, u]`` is the least time per input of a task of kind g on device u (``inf`` where
     it cannot run), ``weight[g]`` the number of such tasks. For any device weights
@@ -95,20 +120,21 @@ def _dual_ascent(r: np.ndarray, weight: np.ndarray) -> float:
     most per device (a supergradient); the best value seen is returned, so stopping early
     stays sound.
     """
-    r, count = np.unique(r.T, axis=0, return_counts=True)
+    r, of, count = np.unique(r.T, axis=0, return_inverse=True, return_counts=True)
     r = r.T / count  # per device of a class, at the class's weight lam = c mu
     lam = count / count.sum()
     rows = np.arange(len(r))
-    best = 0.0
+    best, at = 0.0, lam
     for step in range(ASCENT_STEPS):
         v = r * lam
         a = v.argmin(axis=1)
         value = float(weight @ v[rows, a])
-        best = max(best, value)
+        if value > best:
+            best, at = value, lam
         # Per device of each class, against the mean over all devices (bounded, unlike
         # against the value, which tiny weights make tiny).
         load = np.bincount(a, weights=weight * r[rows, a], minlength=len(lam))
         share = load * count.sum() / max(float(count @ load), 1e-300)
         lam = lam * np.exp(2.0 / np.sqrt(step + 1) * (share - 1))
         lam = np.maximum(lam / lam.sum(), 1e-300)  # never 0: 0 times an unrunnable inf is nan
-    return best
+    return best, (at / count)[of.ravel()]
