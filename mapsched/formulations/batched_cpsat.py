@@ -73,9 +73,10 @@ Redundant constraints (load cuts for batches)
     of its cheapest *pattern*, one batch size (or none) per device summing to L. Stated with
     each task's priced work as a variable whose lower bound is that pattern's, the sum gives
     the LP-free search the load bound from the root, and raises it as batches are chosen;
-    the per-device cuts above see a device's load only once its batches are. The single
-    N=10 modules of BENCHMARKS.md were proved in 2-3 s and 6-7 s (seeds 0 and 1) with it,
-    against 10-15 s and 12-17 s without (seed 2: 3.4-3.6 s either way).
+    the per-device cuts above see a device's load only once its batches are. With it, the
+    counts models of the single N=10 modules of BENCHMARKS.md were proved in 2-4.5 s and
+    6-7.5 s (seeds 0 and 1; CP-SAT alone, a few runs each), against 10-15 s and 12-17 s
+    without (seed 2: 3.4-3.6 s either way).
 
 Times are integer ticks rounded down, and jobs and transfers past the horizon are
 shortened to just beyond it, as in :mod:`.cpsat`, so the bound is sound.
