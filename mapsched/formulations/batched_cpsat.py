@@ -114,6 +114,9 @@ PRICE_SCALE = 1000
 """Integer scale of the device prices in :meth:`CpSatBatched._priced_work`; any non-negative
 weights keep the constraint valid, so rounding them loses nothing but a little strength."""
 
+_NO_PATTERN = np.iinfo(np.int64).max // 4
+"""No pattern holds that many inputs (in :meth:`CpSatBatched._priced_work`)."""
+
 SMALL_TASKS = 40
 """Tasks up to which :meth:`CpSatBatched.solve` runs two workers on two or three threads,
 and above which ``exact`` builds the search form (:func:`search_form`)."""
@@ -324,14 +327,16 @@ class CpSatBatched:
         out = []
         for i in range(p.n):
             on = {u: w[u] for u in range(p.m) if (i, u) in self.x}
-            cheapest = np.full(p.L + 1, np.inf)  # least priced work holding c inputs on the devices so far
-            cheapest[0] = 0.0
+            # Least priced work holding c inputs on the devices so far, in exact integers (floats
+            # would round sums past 2**53 ticks, upwards too); _NO_PATTERN plus costs stays in range.
+            cheapest = np.full(p.L + 1, _NO_PATTERN, dtype=np.int64)
+            cheapest[0] = 0
             for u in on:
                 was = cheapest.copy()
                 for k, t in self.ticks[i, u].items():
                     np.minimum(cheapest[k:], was[:p.L + 1 - k] + on[u] * t, out=cheapest[k:])
             most = sum(on[u] * max(self.ticks[i, u].values()) for u in on)
-            least = int(cheapest[p.L]) if np.isfinite(cheapest[p.L]) else 0
+            least = int(cheapest[p.L]) if cheapest[p.L] < _NO_PATTERN else 0
             priced = m.new_int_var(min(least, most), most, f"W{i}")
             m.add(priced == sum(on[u] * self.dur[i, u] for u in on))
             out.append((priced, on))
