@@ -277,11 +277,12 @@ class CpSatBatched:
         # All devices together: their work fits in m makespans.
         m.add(sum(self.dur.values()) <= p.m * self.C)
 
+        g = group_size(p)
         for e in range(p.E):
             on_time()
             i, j = int(p.src[e]), int(p.dst[e])
             if counts:
-                self._flows(p, e, i, j, res)
+                self._flows(p, e, i, j, res, g)
                 continue
             for u in range(p.m):
                 for v in range(p.m):
@@ -343,12 +344,11 @@ class CpSatBatched:
         m.add(sum(v for v, _ in out) <= sum(w) * self.C)
         return out
 
-    def _flows(self, p: Problem, e: int, i: int, j: int, res: float) -> None:
-        """Edge e = (i, j) in the counts relaxation: flows in groups of g inputs between the
-        two tasks' batches, and the link literal of each flow that carries any. ``p``: the
-        problem with times capped, as the model states them. O(m^2)."""
+    def _flows(self, p: Problem, e: int, i: int, j: int, res: float, g: int) -> None:
+        """Edge e = (i, j) in the counts relaxation: flows in groups of ``g`` inputs
+        (:func:`group_size`) between the two tasks' batches, and the link literal of each flow
+        that carries any. ``p``: the problem with times capped, as the model states them. O(m^2)."""
         m = self.model
-        g = group_size(p)
         out: dict[int, list[Any]] = {}
         into: dict[int, list[Any]] = {}
         for u in range(p.m):
@@ -449,14 +449,14 @@ class CpSatBatched:
             m.add_hint(var, (i, u) in at and at[i, u][0].bit_count() == k)
         for (i, u, lo), var in self.y.items():
             m.add_hint(var, (i, u, lo) in held)
+        length = {k: self.ticks[k][at[k][0].bit_count()] for k in self.s if k in at}  # ticks of each hinted batch
         for (i, u), s in self.s.items():
             on = (i, u) in at
             m.add_hint(self.present[i, u], on)
             start = at[i, u][1] if on else self.earliest[i, u]
-            length = self.ticks[i, u][at[i, u][0].bit_count()] if on else 0
             m.add_hint(s, start)
-            m.add_hint(self.size[i, u][0], length)
-            m.add_hint(self.size[i, u][1], start + length)
+            m.add_hint(self.size[i, u][0], length.get((i, u), 0))
+            m.add_hint(self.size[i, u][1], start + length.get((i, u), 0))
         for (e, u, v), z in self.z.items():
             i, j = int(p.src[e]), int(p.dst[e])
             m.add_hint(z, any((i, u, lo) in held and (j, v, lo) in held for lo in range(p.L)))
@@ -470,8 +470,7 @@ class CpSatBatched:
         for u, used in self.used.items():
             m.add_hint(used, any(uu == u for _, uu in at))
         for i, (priced, on) in enumerate(self.priced):
-            m.add_hint(priced, sum(w * self.ticks[i, u][at[i, u][0].bit_count()]
-                                   for u, w in on.items() if (i, u) in at))
+            m.add_hint(priced, sum(w * length.get((i, u), 0) for u, w in on.items()))
         m.add_hint(self.C, self.horizon)
 
     def solve(self, time_limit: float | None, threads: int, seed: int = 0, log: bool = False,
@@ -543,10 +542,14 @@ def realise_greedily(p: Problem, sizes: dict[tuple[int, int], int], starts: dict
     matched to the task's batches by a maximum flow (class to batch where every parent's
     batch of the class reaches it in time; batch capacities the sizes). A failure does not
     show that no realisation exists: earlier tasks' choices are not revisited.
-    O(n (L m + m^2 L)) besides the flows on O(L + m) nodes."""
+    O(n (n L + m^2 L)) besides the flows on O(L + m) nodes (an input's class is its devices
+    for all n tasks)."""
     owner = np.full((p.n, p.L), -1, dtype=np.int64)
+    by_task: dict[int, dict[int, int]] = {}
+    for (t, u), k in sizes.items():
+        by_task.setdefault(t, {})[u] = k
     for i in p.topo.tolist():
-        batches = {u: k for (t, u), k in sizes.items() if t == i}
+        batches = by_task.get(i, {})
         parents = [(e, int(p.src[e])) for e in p.in_edges[i]]
         classes: dict[tuple[int, ...], list[int]] = {}
         for lo in range(p.L):
