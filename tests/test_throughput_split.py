@@ -2,6 +2,7 @@
 
 import pytest
 from hypothesis import given, settings
+from ortools.sat.python import cp_model
 from strategies import problems
 
 from mapsched import Objective, solve, validate
@@ -9,6 +10,7 @@ from mapsched.formulations import batched_cpsat
 from mapsched.formulations.batched_cpsat import CpSatBatched
 from mapsched.formulations.batched_milp import MilpBatched
 from mapsched.formulations.common import retime_jobs
+from mapsched.formulations.cpsat import run_cpsat
 from mapsched.generators import stack
 from mapsched.solve import SolveContext
 from mapsched.split.milp_split import pick_chain
@@ -89,6 +91,25 @@ def test_hint_follows_the_input_order(p):
         assert sizes == sorted((p.task_names[i], p.device_names[u], sum(hint[y.index] for (ii, uu, _), y
                                                                         in model.y.items() if (ii, uu) == (i, u)))
                                for (i, u) in model.x if any(hint[model.y[i, u, lo].index] for lo in range(p.L)))
+
+
+@settings(max_examples=6, deadline=None)
+@given(problems(throughput=True, max_tasks=5, max_devices=3, max_batch=3))
+def test_priced_work_objective_trades_makespan_for_priced_work(p):
+    """Both optima of the walk's two objectives: the makespan plus the priced work is at
+    most the makespan-only optimum's, whose makespan is the least, so its priced work is no
+    more."""
+    start = solve(p, "bheft")
+    values = []
+    for priced in (False, True):
+        model = CpSatBatched(p, start.makespan, input_symmetry=False)
+        if priced:
+            model.minimize_with_priced_work()
+        solver, status, _ = run_cpsat(model, 60, 1, 0, False)
+        assert status == cp_model.OPTIMAL
+        values.append((solver.value(model.C), sum(solver.value(v) for v, _ in model.priced)))
+    (c0, w0), (c1, w1) = values
+    assert c1 >= c0 and w1 <= w0
 
 
 @settings(max_examples=6, deadline=None)

@@ -407,6 +407,13 @@ class CpSatBatched:
         else:
             self.model.add(self.s[i, u] >= ticks).only_enforce_if(self.y[i, u, lo])
 
+    def minimize_with_priced_work(self) -> None:
+        """Minimise the makespan plus the priced work, ``C + sum_u lam[u] load[u]`` (``lam`` the
+        load LP's device prices, summing to 1), in place of the makespan alone: among windows
+        that end alike, the one that leaves the devices less of the load bound to carry.
+        The pipelined walk's steps use it for the modules they commit (:mod:`mapsched.split.pipeline`)."""
+        self.model.minimize(PRICE_SCALE * self.C + sum(v for v, _ in self.priced))
+
     # ModelView for plugins (times in ticks)
     def use(self, i: int, u: int) -> Any:
         return self.x.get((i, u), 0)

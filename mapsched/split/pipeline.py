@@ -18,10 +18,19 @@ carried from one module to the next instead, as the latency rolling stitching
 * the memory the placed jobs hold, taken off each device.
 
 Step t solves modules t .. t + window - 1 with the batched CP-SAT model under that
-state, minimising their makespan, keeps module t, and left-justifies the kept jobs
-(re-timed in the solver's order), so that the next module sees the earliest release
-profile of that order. All times are in ticks of one resolution for the whole walk,
-rounded down as in the exact models; the result is re-timed exactly at the end.
+state, keeps module t, and left-justifies the kept jobs (re-timed in the solver's
+order), so that the next module sees the earliest release profile of that order. The
+last step minimises the makespan; the others minimise the makespan plus the window's
+*priced work*, its load weighted by the load LP's device prices (summing to 1;
+:meth:`~mapsched.formulations.batched_cpsat.CpSatBatched.minimize_with_priced_work`).
+The makespan alone is indifferent to how much device time a window uses before its
+end, and its steps cut tasks into small batches over every fast device, which costs
+each later module of the chain the time those devices lost to small batches; the
+priced work is what the window adds to the load bound. On the 10-module stacks of
+Table IV (BENCHMARKS.md), the walk alone ended 0.7-5.5% shorter with it.
+
+All times are in ticks of one resolution for the whole walk, rounded down as in the
+exact models; the result is re-timed exactly at the end.
 
 What is exact, what is heuristic
     Every step is the exact batched model (one batch per task and device, as
@@ -38,9 +47,9 @@ What is exact, what is heuristic
     it never ends later than the steps' schedule, up to the rounding of ticks.
 
     Otherwise the walk is a heuristic: step t commits module t to the schedule that
-    minimises the window's makespan, with no view of the modules after the window,
-    and a release profile that ends later but releases most inputs earlier may serve
-    them better. Unlike the (u, v) recursion it never serialises modules: a step may
+    minimises the window's makespan plus its priced work, with no view of the modules
+    after the window but the prices, and a release profile that ends later but releases
+    most inputs earlier may serve them better. Unlike the (u, v) recursion it never serialises modules: a step may
     always start a batch as soon as its inputs are released and its device is free.
     ``split`` adds the walk as one more candidate: without a time limit it computes
     every other candidate as before, so it is never worse than without the walk; with
@@ -131,7 +140,7 @@ def pipeline(problem: Problem, chain: ModuleChain, window: int, upper: float, st
         limit = min(step_time_limit, left / (T - t))
         if limit <= 0.05:
             return None
-        jobs = _step(p, tasks, placed, used, end, where, res, limit, ctx, hint)
+        jobs = _step(p, tasks, placed, used, end, where, res, limit, ctx, hint, last=t + window >= T)
         if jobs is None:
             return None
         if t + window >= T:  # the window reaches the end of the chain: keep all of it
@@ -189,9 +198,10 @@ def _left_justify(p: Problem, res: float, jobs: list[tuple[int, int, int, int]]
 
 def _step(p: Problem, tasks: list[int], placed: list[tuple[int, int, int, int, int]], used: np.ndarray,
           end: np.ndarray, where: np.ndarray, res: float, limit: float, ctx: SolveContext,
-          hint: Schedule | None) -> list[tuple[int, int, int, int]] | None:
+          hint: Schedule | None, last: bool) -> list[tuple[int, int, int, int]] | None:
     """Solve ``tasks`` in the context of the placed jobs: their jobs (task, device, mask, start)
-    in ticks, or None (also when building the model takes all of ``limit``)."""
+    in ticks, or None (also when building the model takes all of ``limit``). The ``last``
+    step minimises the makespan, the others it plus the priced work (module docstring)."""
     deadline = time.perf_counter() + limit
     sub = step_problem(p, tasks, used)
     if sub is None:
@@ -224,6 +234,8 @@ def _step(p: Problem, tasks: list[int], placed: list[tuple[int, int, int, int, i
         model = CpSatBatched(sub, horizon, res, input_symmetry=False, busy=busy, deadline=deadline)
     except TimeoutError:
         return None
+    if not last:
+        model.minimize_with_priced_work()
     for k in range(len(tasks)):
         for v in range(p.m):
             for lo in range(p.L):
