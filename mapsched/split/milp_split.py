@@ -32,14 +32,16 @@ Batched throughput
     so the recursion adds module makespans although consecutive modules may pipeline
     inputs: it is a heuristic there, and the re-timing recovers only part of the
     overlap. So first (with ``pipeline`` > 0 and CP-SAT, in at most half of a time
-    limit; the module recursion then gets half of the rest, and the whole-graph polish
-    below the other half, first on the model with inputs in groups, then on the full
-    one) the chain is walked module by module with the state pipelining needs,
+    limit) the chain is walked module by module with the state pipelining needs,
     device occupancy and the per-input release profile (:mod:`.pipeline`, whose
-    docstring says where that walk is exact); its schedule is one more candidate, so
-    without a time limit ``split`` is never worse than without it. On identical servers, a second
-    candidate cuts the chain into one stage per server (:mod:`.stages`), solved first
-    with half of what is left of a time limit.
+    docstring says where that walk is exact), then walked again in at most half of
+    what is left, each step hinted with the first walk's jobs; the better walk is one
+    more candidate. Without a time limit the module recursion runs as well, so
+    ``split`` is never worse than without the walk; with one, the recursion is left
+    out once a walk has a schedule, and the rest of the time goes to the whole-graph
+    polish below, first on the model with inputs in groups, then on the full one. On
+    identical servers, another candidate cuts the chain into one stage per server
+    (:mod:`.stages`), solved first with half of what is left of a time limit.
 
 Whatever the recursion gives, ``split`` returns its warm start (``heft``, or
 ``bheft`` for throughput) instead when that is better.
@@ -292,7 +294,18 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
         walked = pipelined(p, chain, pipeline, start.makespan, pipeline_step_limit, ctx, start, until, group=True)
         if walked is not None:
             ctx.improved(walked.makespan)
-            walked.log += f"pipelined walk, {pipeline} module(s) per step: makespan {walked.makespan:.9g}\n"
+            log = f"pipelined walk, {pipeline} module(s) per step: makespan {walked.makespan:.9g}\n"
+            # Again, hinted with the first walk, in half of what is left at most, steps half as long:
+            # each step starts from the first walk's jobs under the release profile of the second.
+            until = None if ctx.time_limit is None else ctx.elapsed() + ctx.remaining() / 2
+            again = pipelined(p, chain, pipeline, walked.makespan, pipeline_step_limit / 2, ctx, walked, until,
+                              group=True)
+            if again is not None:
+                log += f"second walk, hinted with the first: makespan {again.makespan:.9g}\n"
+                if again.makespan < walked.makespan:
+                    walked = again
+                    ctx.improved(walked.makespan)
+            walked.log += log
     staged = None
     if p.L > 1:  # first: on servers that each hold a share of the model, often the best candidate
         stages = server_stages(p, chain, sym, lambda sub, limit: solve_module(sub, backend, limit, symmetry,
@@ -310,6 +323,10 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     keys = [(t, u, v) for t in range(T) for u in ins_dev[t] for v in out_dev[t] if orbit[u, v][0] == (u, v)]
     if not exact_chain:  # each module with free channel ends too, first: together they always stitch
         keys = [(t, "free", None) for t in range(T)] + keys
+    if walked is not None and ctx.time_limit is not None:
+        # The recursion's time goes to the walks and the polish: its candidates add module
+        # makespans, and on the stacks of Table IV none beat the walk (BENCHMARKS.md).
+        keys = []
     # Subproblems are built as they are handed out: on many devices building them all
     # takes longer than a time limit allows.
     jobs = _Subproblems(p, chain, keys)
@@ -331,13 +348,10 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
         # (one was not measured there).
         threads = 1
     limit = module_time_limit
-    # With a pipelined schedule, half of what is left goes to improving it over the whole
-    # graph (the polish) rather than to the module recursion, which adds module makespans.
-    polish = ctx.remaining() / 2 if walked is not None and ctx.time_limit is not None else 0.0
     if ctx.time_limit is not None:  # share what is left among the subproblems, so the table fills in time
-        limit = min(module_time_limit, max(0.2, 0.8 * (ctx.remaining() - polish) * width / max(1, len(jobs))))
+        limit = min(module_time_limit, max(0.2, 0.8 * ctx.remaining() * width / max(1, len(jobs))))
     # Kept back: the last subproblem's set-up, which may run past its limit, and two stitchings.
-    results, complete = _run(jobs, backend, limit, symmetry, threads, width, executor, ctx, 3 * one_pass + polish,
+    results, complete = _run(jobs, backend, limit, symmetry, threads, width, executor, ctx, 3 * one_pass,
                              chunk_seconds)
     solved = len(results)
     for t in range(T):
@@ -494,6 +508,8 @@ def _run(jobs: _Subproblems, backend: str, limit: float | None, symmetry: str, t
     the problem once per worker, and the workers build the subproblems; others get each
     subproblem, built here. With ``chunk_seconds`` > 0, tasks are sized as they are
     submitted (:func:`_chunk_size`), a few in flight per task slot."""
+    if not jobs.keys:  # nothing to send (a cluster would still get the problem)
+        return {}, True
     until = None if ctx.time_limit is None else time.time() + ctx.remaining() - reserve
 
     def expired() -> bool:  # ctx.expired() also says when an interrupt stops the solve
