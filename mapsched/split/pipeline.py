@@ -26,8 +26,9 @@ last step minimises the makespan; the others minimise the makespan plus the wind
 The makespan alone is indifferent to how much device time a window uses before its
 end, and its steps cut tasks into small batches over every fast device, which costs
 each later module of the chain the time those devices lost to small batches; the
-priced work is what the window adds to the load bound. On the 10-module stacks of
-Table IV (BENCHMARKS.md), the walk alone ended 0.7-5.5% shorter with it.
+priced work is what the window adds to the load bound. On five of the 10-module stacks
+of Table IV (BENCHMARKS.md, one run each), the walk ended 1.7-5.1% shorter with it on
+four and 0.7% longer on the fifth.
 
 All times are in ticks of one resolution for the whole walk, rounded down as in the
 exact models; the result is re-timed exactly at the end.
@@ -49,11 +50,12 @@ What is exact, what is heuristic
     Otherwise the walk is a heuristic: step t commits module t to the schedule that
     minimises the window's makespan plus its priced work, with no view of the modules
     after the window but the prices, and a release profile that ends later but releases
-    most inputs earlier may serve them better. Unlike the (u, v) recursion it never serialises modules: a step may
-    always start a batch as soon as its inputs are released and its device is free.
-    ``split`` adds the walk as one more candidate: without a time limit it computes
-    every other candidate as before, so it is never worse than without the walk; with
-    one, the walk and the polish after it take time from the module recursion.
+    most inputs earlier may serve them better. Unlike the (u, v) recursion it never
+    serialises modules: a step may always start a batch as soon as its inputs are
+    released and its device is free. ``split`` adds the walk as one more candidate:
+    without a time limit it computes every other candidate as before, so it is never
+    worse than without the walk; with one, a second walk hinted with the first and the
+    polish after them take the module recursion's time.
 
 Inputs in groups (``group``)
     When every batch size that fits in L, and L, are multiples of g > 1, inputs
