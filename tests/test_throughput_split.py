@@ -1,7 +1,8 @@
 """Batched throughput: split's pipelined walk and the batched CP-SAT model's reformulations."""
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 from strategies import problems
 
@@ -151,6 +152,22 @@ def test_grouped_walk_pipelines_a_stack():
     plain = solve(p, "split", threads=1, pipeline=0)
     walked = solve(p, "split", threads=1)
     assert validate(p, walked) == [] and walked.makespan <= plain.makespan + 1e-9
+
+
+@settings(max_examples=5, deadline=None)
+@given(st.integers(2, 3), st.integers(3, 5), st.integers(1, 2), st.sampled_from(["sdep", "wdep"]),
+       st.integers(0, 10**6))
+def test_priced_steps_and_second_walk_give_valid_schedules_on_random_stacks(modules, n, channels, variant, seed):
+    """Stacks of several modules, so that the walk has steps before its last (the priced ones),
+    and split under a time limit: two walks, no module recursion."""
+    p = stack(modules, n, channels, variant, seed=seed, objective=Objective("throughput", 8))
+    chain = pick_chain(p, 0)
+    assume(len(chain.modules) > 1)  # small multi-channel stacks are sometimes detected as one module
+    start = solve(p, "bheft")
+    s = pipeline(p, chain, 1, start.makespan, 2.0, SolveContext(), start, group=True)
+    assert s is not None and validate(p, s) == []
+    r = solve(p, "split", time_limit=4.0, threads=1)
+    assert validate(p, r) == [] and r.makespan <= start.makespan * (1 + 1e-9)
 
 
 def test_grouped_improve_keeps_a_valid_schedule_no_worse():
