@@ -257,7 +257,9 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA d
 @pytest.mark.parametrize("name", sorted(FACTORIES))
 def test_cuda_profile_and_execute(name):
     m, x = _model(name)
-    p = profile(m, x, ["cpu", "cuda:0"], [1, 2], warmup=1, repeats=3)
+    # Forced: three repeats of microsecond kernels can vary beyond the spread check, which
+    # these tests are not about (one such refusal was seen on an H200).
+    p = profile(m, x, ["cpu", "cuda:0"], [1, 2], warmup=1, repeats=3, force=True)
     assert {ln.a for ln in p.system.links} == {"cpu", "cuda:0"}
     assert all(np.isfinite(ln.bandwidth) and ln.bandwidth > 0 for ln in p.system.links)
     gpu = p.device_index["cuda:0"]
@@ -275,7 +277,7 @@ def test_cuda_profile_and_execute(name):
 def test_cuda_batched_throughput_splits_inputs_across_cpu_and_gpu(name):
     m, _ = _model(name)
     p = profile(m, torch.zeros(m.input_shape), ["cpu", "cuda:0"], [1, 2, 4], warmup=1, repeats=3,
-                objective=Objective("throughput", 4))
+                objective=Objective("throughput", 4), force=True)
     x = torch.randn(4, *m.input_shape[1:], generator=torch.Generator().manual_seed(2))
     # Jobs of one task on both devices: the outputs must be gathered from both memories.
     owner = np.zeros((p.n, p.L), dtype=np.int64)
