@@ -120,7 +120,8 @@ def _graphed(fn: Callable[..., Any], args: list[torch.Tensor], device: torch.dev
     A call copies its arguments into the graph's static inputs and returns copies of
     its static outputs, which the next replay overwrites while consumers on other
     devices may still read them. Captured on a side stream after warm-up calls there,
-    as CUDA graphs require; each graph keeps its own memory pool. Untested without a GPU.
+    as CUDA graphs require; each graph keeps its own memory pool. A task that launches no
+    kernel (a view, a reshape) captures an empty graph: ``fn`` itself is kept then.
     """
     static = [a.clone() for a in args]
     side, main = torch.cuda.Stream(device), torch.cuda.current_stream(device)
@@ -130,8 +131,12 @@ def _graphed(fn: Callable[..., Any], args: list[torch.Tensor], device: torch.dev
             fn(*static)
     main.wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outs = fn(*static)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.cuda.graph(graph):
+            outs = fn(*static)
+    if any("Graph is empty" in str(w.message) for w in caught):
+        return fn
 
     def replay(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         for dst, x in zip(static, xs):
