@@ -32,11 +32,16 @@ schedule a second time, after all of them, and adds the median |second / first -
 what the same measurement gives twice, the error even a perfect prediction would show.
 
 On a machine with a GPU, ``--devices cpu,cuda:0`` measures a real CPU and GPU instead.
+``--save FILE`` writes, per model, objective and setting, one JSON line with the profiled
+problem, the calibration's schedules and measured makespans (with ``--as-cli``), and the
+scored schedules with theirs: what refitting the terms offline needs, without the machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -44,7 +49,8 @@ from scipy.stats import spearmanr
 
 import mapsched
 from mapsched.harness import COMPILE, calibrate, execute, outputs_match, profile, trace
-from mapsched.harness.calibrate import predict
+from mapsched.harness.calibrate import SCHEDULES, predict
+from mapsched.harness.calibrate import schedules as fit_schedules
 from mapsched.harness.models import FACTORIES, LARGE
 
 LATENCY = ("heft", "cpop", "met", "greedy", "single-best")
@@ -96,6 +102,11 @@ def main() -> None:
                          "|second / first - 1|: the error a perfect prediction would show")
     ap.add_argument("--models", default=",".join([*FACTORIES, *LARGE]),
                     help=f"comma-separated, of {', '.join([*FACTORIES, *LARGE])}")
+    # 0.5, not profile's 0.25: at 0.25 the quiet 2-core machine's Inception profile was refused
+    # (2 of 90 measurements at 0.27 after re-measuring); an H200 machine's CPU refused 0.52.
+    ap.add_argument("--max-spread", type=float, default=0.5,
+                    help="profile's threshold on the spread of each measurement (it refuses beyond)")
+    ap.add_argument("--save", help="JSON lines file for the problems, schedules and measurements of every row")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     devices = args.devices.split(",")
@@ -110,21 +121,21 @@ def main() -> None:
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if args.noise else ""))
     every = []
     wrong = 0
+    if args.save:
+        Path(args.save).write_text("")  # appended to row by row, so that a cut run keeps its rows
     for name in args.models.split(","):
         model = FACTORIES[name](**SIZES[name]) if name in FACTORIES else LARGE[name]()
         example = torch.randn(model.input_shape, generator=torch.Generator().manual_seed(0))
         # Traced once, so that the lean callables are built once per batch size, not per run.
         graph = trace(model, example)
         for setting in settings:
-            # 0.5, not the default 0.25: at 0.25 the quiet machine's Inception profile was refused
-            # (2 of 90 measurements at 0.27 after re-measuring).
-            base = profile(model, example, devices, [1, 2, 4], warmup=3, repeats=10, name=name, max_spread=0.5,
-                           compile=setting)
+            base = profile(model, example, devices, [1, 2, 4], warmup=3, repeats=10, name=name,
+                           max_spread=args.max_spread, compile=setting)
             one = torch.randn(1, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
             fit = {k: v for k, v in (("count", args.fit_schedules), ("repeats", args.fit_repeats)) if v is not None}
             # The CLI calibrates with calibrate's defaults; the other rows measure as the schedules are measured.
             kw = fit if args.as_cli else {"warmup": args.warmup, "repeats": args.repeats, **fit}
-            terms = calibrate(graph, base, one, **kw)[0] if args.calibrate or args.as_cli else None
+            terms, report = calibrate(graph, base, one, **kw) if args.calibrate or args.as_cli else (None, None)
             for objective, methods in ((mapsched.Objective(), LATENCY),
                                        (mapsched.Objective("throughput", args.batch), THROUGHPUT)):
                 p = base.with_objective(objective)
@@ -133,7 +144,10 @@ def main() -> None:
                     reference = model(x)
                 # Each label's problem predicts the schedules (None: their makespans where solved).
                 if args.as_cli:  # 'mapsched profile' writes the problem calibrated on its own objective
-                    solved = terms if p.L == 1 else calibrate(graph, p, x, **fit)[0]
+                    if p.L > 1:
+                        solved, report = calibrate(graph, p, x, **fit)
+                    else:
+                        solved = terms
                     labels = {"profile's default": None, "--no-calibrate": p}
                     if p.L > 1:
                         labels["latency fit"] = terms.with_objective(objective)
@@ -151,6 +165,15 @@ def main() -> None:
                         preds[label].append(s.makespan if q is None else predict(q, s))
                     equal += outputs_match(run.outputs, reference, devices)
                 wrong += len(meas) - equal
+                if args.save:
+                    # The calibration's schedules again: they depend on its problem alone.
+                    runs = fit_schedules(p if args.as_cli else base, fit.get("count", SCHEDULES)) if report else []
+                    record = {"model": name, "objective": objective.kind, "setting": setting, "problem": p.to_dict(),
+                              "fit": [{"name": n, "schedule": s.to_dict(), "measured": m}
+                                      for (n, s), m in zip(runs, report.measured if report else [])],
+                              "scored": [{"schedule": s.to_dict(), "measured": m} for s, m in zip(scheduled, meas)]}
+                    with open(args.save, "a") as saved:
+                        saved.write(json.dumps(record) + "\n")
                 meas_a = np.array(meas)
                 again = ""
                 if args.noise:
