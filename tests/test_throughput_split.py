@@ -14,7 +14,7 @@ from mapsched.formulations.common import retime_jobs
 from mapsched.formulations.cpsat import run_cpsat
 from mapsched.generators import stack
 from mapsched.solve import SolveContext
-from mapsched.split.milp_split import pick_chain
+from mapsched.split.milp_split import _probe, pick_chain
 from mapsched.split.pipeline import grouped_improve, pipeline
 
 
@@ -168,6 +168,21 @@ def test_priced_steps_and_second_walk_give_valid_schedules_on_random_stacks(modu
     assert s is not None and validate(p, s) == []
     r = solve(p, "split", time_limit=4.0, threads=1)
     assert validate(p, r) == [] and r.makespan <= start.makespan * (1 + 1e-9)
+
+
+def test_the_probe_keeps_a_valid_schedule_no_worse_and_split_takes_one_branch():
+    """The probe of the whole graph's model after the first walk, and split's choice after it:
+    either the polish gets the second walk's time, or the second walk runs, never both."""
+    p = stack(3, 5, 2, "wdep", seed=1, objective=Objective("throughput", 8))
+    chain = pick_chain(p, 0)
+    start = solve(p, "bheft")
+    s = pipeline(p, chain, 1, start.makespan, 1.0, SolveContext(), start, group=True)
+    probed = _probe(p, s, "cpsat", SolveContext(time_limit=6.0))
+    assert validate(p, probed) == [] and probed.makespan <= s.makespan
+    assert _probe(p, s, "cpsat", SolveContext()) is s  # only under a time limit
+    r = solve(p, "split", time_limit=12.0, threads=1)
+    assert validate(p, r) == [] and r.makespan <= start.makespan * (1 + 1e-9)
+    assert not ("polish gets the time of a second walk" in r.log and "second walk, hinted" in r.log)
 
 
 def test_grouped_improve_keeps_a_valid_schedule_no_worse():
