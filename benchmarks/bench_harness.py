@@ -74,8 +74,17 @@ def spread_rho(pred: np.ndarray, meas: np.ndarray) -> tuple[float, int]:
 
 
 def schedules(p: mapsched.Problem, methods: tuple[str, ...], randoms: int) -> list[mapsched.Schedule]:
-    out = [mapsched.solve(p, m) for m in methods]
-    out += [mapsched.solve(p, "random", seed=s, samples=1) for s in range(randoms)]
+    """The methods' schedules, then the random mappings', each distinct schedule once: two
+    methods that give the same jobs (every task on the GPU, say) would otherwise be two rows
+    whose measured difference is noise alone, and could make the predicted best look wrong."""
+    made = [mapsched.solve(p, m) for m in methods]
+    made += [mapsched.solve(p, "random", seed=s, samples=1) for s in range(randoms)]
+    out, seen = [], set()
+    for s in made:
+        key = tuple(sorted((j.task, j.device, tuple(j.inputs), round(j.start, 9)) for j in s.jobs))
+        if key not in seen:
+            seen.add(key)
+            out.append(s)
     return out
 
 
