@@ -175,8 +175,8 @@ def test_chunked_tasks_give_the_schedule_of_one_subproblem_a_task(channels, vari
 
 
 def test_chunked_tasks_stop_at_the_time_limit():
-    # some 1,360 subproblems, 20 s on two threads; in 1 s a fast machine sent 280-460 (302 of
-    # the 340 of 30 modules), CI's machine once solved none in 0.5 s
+    # four times the subproblems of 30 modules (some 340, 5 s on two threads); in 1 s a fast
+    # machine sent 280-460 (302 of those 340), CI's machine once solved none in 0.5 s
     p = stack(120, 6, 1, seed=3)
     began = time.perf_counter()
     with _Counting(2, True) as pool:
