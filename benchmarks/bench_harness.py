@@ -49,7 +49,7 @@ from scipy.stats import spearmanr
 
 import mapsched
 from mapsched.harness import COMPILE, calibrate, execute, outputs_match, profile, trace
-from mapsched.harness.calibrate import SCHEDULES, predict
+from mapsched.harness.calibrate import SCHEDULES, predict, schedule_key
 from mapsched.harness.calibrate import schedules as fit_schedules
 from mapsched.harness.models import FACTORIES, LARGE
 
@@ -81,9 +81,8 @@ def schedules(p: mapsched.Problem, methods: tuple[str, ...], randoms: int) -> li
     made += [mapsched.solve(p, "random", seed=s, samples=1) for s in range(randoms)]
     out, seen = [], set()
     for s in made:
-        key = tuple(sorted((j.task, j.device, tuple(j.inputs), round(j.start, 9)) for j in s.jobs))
-        if key not in seen:
-            seen.add(key)
+        if schedule_key(s) not in seen:
+            seen.add(schedule_key(s))
             out.append(s)
     return out
 

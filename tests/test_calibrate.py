@@ -35,7 +35,7 @@ def test_schedules_are_distinct_and_valid(setup):
     _, _, p = setup
     runs = cal.schedules(p, 5)
     assert len(runs) == 5 and runs[0][0] == "heft" and runs[1][0] == "only cpu:0"
-    assert len({cal._key(s) for _, s in runs}) == 5
+    assert len({cal.schedule_key(s) for _, s in runs}) == 5
     assert all(mapsched.validate(p, s) == [] for _, s in runs)
 
 

@@ -30,7 +30,7 @@ from .graph import CoarseGraph, trace
 from .lean import recorded_compile
 from .overheads import check_threads, refit
 
-__all__ = ["SCHEDULES", "CalibrationReport", "calibrate", "predict", "schedules"]
+__all__ = ["SCHEDULES", "CalibrationReport", "calibrate", "predict", "schedule_key", "schedules"]
 
 SCHEDULES = 6
 """Default number of schedules to run: three terms, twice over."""
@@ -87,7 +87,8 @@ class CalibrationReport:
         return "\n".join(lines)
 
 
-def _key(schedule: Schedule) -> tuple:
+def schedule_key(schedule: Schedule) -> tuple:
+    """A schedule's jobs as a hashable key: equal keys, the same jobs at the same starts."""
     return tuple(sorted((j.task, j.device, tuple(j.inputs), round(j.start, 9)) for j in schedule.jobs))
 
 
@@ -109,8 +110,8 @@ def schedules(problem: Problem, count: int = SCHEDULES, seed: int = 0) -> list[t
             s = make()  # type: ignore[operator]
         except InfeasibleError:  # a device that cannot hold every task, say
             return
-        if _key(s) not in seen:
-            seen.add(_key(s))
+        if schedule_key(s) not in seen:
+            seen.add(schedule_key(s))
             out.append((name, s))
 
     first, *others = ("heft", "met", "cpop") if problem.L == 1 else ("bheft", "bmet", "bgreedy")
