@@ -121,6 +121,8 @@ def main() -> None:
     settings = args.compile.split(",")
     if args.as_cli and args.calibrate:
         ap.error("--as-cli: its predictions are calibrated already; leave out --calibrate")
+    if not args.max_spread > 0:
+        ap.error(f"--max-spread: expected a positive number, got {args.max_spread}")
     if not set(settings) <= set(COMPILE):
         ap.error(f"--compile: expected settings of {', '.join(COMPILE)}, got {args.compile!r}")
     print("| model | objective | prediction | tasks | schedules | predicted (ms) | measured (ms) | Pearson r "

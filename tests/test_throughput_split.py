@@ -159,13 +159,15 @@ def test_grouped_walk_pipelines_a_stack():
        st.integers(0, 10**6))
 def test_priced_steps_and_second_walk_give_valid_schedules_on_random_stacks(modules, n, channels, variant, seed):
     """Stacks of several modules, so that the walk has steps before its last (the priced ones),
-    and split under a time limit: two walks, no module recursion."""
+    the probe from the walk's schedule, and split under a time limit: no module recursion."""
     p = stack(modules, n, channels, variant, seed=seed, objective=Objective("throughput", 8))
     chain = pick_chain(p, 0)
     assume(len(chain.modules) > 1)  # small multi-channel stacks are sometimes detected as one module
     start = solve(p, "bheft")
     s = pipeline(p, chain, 1, start.makespan, 2.0, SolveContext(), start, group=True)
     assert s is not None and validate(p, s) == []
+    probed = _probe(p, s, "cpsat", SolveContext(time_limit=4.0))  # a 1 s probe from the walk
+    assert validate(p, probed) == [] and probed.makespan <= s.makespan
     r = solve(p, "split", time_limit=4.0, threads=1)
     assert validate(p, r) == [] and r.makespan <= start.makespan * (1 + 1e-9)
 
