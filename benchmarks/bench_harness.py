@@ -30,6 +30,9 @@ throughput rows ``latency fit`` by the latency problem's fitted terms. ``--fit-s
 and ``--fit-repeats`` change what each calibration runs. ``--noise`` executes every
 schedule a second time, after all of them, and adds the median |second / first - 1|:
 what the same measurement gives twice, the error even a perfect prediction would show.
+By default each schedule is executed as ``mapsched run`` executes it (one warm-up run,
+then at least 3 timed runs and more, up to 50, until they add up to 100 ms); with
+``--as-cli`` the models are profiled with ``mapsched profile``'s defaults too.
 
 On a machine with a GPU, ``--devices cpu,cuda:0`` measures a real CPU and GPU instead.
 ``--save FILE`` writes, per model, objective and setting, one JSON line with the profiled
@@ -90,8 +93,9 @@ def schedules(p: mapsched.Problem, methods: tuple[str, ...], randoms: int) -> li
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--random", type=int, default=12, help="random mappings per model and objective")
-    ap.add_argument("--repeats", type=int, default=5, help="timed executions per schedule (median kept)")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed executions first")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="timed executions per schedule, median kept (default: execute's, as 'mapsched run')")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed executions first (default 1, as 'mapsched run')")
     ap.add_argument("--batch", type=int, default=4, help="inputs of the throughput objective")
     ap.add_argument("--devices", default="cpu:0,cpu:1", help="e.g. cpu,cuda:0 on a machine with a GPU")
     ap.add_argument("--threads", type=int, default=1, help="intra-op threads per device")
@@ -139,8 +143,10 @@ def main() -> None:
         # Traced once, so that the lean callables are built once per batch size, not per run.
         graph = trace(model, example)
         for setting in settings:
-            base = profile(model, example, devices, [1, 2, 4], warmup=3, repeats=10, name=name,
-                           max_spread=args.max_spread, compile=setting)
+            # 'mapsched profile''s defaults with --as-cli; otherwise more passes, as before.
+            passes = {} if args.as_cli else {"warmup": 3, "repeats": 10}
+            base = profile(model, example, devices, [1, 2, 4], name=name, max_spread=args.max_spread,
+                           compile=setting, **passes)
             one = torch.randn(1, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
             fit = {k: v for k, v in (("count", args.fit_schedules), ("repeats", args.fit_repeats)) if v is not None}
             # The CLI calibrates with calibrate's defaults; the other rows measure as the schedules are measured.

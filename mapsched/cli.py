@@ -1029,7 +1029,9 @@ def build_parser() -> argparse.ArgumentParser:
         parser.add_argument("--interop-threads", type=_count(1), default=None,
                             help="torch inter-op threads; must be those the problem was profiled with")
         parser.add_argument("--warmup", type=_count(0), default=1)
-        parser.add_argument("--repeats", type=_count(1), default=3, help="timed runs (the median is used)")
+        parser.add_argument("--repeats", type=_count(1), default=None,
+                            help="timed runs, the median used (default: at least 3, and up to 50 until they "
+                                 "add up to 100 ms)")
         parser.add_argument("--compile", choices=COMPILE, default=None,
                             help="how each task runs (default: as profiled); must be the profile's")
     rn.add_argument("-o", "--output", help="write the measured jobs as a schedule file")

@@ -109,6 +109,75 @@ def test_executed_schedule_reproduces_the_model(name, method, profiled):
     assert all(0 <= j.start <= j.end <= run.makespan + 1e-6 for j in run.measured.jobs)
 
 
+def test_default_repeats_run_at_least_three_and_until_the_budget():
+    from mapsched.harness.execute import MAX_REPEATS, REPEATS, TIMED_MS, _more
+
+    assert _more(None, []) and _more(None, [10 * TIMED_MS] * (REPEATS - 1))
+    assert not _more(None, [TIMED_MS / REPEATS] * REPEATS)
+    assert _more(None, [TIMED_MS / (2 * REPEATS)] * REPEATS)
+    assert not _more(None, [1e-3] * MAX_REPEATS)
+    assert _more(2, [1e9]) and not _more(2, [1e-3, 1e-3]) and _more(0, [])
+
+
+def test_execute_pauses_the_collector_and_counts_its_runs(profiled, monkeypatch):
+    import gc
+    import importlib
+
+    module = importlib.import_module("mapsched.harness.execute")  # the package exports the function
+
+    p = profiled["transformer"]
+    m, x = _model("transformer")
+    r = mapsched.solve(p, "heft")
+    seen = []
+    launch = module._launch
+
+    def counted(*args):
+        seen.append(gc.isenabled())
+        return launch(*args)
+
+    monkeypatch.setattr(module, "_launch", counted)
+    for enabled in (True, False):
+        gc.enable() if enabled else gc.disable()
+        try:
+            seen.clear()
+            execute(m, p, r, x, warmup=1, repeats=4)
+            assert len(seen) == 5 and not any(seen) and gc.isenabled() == enabled
+            seen.clear()
+            run = execute(m, p, r, x, warmup=0)
+            assert module.REPEATS <= len(seen) <= module.MAX_REPEATS
+            assert len(seen) == module.MAX_REPEATS or len(seen) * run.makespan >= module.TIMED_MS / 2
+        finally:
+            gc.enable()
+
+
+def test_worker_threads_live_on_with_the_callers_thread_count():
+    import os
+    import platform
+    import threading
+
+    from mapsched.harness.allocator import _ENVIRONMENT, steady
+    from mapsched.harness.devices import worker
+
+    pool = worker("cpu:0")
+    assert pool is worker("cpu:0") and pool is not worker("cpu:1")
+    assert pool.submit(torch.get_num_threads).result() == torch.get_num_threads()
+    first = pool.submit(threading.get_ident).result()
+    assert pool.submit(threading.get_ident).result() == first
+    assert steady() == steady()
+    if platform.libc_ver()[0] == "glibc" and not any(v in os.environ for v in _ENVIRONMENT):
+        assert steady()
+
+
+def test_the_allocator_is_left_alone_where_the_environment_sets_it(monkeypatch):
+    from mapsched.harness.allocator import _fix
+
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
+    assert _fix() is False
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1")
+    assert _fix() is False
+
+
 @pytest.mark.parametrize("name", ["resnet", "transformer"])
 @pytest.mark.parametrize("method", ["bheft", "sa"])
 def test_batched_throughput_schedule_reproduces_the_model(name, method, profiled):

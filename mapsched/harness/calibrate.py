@@ -155,7 +155,7 @@ def _candidate(problem: Problem, theta: Sequence[float]) -> Problem:
 
 
 def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Tensor | Sequence[torch.Tensor],
-              *, count: int = SCHEDULES, cluster: bool = True, warmup: int = 1, repeats: int = 3,
+              *, count: int = SCHEDULES, cluster: bool = True, warmup: int = 1, repeats: int | None = None,
               seed: int = 0, compile: str | None = None) -> tuple[Problem, CalibrationReport]:
     """Run a few schedules of ``problem`` for real and fit its overhead terms to their makespans.
 
@@ -169,7 +169,7 @@ def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Te
         The model's inputs, with ``problem.L`` rows.
     count : int
         Schedules to run (see :func:`schedules`); at least 1, 3 or more to pin the three terms.
-    cluster, warmup, repeats : int
+    cluster, warmup, repeats : bool, int, int or None
         As for :func:`~mapsched.harness.execute`; each schedule's median run is fitted.
     seed : int
         Seed of the HEFT, MET, CPOP and random schedules.

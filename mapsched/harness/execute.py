@@ -14,6 +14,7 @@ they do not fight over the cores)."""
 
 from __future__ import annotations
 
+import gc
 import math
 import threading
 import time
@@ -30,7 +31,8 @@ from torch import nn
 from ..errors import HarnessError
 from ..problem import Problem
 from ..schedule import Job, Schedule
-from .devices import move, synchronize, torch_device
+from .allocator import steady
+from .devices import move, synchronize, torch_device, worker
 from .graph import CoarseGraph, trace
 from .lean import prepare, recorded_compile
 from .overheads import check_threads
@@ -140,8 +142,8 @@ def _gather(pieces: list[tuple[int, slice | None]], jobs: list[Job], done: dict[
 class _Devices:
     """What every run of one execution shares: per device the callable of every (task,
     number of inputs) its jobs run, on the graph with its weights there (built in advance,
-    as profiling built them, so that no run pays for it), the CUDA stream, and one
-    long-lived worker thread."""
+    as profiling built them, so that no run pays for it), the CUDA stream, and the
+    device's worker thread (:func:`~mapsched.harness.devices.worker`)."""
 
     calls: dict[str, dict[tuple[int, int], Callable[..., Any]]]
     streams: dict[str, Any]
@@ -165,15 +167,7 @@ class _Devices:
                 inputs = [move(x[:n], "cpu", d) for x in batch]
                 calls[d].update(((k, n), fn) for k, fn in prepare(graphs[d], inputs, n, compile, tasks).items())
         streams = {d: torch.cuda.Stream(tdev[d]) if tdev[d].type == "cuda" else None for d in names}
-        # The caller's intra-op thread count: a fresh thread would start its own OpenMP
-        # team at the default size.
-        threads = torch.get_num_threads()
-        pools = {d: ThreadPoolExecutor(1, f"mapsched-{d}", torch.set_num_threads, (threads,)) for d in names}
-        return cls(calls, streams, pools, tdev)
-
-    def close(self) -> None:
-        for pool in self.pools.values():
-            pool.shutdown(wait=True)
+        return cls(calls, streams, {d: worker(d) for d in names}, tdev)
 
 
 def _launch(graph: CoarseGraph, jobs: list[Job], batch: Sequence[torch.Tensor],
@@ -256,9 +250,24 @@ def _launch(graph: CoarseGraph, jobs: list[Job], batch: Sequence[torch.Tensor],
     return done, wall
 
 
+REPEATS = 3
+"""Fewest timed runs of :func:`execute` by default."""
+TIMED_MS = 100.0
+"""By default, :func:`execute`'s timed runs go on until they add up to this many ms."""
+MAX_REPEATS = 50
+"""Most timed runs of :func:`execute` by default."""
+
+
+def _more(repeats: int | None, walls: list[float]) -> bool:
+    """Whether another timed run is due after ``walls`` (ms), for ``repeats`` (None: the default rule)."""
+    if repeats is not None:
+        return len(walls) < max(1, repeats)
+    return len(walls) < REPEATS or (sum(walls) < TIMED_MS and len(walls) < MAX_REPEATS)
+
+
 def execute(model: nn.Module | CoarseGraph, problem: Problem, schedule: Schedule,
             inputs: torch.Tensor | Sequence[torch.Tensor], *, cluster: bool = True, warmup: int = 1,
-            repeats: int = 1, compile: str | None = None) -> Execution:
+            repeats: int | None = None, compile: str | None = None) -> Execution:
     """Run ``schedule`` of ``problem`` on the model, for real, and measure it.
 
     Parameters
@@ -274,8 +283,14 @@ def execute(model: nn.Module | CoarseGraph, problem: Problem, schedule: Schedule
         The model's inputs, with ``problem.L`` rows (the inputs of the schedule).
     cluster : bool
         The clustering used when profiling, to trace ``model`` the same way.
-    warmup, repeats : int
-        Untimed runs, then timed runs; the run with the median makespan is returned.
+    warmup : int
+        Untimed runs first.
+    repeats : int, optional
+        Timed runs; the run with the median makespan is returned. By default at least
+        ``REPEATS``, and more until they add up to ``TIMED_MS`` (at most ``MAX_REPEATS``):
+        a model of a few ms gets tens of runs, whose median a burst of another process
+        moves less. Python's garbage collector is paused during the runs, as ``timeit``
+        pauses it.
     compile : str, optional
         How each task runs (see :func:`~mapsched.harness.profile`): by default as the
         problem was profiled; another setting than the recorded one is refused. The
@@ -307,18 +322,27 @@ def execute(model: nn.Module | CoarseGraph, problem: Problem, schedule: Schedule
     _check(graph, problem, schedule)
     check_threads(problem)
     compile = recorded_compile(problem, compile)
+    steady()
     jobs = list(schedule.jobs)
-    runs = []
+    runs: list[tuple[float, dict[int, tuple[float, float]]]] = []
     devs = _Devices.open(graph, problem, jobs, batch, compile)
+    paused = gc.isenabled()
+    gc.collect()
+    gc.disable()
     try:
-        for r in range(warmup + max(1, repeats)):
+        for _ in range(warmup):
+            _launch(graph, jobs, batch, devs)
+        while _more(repeats, [w for w, _ in runs]):
+            # The last run's values go before the next starts: runs that keep them all alive
+            # make every run allocate fresh pages, where profile's timings reuse them.
+            done = None
             done, wall = _launch(graph, jobs, batch, devs)
-            if r >= warmup:
-                runs.append((wall, done))
+            runs.append((wall, {j: (d.start, d.end) for j, d in done.items()}))
     finally:
-        devs.close()
-    wall, done = runs[int(np.argsort([w for w, _ in runs])[len(runs) // 2])]
-    measured = [Job(job.task, job.device, done[j].start * 1000.0, done[j].end * 1000.0, job.inputs)
+        if paused:
+            gc.enable()
+    wall, times = runs[int(np.argsort([w for w, _ in runs])[len(runs) // 2])]
+    measured = [Job(job.task, job.device, times[j][0] * 1000.0, times[j][1] * 1000.0, job.inputs)
                 for j, job in enumerate(jobs)]
     seg_of = {s.name: k for k, s in enumerate(graph.segments)}
     owner: dict[str, dict[int, tuple[int, int]]] = {}

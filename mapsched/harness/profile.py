@@ -21,6 +21,7 @@ from torch import nn
 
 from ..errors import HarnessError
 from ..problem import Device, Edge, Link, Objective, Problem, System, Task
+from .allocator import steady
 from .devices import available, memory_bytes, move, synchronize, time_ms, torch_device
 from .graph import CoarseGraph, _rows, trace
 from .lean import check_compile, prepare
@@ -242,6 +243,7 @@ def profile_graph(graph: CoarseGraph, example: torch.Tensor | Sequence[torch.Ten
     if retries < 0:
         raise HarnessError(f"retries: expected 0 or more, got {retries!r}")
     check_compile(compile)
+    steady()
     example = (example,) if isinstance(example, torch.Tensor) else tuple(example)
     tdev = {d: torch_device(d) for d in devices}
     latency: list[dict[str, dict[str, float]]] = [{} for _ in graph.segments]
