@@ -761,7 +761,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         # example models, against a median 5-20% once fitted (BENCHMARKS.md, fidelity).
         problem, report = harness.calibrate(model, problem, _inputs(torch, problem, shape, 0),
                                             cluster=not args.no_cluster, compile=args.compile)
-        print(report.table())
+        _report(report)
     problem.write(args.output)
     print(f"wrote {'the calibrated ' if args.calibrate else ''}{problem!r} to {args.output}")
     return 0
@@ -803,6 +803,14 @@ def _inputs(torch: Any, problem: Problem, shape: tuple[int, ...], seed: int) -> 
     return torch.randn((problem.L, *shape[1:]), generator=torch.Generator().manual_seed(seed))
 
 
+def _report(report: Any) -> None:
+    """A calibration's table on stdout, and its warning, if any, on stderr."""
+    print(report.table())
+    serial = report.serial()
+    if serial:
+        print(f"mapsched: warning: {serial}", file=sys.stderr)
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     harness = _harness()
     import torch
@@ -812,7 +820,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     calibrated, report = harness.calibrate(model, problem, inputs, count=args.schedules, cluster=not args.no_cluster,
                                            warmup=args.warmup, repeats=args.repeats, seed=args.seed,
                                            compile=args.compile)
-    print(report.table())
+    _report(report)
     calibrated.write(args.output)
     print(f"wrote the calibrated {calibrated!r} to {args.output}")
     return 0

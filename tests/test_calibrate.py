@@ -68,6 +68,36 @@ def test_fit_recovers_the_makespans_it_was_given(setup, monkeypatch):
     assert "median measured/predicted" in report.table()
 
 
+def _report(after, measured, devices):
+    return cal.CalibrationReport(tuple(f"s{k}" for k in range(len(after))), tuple(after), tuple(after),
+                                 tuple(measured), 0.0, 0.0, 1.0, tuple(devices))
+
+
+def test_a_report_warns_where_several_devices_gain_nothing(capsys):
+    from mapsched.cli import _report as show
+
+    serial = _report([2.6, 3.7, 3.7], [3.5, 3.3, 3.4], [2, 1, 1])
+    assert "did not run side by side" in serial.serial() and "3.5 ms against 3.3 ms" in serial.serial()
+    show(serial)
+    out, err = capsys.readouterr()
+    assert "median measured/predicted" in out and err.count("\n") == 1 and err.startswith("mapsched: warning: ")
+    # measured gains, predicted no gain, one kind of schedule only, or nothing recorded: silent
+    for after, measured, devices in (([2.6, 3.7], [2.8, 3.3], [2, 1]), ([3.6, 3.7], [3.5, 3.3], [2, 1]),
+                                     ([2.6, 3.7], [3.5, 3.3], [2, 2]), ([2.6, 3.7], [3.5, 3.3], [])):
+        quiet = _report(after, measured, devices)
+        assert quiet.serial() is None
+        show(quiet)
+        assert capsys.readouterr().err == ""
+
+
+def test_a_report_counts_the_devices_each_schedule_uses(setup, monkeypatch):
+    m, x, p = setup
+    _machine(monkeypatch, p)
+    _, report = calibrate(m, p, x, count=3)
+    assert report.names[1:] == ("only cpu:0", "only cpu:1") and report.devices[1:] == (1, 1)
+    assert len(report.devices) == 3 and all(1 <= d <= 2 for d in report.devices)
+
+
 def test_calibrated_prediction_is_near_the_measurement(setup, tmp_path):
     m, x, p = setup
     q, report = calibrate(m, p, x, count=4, repeats=3)

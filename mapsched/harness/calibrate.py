@@ -43,6 +43,11 @@ PRIOR = 0.05
 """Weight of the pull of the kernel scale towards 1, against relative makespan errors: a
 scale of 2 must save over 5% of error somewhere to be chosen."""
 
+PARALLEL = (0.9, 0.95)
+""":meth:`CalibrationReport.serial` speaks up where the calibrated problem predicts the best
+schedule on several devices at most 0.9 times the best on one, and it measures at least
+0.95 times that."""
+
 
 @dataclass(frozen=True)
 class CalibrationReport:
@@ -58,6 +63,8 @@ class CalibrationReport:
     overhead, sync, scale : float
         The fitted terms: ms per job on every device, ms per cross-device dependency,
         factor on the kernel times.
+    devices : tuple of int
+        Per schedule, how many devices its jobs that take time use (empty where not recorded).
     """
 
     names: tuple[str, ...]
@@ -67,6 +74,30 @@ class CalibrationReport:
     overhead: float
     sync: float
     scale: float
+    devices: tuple[int, ...] = ()
+
+    def serial(self) -> str | None:
+        """A one-line warning where the devices did not run side by side, else None.
+
+        Where the best schedule on several devices is predicted (after the fit) at most
+        ``PARALLEL[0]`` times the best on one device but measures at least ``PARALLEL[1]``
+        times it, the devices gain nothing from working side by side: with tasks of tens
+        of microseconds, Python's dispatch, which holds the interpreter lock, is most of
+        the time. Predictions of schedules that use several devices are then optimistic,
+        and no term of the fit can say so (BENCHMARKS.md, fidelity).
+        """
+        one = [k for k, d in enumerate(self.devices) if d == 1]
+        many = [k for k, d in enumerate(self.devices) if d > 1]
+        if not one or not many:
+            return None
+        pred = min(self.after[k] for k in many), min(self.after[k] for k in one)
+        meas = min(self.measured[k] for k in many), min(self.measured[k] for k in one)
+        if pred[0] > PARALLEL[0] * pred[1] or meas[0] < PARALLEL[1] * meas[1]:
+            return None
+        return (f"the devices did not run side by side: the best schedule on several devices measured "
+                f"{meas[0]:.4g} ms against {meas[1]:.4g} ms on one, predicted {pred[0]:.4g} against "
+                f"{pred[1]:.4g}; predictions that use several devices are optimistic here (tasks this short are "
+                "Python-bound; larger batches, or --compile jit, may help)")
 
     @staticmethod
     def _median_ratio(pred: Sequence[float], meas: Sequence[float]) -> float:
@@ -234,7 +265,8 @@ def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Te
     fit = least_squares(residuals, x0, bounds=([0.0, 0.0, SCALE[0]], [span, span, SCALE[1]]), diff_step=1e-2,
                         x_scale=[max(span / 100, 1e-3), max(span / 100, 1e-3), 1.0])
     calibrated = _candidate(problem, fit.x)
+    used = tuple(len({j.device for j in s.jobs if j.end > j.start}) for _, s in runs)
     report = CalibrationReport(tuple(name for name, _ in runs), tuple(float(s.makespan) for _, s in runs),
                                tuple(predict(calibrated, s) for _, s in runs), tuple(float(v) for v in measured),
-                               *(float(v) for v in fit.x))
+                               *(float(v) for v in fit.x), used)
     return calibrated, report
