@@ -119,9 +119,11 @@ def test_default_repeats_run_at_least_three_and_until_the_budget():
     assert _more(2, [1e9]) and not _more(2, [1e-3, 1e-3]) and _more(0, [])
 
 
-def test_execute_pauses_the_collector_and_counts_its_runs(profiled, monkeypatch):
+def test_execute_pauses_the_collector_holds_the_workers_and_counts_its_runs(profiled, monkeypatch):
     import gc
     import importlib
+
+    from mapsched.harness.devices import EXCLUSIVE
 
     module = importlib.import_module("mapsched.harness.execute")  # the package exports the function
 
@@ -132,7 +134,8 @@ def test_execute_pauses_the_collector_and_counts_its_runs(profiled, monkeypatch)
     launch = module._launch
 
     def counted(*args):
-        seen.append(gc.isenabled())
+        # the collector paused, and the workers held for this execution alone
+        seen.append(gc.isenabled() or not EXCLUSIVE.locked())
         return launch(*args)
 
     monkeypatch.setattr(module, "_launch", counted)
@@ -141,7 +144,7 @@ def test_execute_pauses_the_collector_and_counts_its_runs(profiled, monkeypatch)
         try:
             seen.clear()
             execute(m, p, r, x, warmup=1, repeats=4)
-            assert len(seen) == 5 and not any(seen) and gc.isenabled() == enabled
+            assert len(seen) == 5 and not any(seen) and gc.isenabled() == enabled and not EXCLUSIVE.locked()
             seen.clear()
             run = execute(m, p, r, x, warmup=0)
             assert module.REPEATS <= len(seen) <= module.MAX_REPEATS
@@ -166,6 +169,20 @@ def test_worker_threads_live_on_with_the_callers_thread_count():
     assert steady() == steady()
     if platform.libc_ver()[0] == "glibc" and not any(v in os.environ for v in _ENVIRONMENT):
         assert steady()
+
+
+def test_executions_from_two_threads_take_turns_on_the_workers(profiled):
+    from concurrent.futures import ThreadPoolExecutor
+
+    p = profiled["inception"]
+    m, x = _model("inception")
+    schedules = [mapsched.solve(p, "heft"), mapsched.solve(p, "random", seed=5, samples=1)]
+    assert all(len({j.device for j in s.jobs}) == 2 for s in schedules)
+    with ThreadPoolExecutor(2) as callers:
+        runs = [callers.submit(execute, m, p, s, x, warmup=0, repeats=3) for s in schedules * 2]
+        outputs = [r.result(timeout=60).outputs for r in runs]
+    with torch.inference_mode():
+        assert all(torch.allclose(o, m(x), rtol=1e-4, atol=1e-5) for o in outputs)
 
 
 def test_the_allocator_is_left_alone_where_the_environment_sets_it(monkeypatch):

@@ -21,7 +21,7 @@ import torch
 
 from ..errors import HarnessError
 
-__all__ = ["available", "memory_bytes", "move", "synchronize", "time_ms", "torch_device", "worker"]
+__all__ = ["EXCLUSIVE", "available", "memory_bytes", "move", "synchronize", "time_ms", "torch_device", "worker"]
 
 _NAME = re.compile(r"^(cpu|cuda)(:\d+)?$")
 
@@ -55,6 +55,10 @@ def memory_bytes(name: str) -> float:
 
 _WORKERS: dict[tuple[str, int], ThreadPoolExecutor] = {}
 _WORKERS_LOCK = threading.Lock()
+EXCLUSIVE = threading.Lock()
+"""Held by whatever runs jobs on the worker threads (an execution, an overhead measurement):
+one at a time per process, since a job waiting for another device's job could otherwise
+wait behind another caller's job there, forever."""
 
 
 def worker(name: str) -> ThreadPoolExecutor:

@@ -32,7 +32,7 @@ from ..errors import HarnessError
 from ..problem import Problem
 from ..schedule import Job, Schedule
 from .allocator import steady
-from .devices import move, synchronize, torch_device, worker
+from .devices import EXCLUSIVE, move, synchronize, torch_device, worker
 from .graph import CoarseGraph, trace
 from .lean import prepare, recorded_compile
 from .overheads import check_threads
@@ -265,6 +265,29 @@ def _more(repeats: int | None, walls: list[float]) -> bool:
     return len(walls) < REPEATS or (sum(walls) < TIMED_MS and len(walls) < MAX_REPEATS)
 
 
+def _measure(graph: CoarseGraph, devs: _Devices, jobs: list[Job], batch: Sequence[torch.Tensor], warmup: int,
+             repeats: int | None) -> tuple[list[tuple[float, dict[int, tuple[float, float]]]], dict[int, _Done]]:
+    """``warmup`` untimed runs, then the timed ones (see :func:`_more`), with the garbage
+    collector paused: each run's wall ms and job times (s), and the last run's values."""
+    runs: list[tuple[float, dict[int, tuple[float, float]]]] = []
+    paused = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(warmup):
+            _launch(graph, jobs, batch, devs)
+        while _more(repeats, [w for w, _ in runs]):
+            # The last run's values go before the next starts: runs that keep them all alive
+            # make every run allocate fresh pages, where profile's timings reuse them.
+            done = None
+            done, wall = _launch(graph, jobs, batch, devs)
+            runs.append((wall, {j: (d.start, d.end) for j, d in done.items()}))
+    finally:
+        if paused:
+            gc.enable()
+    return runs, done
+
+
 def execute(model: nn.Module | CoarseGraph, problem: Problem, schedule: Schedule,
             inputs: torch.Tensor | Sequence[torch.Tensor], *, cluster: bool = True, warmup: int = 1,
             repeats: int | None = None, compile: str | None = None) -> Execution:
@@ -318,29 +341,16 @@ def execute(model: nn.Module | CoarseGraph, problem: Problem, schedule: Schedule
     if any(x.shape[0] != problem.L for x in batch):
         raise HarnessError(f"inputs: expected {problem.L} rows (the objective's batch) in every input, "
                            f"got {[x.shape[0] for x in batch]}")
-    graph = model if isinstance(model, CoarseGraph) else trace(model, [x[:1] for x in batch], cluster)
-    _check(graph, problem, schedule)
-    check_threads(problem)
-    compile = recorded_compile(problem, compile)
-    steady()
     jobs = list(schedule.jobs)
-    runs: list[tuple[float, dict[int, tuple[float, float]]]] = []
-    devs = _Devices.open(graph, problem, jobs, batch, compile)
-    paused = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        for _ in range(warmup):
-            _launch(graph, jobs, batch, devs)
-        while _more(repeats, [w for w, _ in runs]):
-            # The last run's values go before the next starts: runs that keep them all alive
-            # make every run allocate fresh pages, where profile's timings reuse them.
-            done = None
-            done, wall = _launch(graph, jobs, batch, devs)
-            runs.append((wall, {j: (d.start, d.end) for j, d in done.items()}))
-    finally:
-        if paused:
-            gc.enable()
+    # One execution at a time: the worker threads are shared, and so is fx's tracer.
+    with EXCLUSIVE:
+        graph = model if isinstance(model, CoarseGraph) else trace(model, [x[:1] for x in batch], cluster)
+        _check(graph, problem, schedule)
+        check_threads(problem)
+        compile = recorded_compile(problem, compile)
+        steady()
+        runs, done = _measure(graph, _Devices.open(graph, problem, jobs, batch, compile), jobs, batch, warmup,
+                              repeats)
     wall, times = runs[int(np.argsort([w for w, _ in runs])[len(runs) // 2])]
     measured = [Job(job.task, job.device, times[j][0] * 1000.0, times[j][1] * 1000.0, job.inputs)
                 for j, job in enumerate(jobs)]

@@ -24,7 +24,7 @@ import torch
 from ..errors import HarnessError
 from ..problem import Calibration, Link, Problem, Task
 from .allocator import steady
-from .devices import synchronize, torch_device, worker
+from .devices import EXCLUSIVE, synchronize, torch_device, worker
 
 __all__ = ["JOBS", "check_threads", "fold", "measure_overheads", "refit", "thread_settings"]
 
@@ -149,20 +149,21 @@ def measure_overheads(devices: Sequence[str], jobs: int = JOBS,
     streams = {d: torch.cuda.Stream(tdev[d]) if tdev[d].type == "cuda" else None for d in names}
     scratch = {d: torch.zeros(1, device=tdev[d]) if streams[d] is not None else None for d in names}
     work = {d: _job(streams[d], scratch[d]) for d in names}
-    pools = {d: worker(d) for d in names}
-    _chain(names, [0, 0] * 4, work, pools, streams)  # start the threads and the CUDA contexts
-    per_job, overhead = {}, {}
-    for u, d in enumerate(names):
-        per_job[d] = float(np.median([_chain(names, [u] * jobs, work, pools, streams) for _ in range(repeats)]))
-        direct = float(np.median([_direct(work[d], tdev[d], jobs) for _ in range(repeats)]))
-        overhead[d] = max(0.0, per_job[d] - direct)
-    sync = {}
-    for u, a in enumerate(names):
-        for v in range(u + 1, len(names)):
-            b = names[v]
-            hop = float(np.median([_chain(names, [u, v] * (jobs // 2), work, pools, streams)
-                                   for _ in range(repeats)]))
-            sync[(a, b)] = sync[(b, a)] = max(0.0, hop - (per_job[a] + per_job[b]) / 2)
+    with EXCLUSIVE:
+        pools = {d: worker(d) for d in names}
+        _chain(names, [0, 0] * 4, work, pools, streams)  # start the threads and the CUDA contexts
+        per_job, overhead = {}, {}
+        for u, d in enumerate(names):
+            per_job[d] = float(np.median([_chain(names, [u] * jobs, work, pools, streams) for _ in range(repeats)]))
+            direct = float(np.median([_direct(work[d], tdev[d], jobs) for _ in range(repeats)]))
+            overhead[d] = max(0.0, per_job[d] - direct)
+        sync = {}
+        for u, a in enumerate(names):
+            for v in range(u + 1, len(names)):
+                b = names[v]
+                hop = float(np.median([_chain(names, [u, v] * (jobs // 2), work, pools, streams)
+                                       for _ in range(repeats)]))
+                sync[(a, b)] = sync[(b, a)] = max(0.0, hop - (per_job[a] + per_job[b]) / 2)
     return overhead, sync
 
 
