@@ -37,7 +37,8 @@ then at least 3 timed runs and more, up to 50, until they add up to 100 ms); wit
 On a machine with a GPU, ``--devices cpu,cuda:0`` measures a real CPU and GPU instead.
 ``--save FILE`` writes, per model, objective and setting, one JSON line with the profiled
 problem, the calibration's schedules and measured makespans (with ``--as-cli``), and the
-scored schedules with theirs: what refitting the terms offline needs, without the machine.
+scored schedules with theirs (and, with ``--noise``, their second measurement): what refitting
+the terms offline needs, without the machine.
 """
 
 from __future__ import annotations
@@ -181,21 +182,23 @@ def main() -> None:
                         preds[label].append(s.makespan if q is None else predict(q, s))
                     equal += outputs_match(run.outputs, reference, devices)
                 wrong += len(meas) - equal
+                meas_a = np.array(meas)
+                again, second = "", None
+                if args.noise:
+                    second = np.array([execute(graph, solved, s, x, warmup=args.warmup, repeats=args.repeats).makespan
+                                       for s in scheduled])
+                    again = f" {np.median(np.abs(second / meas_a - 1)):.1%} |"
                 if args.save:
                     # The calibration's schedules again: they depend on its problem alone.
                     runs = fit_schedules(p if args.as_cli else base, fit.get("count", SCHEDULES)) if report else []
                     record = {"model": name, "objective": objective.kind, "setting": setting, "problem": p.to_dict(),
                               "fit": [{"name": n, "schedule": s.to_dict(), "measured": m}
                                       for (n, s), m in zip(runs, report.measured if report else [])],
-                              "scored": [{"schedule": s.to_dict(), "measured": m} for s, m in zip(scheduled, meas)]}
+                              "scored": [{"schedule": s.to_dict(), "measured": m,
+                                          **({} if second is None else {"again": float(second[k])})}
+                                         for k, (s, m) in enumerate(zip(scheduled, meas))]}
                     with open(args.save, "a") as saved:
                         saved.write(json.dumps(record) + "\n")
-                meas_a = np.array(meas)
-                again = ""
-                if args.noise:
-                    second = np.array([execute(graph, solved, s, x, warmup=args.warmup, repeats=args.repeats).makespan
-                                       for s in scheduled])
-                    again = f" {np.median(np.abs(second / meas_a - 1)):.1%} |"
                 for label, values in preds.items():
                     pred_a = np.array(values)
                     if labels[label] is None:
