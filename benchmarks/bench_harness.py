@@ -53,8 +53,7 @@ from scipy.stats import spearmanr
 
 import mapsched
 from mapsched.harness import COMPILE, calibrate, execute, outputs_match, profile, trace
-from mapsched.harness.calibrate import SCHEDULES, predict, schedule_key
-from mapsched.harness.calibrate import schedules as fit_schedules
+from mapsched.harness.calibrate import predict, schedule_key
 from mapsched.harness.models import FACTORIES, LARGE
 
 LATENCY = ("heft", "cpop", "met", "greedy", "single-best")
@@ -189,11 +188,9 @@ def main() -> None:
                                        for s in scheduled])
                     again = f" {np.median(np.abs(second / meas_a - 1)):.1%} |"
                 if args.save:
-                    # The calibration's schedules again: they depend on its problem alone.
-                    runs = fit_schedules(p if args.as_cli else base, fit.get("count", SCHEDULES)) if report else []
+                    ran = zip(report.names, report.schedules, report.measured) if report else ()
                     record = {"model": name, "objective": objective.kind, "setting": setting, "problem": p.to_dict(),
-                              "fit": [{"name": n, "schedule": s.to_dict(), "measured": m}
-                                      for (n, s), m in zip(runs, report.measured if report else [])],
+                              "fit": [{"name": n, "schedule": s.to_dict(), "measured": m} for n, s, m in ran],
                               "scored": [{"schedule": s.to_dict(), "measured": m,
                                           **({} if second is None else {"again": float(second[k])})}
                                          for k, (s, m) in enumerate(zip(scheduled, meas))]}

@@ -69,8 +69,11 @@ def test_fit_recovers_the_makespans_it_was_given(setup, monkeypatch):
 
 
 def _report(after, measured, devices):
+    """A report of schedules whose jobs take time on ``devices[k]`` devices each."""
+    made = tuple(mapsched.Schedule("p", [mapsched.Job("t", f"cpu:{u}", 0.0, 1.0) for u in range(d)], 1.0)
+                 for d in devices)
     return cal.CalibrationReport(tuple(f"s{k}" for k in range(len(after))), tuple(after), tuple(after),
-                                 tuple(measured), 0.0, 0.0, 1.0, tuple(devices))
+                                 tuple(measured), 0.0, 0.0, 1.0, made)
 
 
 def test_a_report_warns_where_several_devices_gain_nothing(capsys):

@@ -63,8 +63,8 @@ class CalibrationReport:
     overhead, sync, scale : float
         The fitted terms: ms per job on every device, ms per cross-device dependency,
         factor on the kernel times.
-    devices : tuple of int
-        Per schedule, how many devices its jobs that take time use (empty where not recorded).
+    schedules : tuple of Schedule
+        The schedules run, in the order of ``names`` (empty where not recorded).
     """
 
     names: tuple[str, ...]
@@ -74,7 +74,12 @@ class CalibrationReport:
     overhead: float
     sync: float
     scale: float
-    devices: tuple[int, ...] = ()
+    schedules: tuple[Schedule, ...] = ()
+
+    @property
+    def devices(self) -> tuple[int, ...]:
+        """Per schedule, how many devices its jobs that take time use."""
+        return tuple(len({j.device for j in s.jobs if j.end > j.start}) for s in self.schedules)
 
     def serial(self) -> str | None:
         """A one-line warning where the devices did not run side by side, else None.
@@ -265,8 +270,7 @@ def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Te
     fit = least_squares(residuals, x0, bounds=([0.0, 0.0, SCALE[0]], [span, span, SCALE[1]]), diff_step=1e-2,
                         x_scale=[max(span / 100, 1e-3), max(span / 100, 1e-3), 1.0])
     calibrated = _candidate(problem, fit.x)
-    used = tuple(len({j.device for j in s.jobs if j.end > j.start}) for _, s in runs)
     report = CalibrationReport(tuple(name for name, _ in runs), tuple(float(s.makespan) for _, s in runs),
                                tuple(predict(calibrated, s) for _, s in runs), tuple(float(v) for v in measured),
-                               *(float(v) for v in fit.x), used)
+                               *(float(v) for v in fit.x), tuple(s for _, s in runs))
     return calibrated, report
