@@ -103,6 +103,24 @@ def test_a_schedule_hints_every_variable_of_the_model_feasibly(p):
     assert solver.solve(model.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
 
+def test_a_start_that_is_a_float_sum_hints_feasibly():
+    # bheft's t3 starts at 93 + 35.2 = 128.19999999999999 ms; floored at 10**6 ticks a ms it
+    # was a tick before its input's arrival in ticks, and the whole hint was infeasible.
+    from pathlib import Path
+
+    from ortools.sat.python import cp_model
+
+    p = Problem.read(str(Path(__file__).parent / "data" / "hint_start_a_float_sum.json"))
+    start = solve(p, "bheft")
+    assert any(j.start == 93 + 35.2 for j in start.jobs)
+    model = CpSatBatched(p, start.makespan)
+    model.hint(start)
+    solver = cp_model.CpSolver()
+    solver.parameters.fix_variables_to_their_hinted_value = True
+    solver.parameters.num_workers = 1
+    assert solver.solve(model.model) == cp_model.OPTIMAL
+
+
 @settings(max_examples=25, deadline=None)
 @given(problems(throughput=True, max_tasks=4, max_devices=3, max_batch=5))
 def test_each_tasks_priced_work_starts_at_its_cheapest_pattern(p):

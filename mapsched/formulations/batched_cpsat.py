@@ -105,7 +105,7 @@ from ..problem import Edge, Objective, Problem, System, Task
 from ..schedule import Schedule
 from ..splits import batch_options
 from .common import Plugin, apply_plugins, capped
-from .cpsat import default_resolution, memory_row, run_cpsat
+from .cpsat import default_resolution, memory_row, run_cpsat, start_ticks
 
 __all__ = ["CpSatBatched", "group_size", "grouped", "realise_greedily", "search_form"]
 
@@ -432,7 +432,7 @@ class CpSatBatched:
         them, so that the hint satisfies it."""
         p = self.problem
         self.hint_jobs([(p.task_index[j.task], p.device_index[j.device], sum(1 << lo for lo in j.inputs),
-                         int(math.floor(j.start * self.res))) for j in schedule.jobs])
+                         start_ticks(j.start, self.res)) for j in schedule.jobs])
 
     def hint_jobs(self, jobs: list[tuple[int, int, int, int]]) -> None:
         """Hint jobs ``(task, device, input mask, start in ticks)``, as :meth:`hint`: every

@@ -79,7 +79,7 @@ from ortools.sat.python import cp_model
 from ..context import SolveContext
 from ..formulations.batched_cpsat import CpSatBatched, group_size, grouped
 from ..formulations.common import retime_jobs
-from ..formulations.cpsat import default_resolution, run_cpsat
+from ..formulations.cpsat import default_resolution, run_cpsat, start_ticks
 from ..formulations.exact import improve
 from ..problem import Problem
 from ..schedule import Schedule
@@ -193,8 +193,8 @@ def _left_justify(p: Problem, res: float, jobs: list[tuple[int, int, int, int]]
     out = []
     for j in s.jobs:
         i, u = p.task_index[j.task], p.device_index[j.device]
-        a = math.floor(j.start * res)
-        out.append((i, u, sum(1 << lo for lo in j.inputs), a, math.floor(j.end * res) - a))
+        a = start_ticks(j.start, res)
+        out.append((i, u, sum(1 << lo for lo in j.inputs), a, start_ticks(j.end, res) - a))
     return out
 
 
@@ -246,7 +246,7 @@ def _step(p: Problem, tasks: list[int], placed: list[tuple[int, int, int, int, i
     if hint is not None:  # the hint's jobs of the window, in its order after everything placed
         after = latest + 1
         ours = [(p.task_index[j.task], p.device_index[j.device], sum(1 << lo for lo in j.inputs),
-                 after + math.floor(j.start * res)) for j in hint.jobs if p.task_index[j.task] in inside]
+                 after + start_ticks(j.start, res)) for j in hint.jobs if p.task_index[j.task] in inside]
         index = {i: k for k, i in enumerate(tasks)}
         try:
             appended = _left_justify(p, res, [j[:4] for j in placed] + ours)
