@@ -65,11 +65,11 @@ def worker(name: str) -> ThreadPoolExecutor:
     """The worker thread of device ``name``: one per device and intra-op thread count, for
     the life of the process.
 
-    Every execution reuses it, as a runtime keeps its threads: a fresh thread per
-    execution started with cold thread-local state (its malloc arena, the math library's
-    buffers), which made the first executions of a process slower than the rest. The
-    thread runs with the caller's ``torch.get_num_threads()`` (a new thread would start
-    its own OpenMP team at the default size). O(1).
+    Every execution reuses it, as a runtime keeps its threads, instead of starting a
+    fresh one with cold thread-local state (its malloc arena, the math library's
+    buffers); the effect was not measured apart from the allocator's. The thread runs
+    with the caller's ``torch.get_num_threads()`` (a new thread would start its own
+    OpenMP team at the default size). O(1).
 
     Examples
     --------
