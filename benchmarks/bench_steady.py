@@ -1,17 +1,27 @@
-"""How the host allocator moves a measured schedule: runs of one schedule with glibc's
-malloc thresholds left to move (as before the harness fixed them) or fixed
-(:func:`mapsched.harness.allocator.steady`), each run's values freed before the next
-(as :func:`~mapsched.harness.execute` does now) or all kept alive until the end (as it
-did before).
+"""What moves a measured schedule on two emulated devices, beside the schedule itself.
 
-Each setting runs in a fresh process: Inception (the bench_harness size) is profiled on
-``cpu:0,cpu:1``, then its every-task-on-``cpu:0`` schedule for 4 inputs is launched
-``--runs`` times in a row, ``--rounds`` times, through the executor's own launch. Printed
-per setting: the fastest, median and slowest run (ms), the share of runs more than
-20% above the fastest, and the medians of the fastest and slowest round (what an
-execution of ``--runs`` timed runs would report).
+``allocator``: runs of one schedule with glibc's malloc thresholds left to move (as
+before the harness fixed them) or fixed (:func:`mapsched.harness.allocator.steady`),
+each run's values freed before the next (as :func:`~mapsched.harness.execute` does now)
+or all kept alive until the end (as it did before). Inception (the bench_harness size) is
+profiled on ``cpu:0,cpu:1``, then its every-task-on-``cpu:0`` schedule for 4 inputs is
+launched ``--runs`` times in a row, ``--rounds`` times, through the executor's own
+launch. Printed per setting: the fastest, median and slowest run (ms), the share of
+runs more than 20% above the fastest, and the medians of the fastest and slowest round
+(what an execution of ``--runs`` timed runs would report).
 
-    python benchmarks/bench_steady.py --runs 20 --rounds 5
+``pinning``: whole executions (:func:`~mapsched.harness.execute`, its default runs) with
+each device's worker thread pinned to its own core (:func:`mapsched.harness.devices.pin`,
+as ``execute`` does now) or left to the scheduler, with fx tasks and with ``jit`` tasks
+(which run without the interpreter lock). The transformer (the bench_harness size) is
+profiled on ``cpu:0,cpu:1``, then its ``bheft``, ``bmet``, ``bgreedy`` and
+``single-best`` schedules for 4 inputs are each executed ``--executions`` times. Printed
+per setting: over the schedules, the mean of (median execution / fastest execution) and
+of (slowest / fastest).
+
+Each setting runs in a fresh process, one after the other.
+
+    python benchmarks/bench_steady.py --runs 20 --rounds 5 --executions 8
 """
 
 from __future__ import annotations
@@ -21,11 +31,13 @@ import json
 import subprocess
 import sys
 
-SETTINGS = {"moving, kept": (False, True), "moving, freed": (False, False),
-            "fixed, kept": (True, True), "fixed, freed": (True, False)}
+ALLOCATOR = {"moving, kept": (False, True), "moving, freed": (False, False),
+             "fixed, kept": (True, True), "fixed, freed": (True, False)}
+PINNING = {"fx, free": ("none", False), "fx, pinned": ("none", True),
+           "jit, free": ("jit", False), "jit, pinned": ("jit", True)}
 
 
-def child(fixed: bool, keep: bool, runs: int, rounds: int) -> list[float]:
+def allocator_child(fixed: bool, keep: bool, runs: int, rounds: int) -> list[float]:
     import gc
 
     import numpy as np
@@ -62,28 +74,72 @@ def child(fixed: bool, keep: bool, runs: int, rounds: int) -> list[float]:
     return walls
 
 
+def pinning_child(compile: str, pinned: bool, executions: int) -> list[list[float]]:
+    import importlib
+
+    import torch
+
+    import mapsched
+    from mapsched.harness import execute, profile, trace
+    from mapsched.harness.models import FACTORIES
+
+    if not pinned:  # execute then leaves the worker threads where the scheduler puts them
+        importlib.import_module("mapsched.harness.execute").pin = lambda names: {}
+        importlib.import_module("mapsched.harness.overheads").pin = lambda names: {}
+    torch.set_num_threads(1)
+    model = FACTORIES["transformer"](d_model=256, tokens=64)
+    example = torch.randn(model.input_shape, generator=torch.Generator().manual_seed(0))
+    graph = trace(model, example)
+    p = profile(model, example, ["cpu:0", "cpu:1"], [1, 2, 4], compile=compile)
+    p = p.with_objective(mapsched.Objective("throughput", 4))
+    x = torch.randn(4, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
+    made = [mapsched.solve(p, method) for method in ("bheft", "bmet", "bgreedy", "single-best")]
+    return [[execute(graph, p, s, x).makespan for _ in range(executions)] for s in made]
+
+
+def run_child(args: argparse.Namespace, what: str, name: str) -> object:
+    out = subprocess.run([sys.executable, __file__, "--child", what, name, "--runs", str(args.runs), "--rounds",
+                          str(args.rounds), "--executions", str(args.executions)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=20, help="timed runs a round")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--what", choices=["allocator", "pinning", "both"], default="both")
+    ap.add_argument("--runs", type=int, default=20, help="timed runs a round (allocator)")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds (allocator)")
+    ap.add_argument("--executions", type=int, default=8, help="executions of each schedule (pinning)")
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        fixed, keep = SETTINGS[args.child]
-        print(json.dumps(child(fixed, keep, args.runs, args.rounds)))
+        what, name = args.child
+        if what == "allocator":
+            print(json.dumps(allocator_child(*ALLOCATOR[name], args.runs, args.rounds)))
+        else:
+            print(json.dumps(pinning_child(*PINNING[name], args.executions)))
         return
     import numpy as np
 
-    print("| malloc thresholds, runs' values | runs | fastest (ms) | median (ms) | slowest (ms) | runs > 1.2x fastest "
-          "| round medians (ms) |")
-    print("|---|---:|---:|---:|---:|---:|---|")
-    for name in SETTINGS:
-        out = subprocess.run([sys.executable, __file__, "--child", name, "--runs", str(args.runs),
-                              "--rounds", str(args.rounds)], capture_output=True, text=True, check=True)
-        w = np.array(json.loads(out.stdout.strip().splitlines()[-1]))
-        rounds = np.median(w.reshape(args.rounds, args.runs), axis=1)
-        print(f"| {name} | {len(w)} | {w.min():.1f} | {np.median(w):.1f} | {w.max():.1f} "
-              f"| {np.mean(w > 1.2 * w.min()):.0%} | {rounds.min():.1f} to {rounds.max():.1f} |", flush=True)
+    if args.what in ("allocator", "both"):
+        print("| malloc thresholds, runs' values | runs | fastest (ms) | median (ms) | slowest (ms) "
+              "| runs > 1.2x fastest | round medians (ms) |")
+        print("|---|---:|---:|---:|---:|---:|---|")
+        for name in ALLOCATOR:
+            w = np.array(run_child(args, "allocator", name))
+            rounds = np.median(w.reshape(args.rounds, args.runs), axis=1)
+            print(f"| {name} | {len(w)} | {w.min():.1f} | {np.median(w):.1f} | {w.max():.1f} "
+                  f"| {np.mean(w > 1.2 * w.min()):.0%} | {rounds.min():.1f} to {rounds.max():.1f} |", flush=True)
+        print()
+    if args.what in ("pinning", "both"):
+        print("| tasks, worker threads | executions | median / fastest | slowest / fastest "
+              "| fastest (ms, by schedule) |")
+        print("|---|---:|---:|---:|---|")
+        for name in PINNING:
+            per = [np.array(v) for v in run_child(args, "pinning", name)]
+            print(f"| {name} | {sum(len(v) for v in per)} | {np.mean([np.median(v) / v.min() for v in per]):.3f} "
+                  f"| {np.mean([v.max() / v.min() for v in per]):.3f} | {', '.join(f'{v.min():.2f}' for v in per)} |",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -185,6 +185,24 @@ def test_executions_from_two_threads_take_turns_on_the_workers(profiled):
         assert all(torch.allclose(o, m(x), rtol=1e-4, atol=1e-5) for o in outputs)
 
 
+def test_each_emulated_devices_worker_runs_on_its_own_core(profiled):
+    import os
+
+    from mapsched.harness.devices import cores, worker
+
+    p = profiled["transformer"]
+    m, x = _model("transformer")
+    chosen = cores(DEVICES)
+    assert chosen or len(os.sched_getaffinity(0)) < len(DEVICES)
+    execute(m, p, mapsched.solve(p, "heft"), x, warmup=0, repeats=1)
+    for d, cpus in chosen.items():
+        assert worker(d).submit(os.sched_getaffinity, 0).result() == cpus
+    assert len(set(chosen.values())) == len(chosen)
+    # several intra-op threads, or more CPU devices than cores: nothing is pinned
+    assert cores(DEVICES, 2, [0, 1, 2, 3]) == {} and cores(["cpu:0", "cpu:1", "cpu:2"], 1, [0, 1]) == {}
+    assert cores(["cuda:0", "cpu"], 1, [4, 5]) == {"cpu": frozenset({4}), "cuda:0": frozenset({5})}
+
+
 def test_the_allocator_is_left_alone_where_the_environment_sets_it(monkeypatch):
     from mapsched.harness.allocator import _fix
 

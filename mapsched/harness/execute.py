@@ -32,7 +32,7 @@ from ..errors import HarnessError
 from ..problem import Problem
 from ..schedule import Job, Schedule
 from .allocator import steady
-from .devices import EXCLUSIVE, move, synchronize, torch_device, worker
+from .devices import EXCLUSIVE, move, pin, synchronize, torch_device, worker
 from .graph import CoarseGraph, trace
 from .lean import prepare, recorded_compile
 from .overheads import check_threads
@@ -349,6 +349,7 @@ def execute(model: nn.Module | CoarseGraph, problem: Problem, schedule: Schedule
         check_threads(problem)
         compile = recorded_compile(problem, compile)
         steady()
+        pin([d.name for d in problem.system.devices])
         runs, done = _measure(graph, _Devices.open(graph, problem, jobs, batch, compile), jobs, batch, warmup,
                               repeats)
     wall, times = runs[int(np.argsort([w for w, _ in runs])[len(runs) // 2])]

@@ -24,7 +24,7 @@ import torch
 from ..errors import HarnessError
 from ..problem import Calibration, Link, Problem, Task
 from .allocator import steady
-from .devices import EXCLUSIVE, synchronize, torch_device, worker
+from .devices import EXCLUSIVE, pin, synchronize, torch_device, worker
 
 __all__ = ["JOBS", "check_threads", "fold", "measure_overheads", "refit", "thread_settings"]
 
@@ -150,6 +150,7 @@ def measure_overheads(devices: Sequence[str], jobs: int = JOBS,
     scratch = {d: torch.zeros(1, device=tdev[d]) if streams[d] is not None else None for d in names}
     work = {d: _job(streams[d], scratch[d]) for d in names}
     with EXCLUSIVE:
+        pin(names)
         pools = {d: worker(d) for d in names}
         _chain(names, [0, 0] * 4, work, pools, streams)  # start the threads and the CUDA contexts
         per_job, overhead = {}, {}
