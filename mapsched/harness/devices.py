@@ -120,9 +120,10 @@ def pin(names: Sequence[str]) -> dict[str, frozenset[int]]:
     """Pin the worker thread of each device of ``names`` to its :func:`cores`; those cores.
 
     Two emulated devices' threads left to the scheduler share one core at times, for
-    whole executions: a transformer's schedules on ``cpu:0,cpu:1`` then measured up to
-    1.45 times their fastest execution, against at most 1.035 pinned (BENCHMARKS.md,
-    fidelity). O(|names|), a round trip to each worker.
+    whole executions: eight executions of each of a transformer's throughput schedules
+    on ``cpu:0,cpu:1`` measured up to 1.16 (fx tasks) and 1.31 (jit) times the fastest
+    on average, against 1.06 and 1.07 pinned (``benchmarks/bench_steady.py``).
+    O(|names|), a round trip to each worker.
     """
     chosen = cores(names)
     for d, cpus in chosen.items():
