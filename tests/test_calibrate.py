@@ -101,6 +101,26 @@ def test_a_report_counts_the_devices_each_schedule_uses(setup, monkeypatch):
     assert len(report.devices) == 3 and all(1 <= d <= 2 for d in report.devices)
 
 
+def test_a_schedule_the_fit_misses_is_measured_again(setup, monkeypatch):
+    m, x, p = setup
+    truth = cal._candidate(p, [0.05, 0.2, 1.3])
+    calls = []
+
+    def once_slow(graph, problem, s, *a, **k):  # the second schedule's first execution is 1.5x slow
+        calls.append(cal.schedule_key(s))
+        slow = len(calls) == 3
+        return _Run(cal.predict(truth, s) * (1.5 if slow else 1.0))
+
+    monkeypatch.setattr(cal, "execute", once_slow)
+    q, report = calibrate(m, p, x, count=6)
+    # the slow one, and any the first fit bent towards it (its twin on the other device)
+    assert report.names[1] in report.remeasured and "measured three times" in report.table()
+    assert len(calls) == 1 + 6 + 2 * len(report.remeasured) and calls[2] in calls[7:]
+    # the medians are the true makespans again, and the fit reaches them
+    assert np.allclose(report.measured, [cal.predict(truth, s) for s in report.schedules])
+    assert np.allclose(report.after, report.measured, rtol=0.02) and q.calibration.fitted
+
+
 def test_calibrated_prediction_is_near_the_measurement(setup, tmp_path):
     m, x, p = setup
     q, report = calibrate(m, p, x, count=4, repeats=3)
