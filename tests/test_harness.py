@@ -185,10 +185,11 @@ def test_executions_from_two_threads_take_turns_on_the_workers(profiled):
         assert all(torch.allclose(o, m(x), rtol=1e-4, atol=1e-5) for o in outputs)
 
 
-def test_each_emulated_devices_worker_runs_on_its_own_core(profiled):
+def test_each_emulated_devices_worker_runs_on_its_own_core(profiled, monkeypatch):
     import os
 
-    from mapsched.harness.devices import cores, worker
+    from mapsched.harness import devices
+    from mapsched.harness.devices import cores, pin, worker
 
     p = profiled["transformer"]
     m, x = _model("transformer")
@@ -198,6 +199,10 @@ def test_each_emulated_devices_worker_runs_on_its_own_core(profiled):
     for d, cpus in chosen.items():
         assert worker(d).submit(os.sched_getaffinity, 0).result() == cpus
     assert len(set(chosen.values())) == len(chosen)
+    # an execution where the devices cannot have a core each lets the same workers go
+    monkeypatch.setattr(devices, "cores", lambda names: {})
+    assert pin(DEVICES) == {}
+    assert all(worker(d).submit(os.sched_getaffinity, 0).result() == os.sched_getaffinity(0) for d in DEVICES)
     # several intra-op threads, or more CPU devices than cores: nothing is pinned
     assert cores(DEVICES, 2, [0, 1, 2, 3]) == {} and cores(["cpu:0", "cpu:1", "cpu:2"], 1, [0, 1]) == {}
     assert cores(["cuda:0", "cpu"], 1, [4, 5]) == {"cpu": frozenset({4}), "cuda:0": frozenset({5})}

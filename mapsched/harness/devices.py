@@ -117,7 +117,8 @@ def cores(names: Sequence[str], threads: int | None = None,
 
 
 def pin(names: Sequence[str]) -> dict[str, frozenset[int]]:
-    """Pin the worker thread of each device of ``names`` to its :func:`cores`; those cores.
+    """Pin the worker thread of each device of ``names`` to its :func:`cores`, and let
+    the others run on any core of this thread's; the cores pinned.
 
     Two emulated devices' threads left to the scheduler share one core at times, for
     whole executions: eight executions of each of a transformer's throughput schedules
@@ -126,8 +127,10 @@ def pin(names: Sequence[str]) -> dict[str, frozenset[int]]:
     O(|names|), a round trip to each worker.
     """
     chosen = cores(names)
-    for d, cpus in chosen.items():
-        worker(d).submit(os.sched_setaffinity, 0, cpus).result()
+    if hasattr(os, "sched_setaffinity"):
+        free = os.sched_getaffinity(0)  # a worker pinned by an earlier execution is let go
+        for d in names:
+            worker(d).submit(os.sched_setaffinity, 0, chosen.get(d, free)).result()
     return chosen
 
 
