@@ -201,13 +201,18 @@ def _candidate(problem: Problem, theta: Sequence[float]) -> Problem:
                  fitted=True)
 
 
+def _errors(problem: Problem, theta: Sequence[float], runs: Sequence[Schedule], measured: np.ndarray) -> np.ndarray:
+    """Each run's relative error, predicted under the terms ``theta`` against ``measured``."""
+    q = _candidate(problem, theta)
+    return np.array([predict(q, s) for s in runs]) / measured - 1.0
+
+
 def _fit(problem: Problem, runs: Sequence[Schedule], measured: np.ndarray, x0: Sequence[float]) -> list[float]:
     """The terms (overhead, sync, scale) that fit ``runs``' predictions to ``measured`` from ``x0``."""
     from scipy.optimize import least_squares
 
     def residuals(theta: np.ndarray) -> np.ndarray:
-        q = _candidate(problem, theta)
-        errors = np.array([predict(q, s) for s in runs]) / measured - 1.0
+        errors = _errors(problem, theta, runs, measured)
         # A weak pull of the scale towards 1: on a model of many alike tasks the scale and
         # the per-job overhead explain the same thing, and the overhead is what differs.
         return np.append(errors, PRIOR * (theta[2] - 1.0))
@@ -292,7 +297,7 @@ def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Te
     theta = _fit(problem, [s for _, s in runs], measured, x0)
     # One slow execution (another process, a core shared for a while) pulls all three terms:
     # the schedules the fit misses most are measured twice more, and their median fitted.
-    errors = np.array([predict(_candidate(problem, theta), s) for _, s in runs]) / measured - 1.0
+    errors = _errors(problem, theta, [s for _, s in runs], measured)
     again = [k for k in range(len(runs)) if abs(errors[k]) > REMEASURE]
     for k in again:
         measured[k] = float(np.median([measured[k], run(runs[k][1]), run(runs[k][1])]))

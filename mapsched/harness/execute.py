@@ -270,17 +270,19 @@ def _measure(graph: CoarseGraph, devs: _Devices, jobs: list[Job], batch: Sequenc
     """``warmup`` untimed runs, then the timed ones (see :func:`_more`), with the garbage
     collector paused: each run's wall ms and job times (s), and the last run's values."""
     runs: list[tuple[float, dict[int, tuple[float, float]]]] = []
+    walls: list[float] = []
     paused = gc.isenabled()
     gc.collect()
     gc.disable()
     try:
         for _ in range(warmup):
             _launch(graph, jobs, batch, devs)
-        while _more(repeats, [w for w, _ in runs]):
+        while _more(repeats, walls):
             # The last run's values go before the next starts: runs that keep them all alive
             # make every run allocate fresh pages, where profile's timings reuse them.
             done = None
             done, wall = _launch(graph, jobs, batch, devs)
+            walls.append(wall)
             runs.append((wall, {j: (d.start, d.end) for j, d in done.items()}))
     finally:
         if paused:
