@@ -19,9 +19,18 @@ profiled on ``cpu:0,cpu:1``, then its ``bheft``, ``bmet``, ``bgreedy`` and
 per setting: over the schedules, the mean of (median execution / fastest execution) and
 of (slowest / fastest).
 
+``executor``: what the executor itself adds between a device's jobs. The random-wired
+network (the bench_harness size, 32 tasks of about 0.1 ms) is profiled on
+``cpu:0,cpu:1`` with fx and with ``jit`` tasks, then its ``single-best`` and ``heft``
+latency schedules are each executed ``--executions`` times. Printed per setting and
+schedule: the median makespan (ms) over the executions, and the median and mean gap
+between the end of a job and the start of the next on its device (µs, every run's
+median run pooled): the loop's own Python, and on two devices the waits for the other.
+
 Each setting runs in a fresh process, one after the other.
 
     python benchmarks/bench_steady.py --runs 20 --rounds 5 --executions 8
+    python benchmarks/bench_steady.py --what executor --executions 20
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ ALLOCATOR = {"moving, kept": (False, True), "moving, freed": (False, False),
              "fixed, kept": (True, True), "fixed, freed": (True, False)}
 PINNING = {"fx, free": ("none", False), "fx, pinned": ("none", True),
            "jit, free": ("jit", False), "jit, pinned": ("jit", True)}
+EXECUTOR = {"fx": "none", "jit": "jit"}
 
 
 def allocator_child(fixed: bool, keep: bool, runs: int, rounds: int) -> list[float]:
@@ -46,7 +56,7 @@ def allocator_child(fixed: bool, keep: bool, runs: int, rounds: int) -> list[flo
     import mapsched
     from mapsched.harness import allocator, profile, trace
     from mapsched.harness.calibrate import _decode
-    from mapsched.harness.execute import _Devices, _launch
+    from mapsched.harness.execute import _Devices, _launch, _plan
     from mapsched.harness.models import FACTORIES
 
     if not fixed:
@@ -61,10 +71,11 @@ def allocator_child(fixed: bool, keep: bool, runs: int, rounds: int) -> list[flo
     walls = []
     for _ in range(rounds):
         devs = _Devices.open(graph, p, jobs, (x,), "none")
+        steps = _plan(graph, jobs, devs)
         kept = []
         gc.disable()
         for _ in range(runs + 1):
-            done, wall = _launch(graph, jobs, (x,), devs)
+            done, wall = _launch(graph, jobs, (x,), devs, steps)
             walls.append(wall)
             if keep:
                 kept.append(done)
@@ -97,6 +108,34 @@ def pinning_child(compile: str, pinned: bool, executions: int) -> list[list[floa
     return [[execute(graph, p, s, x).makespan for _ in range(executions)] for s in made]
 
 
+def executor_child(compile: str, executions: int) -> dict[str, list[float]]:
+    import numpy as np
+    import torch
+
+    import mapsched
+    from mapsched.harness import execute, profile, trace
+    from mapsched.harness.models import FACTORIES
+
+    torch.set_num_threads(1)
+    model = FACTORIES["random-wired"](n=12, width=32, image=32)
+    example = torch.randn(model.input_shape, generator=torch.Generator().manual_seed(0))
+    graph = trace(model, example)
+    p = profile(model, example, ["cpu:0", "cpu:1"], [1, 2, 4], compile=compile)
+    x = torch.randn(1, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
+    out = {}
+    for method in ("single-best", "heft"):
+        s = mapsched.solve(p, method)
+        spans, gaps = [], []
+        for _ in range(executions):
+            measured = execute(graph, p, s, x).measured
+            spans.append(measured.makespan)
+            for d in p.device_names:
+                line = sorted((j for j in measured.jobs if j.device == d), key=lambda j: j.start)
+                gaps += [b.start - a.end for a, b in zip(line, line[1:])]
+        out[method] = [float(np.median(spans)), 1000 * float(np.median(gaps)), 1000 * float(np.mean(gaps))]
+    return out
+
+
 def run_child(args: argparse.Namespace, what: str, name: str) -> object:
     out = subprocess.run([sys.executable, __file__, "--child", what, name, "--runs", str(args.runs), "--rounds",
                           str(args.rounds), "--executions", str(args.executions)],
@@ -106,7 +145,7 @@ def run_child(args: argparse.Namespace, what: str, name: str) -> object:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--what", choices=["allocator", "pinning", "both"], default="both")
+    ap.add_argument("--what", choices=["allocator", "pinning", "both", "executor"], default="both")
     ap.add_argument("--runs", type=int, default=20, help="timed runs a round (allocator)")
     ap.add_argument("--rounds", type=int, default=5, help="rounds (allocator)")
     ap.add_argument("--executions", type=int, default=8, help="executions of each schedule (pinning)")
@@ -116,6 +155,8 @@ def main() -> None:
         what, name = args.child
         if what == "allocator":
             print(json.dumps(allocator_child(*ALLOCATOR[name], args.runs, args.rounds)))
+        elif what == "executor":
+            print(json.dumps(executor_child(EXECUTOR[name], args.executions)))
         else:
             print(json.dumps(pinning_child(*PINNING[name], args.executions)))
         return
@@ -140,6 +181,13 @@ def main() -> None:
             print(f"| {name} | {sum(len(v) for v in per)} | {np.mean([np.median(v) / v.min() for v in per]):.3f} "
                   f"| {np.mean([v.max() / v.min() for v in per]):.3f} | {', '.join(f'{v.min():.2f}' for v in per)} |",
                   flush=True)
+
+    if args.what == "executor":
+        print("| tasks | schedule | makespan (ms, median execution) | gap between jobs, median (us) | mean (us) |")
+        print("|---|---|---:|---:|---:|")
+        for name in EXECUTOR:
+            for method, (span, median, mean) in run_child(args, "executor", name).items():
+                print(f"| {name} | {method} | {span:.3f} | {median:.1f} | {mean:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

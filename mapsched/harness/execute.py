@@ -1,7 +1,8 @@
 """Run a schedule for real and measure it.
 
-Every device gets one worker thread that runs its jobs in the schedule's order. A job
-waits for the jobs that produce its inputs, gathers the rows of the inputs it holds
+Every device gets one worker thread that runs its jobs in the schedule's order, in one
+loop (:func:`mapsched.harness.runner.launch`); what each job needs is worked out once per
+execution, not per run. A job waits for the jobs that produce its inputs, gathers the rows of the inputs it holds
 (from as many producers and devices as hold them), copies them to its device, and runs
 its task's callable on that batch (see :mod:`mapsched.harness.lean`: the segment's fx
 module, or a frozen TorchScript trace of it per batch size, as the problem was
@@ -16,11 +17,8 @@ from __future__ import annotations
 
 import gc
 import math
-import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,10 +30,11 @@ from ..errors import HarnessError
 from ..problem import Problem
 from ..schedule import Job, Schedule
 from .allocator import steady
-from .devices import EXCLUSIVE, move, pin, synchronize, torch_device, worker
+from .devices import EXCLUSIVE, move, pin, torch_device
 from .graph import CoarseGraph, trace
 from .lean import prepare, recorded_compile
 from .overheads import check_threads
+from .runner import Step, launch
 
 __all__ = ["Execution", "execute", "outputs_match"]
 
@@ -142,12 +141,10 @@ def _gather(pieces: list[tuple[int, slice | None]], jobs: list[Job], done: dict[
 class _Devices:
     """What every run of one execution shares: per device the callable of every (task,
     number of inputs) its jobs run, on the graph with its weights there (built in advance,
-    as profiling built them, so that no run pays for it), the CUDA stream, and the
-    device's worker thread (:func:`~mapsched.harness.devices.worker`)."""
+    as profiling built them, so that no run pays for it), and the CUDA stream."""
 
     calls: dict[str, dict[tuple[int, int], Callable[..., Any]]]
     streams: dict[str, Any]
-    pools: dict[str, ThreadPoolExecutor]
     tdev: dict[str, torch.device]
 
     @classmethod
@@ -167,82 +164,79 @@ class _Devices:
                 inputs = [move(x[:n], "cpu", d) for x in batch]
                 calls[d].update(((k, n), fn) for k, fn in prepare(graphs[d], inputs, n, compile, tasks).items())
         streams = {d: torch.cuda.Stream(tdev[d]) if tdev[d].type == "cuda" else None for d in names}
-        return cls(calls, streams, {d: worker(d) for d in names}, tdev)
+        return cls(calls, streams, tdev)
 
 
-def _launch(graph: CoarseGraph, jobs: list[Job], batch: Sequence[torch.Tensor],
-            devs: _Devices) -> tuple[dict[int, _Done], float]:
+def _body(j: int, jobs: list[Job], call: Callable[..., Any] | None,
+          args: list[tuple[list[tuple[int, slice | None]], int]], stream: Any,
+          staged: dict[int, Any]) -> Callable[[dict[int, _Done], float], _Done]:
+    """Job ``j`` as its device's loop runs it: gather its inputs, then time its callable
+    (``call`` None: a model input, taken from ``staged``, which each run refreshes)."""
+    dev = jobs[j].device
+
+    def cpu(done: dict[int, _Done], t0: float) -> _Done:
+        values = [_gather(pieces, jobs, done, slot, dev) for pieces, slot in args]
+        start = time.perf_counter() - t0
+        out = list(call(*values)) if call is not None else [staged[j]]
+        return _Done(out, start, time.perf_counter() - t0)
+
+    def gpu(done: dict[int, _Done], t0: float) -> _Done:
+        # The kernels are only queued: the loop goes on to queue the device's next job, and
+        # the events time the kernels once the run is over.
+        values = [_gather(pieces, jobs, done, slot, dev, stream) for pieces, slot in args]
+        began, event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        began.record(stream)
+        out = list(call(*values)) if call is not None else [staged[j]]
+        event.record(stream)
+        return _Done(out, math.nan, math.nan, event, began)
+
+    return cpu if stream is None else gpu
+
+
+@dataclass
+class _Plan:
+    """Each device's loop of jobs, built once per execution, and the model inputs its
+    runs take (:func:`_launch` slices them afresh each run)."""
+
+    lines: dict[str, list[Step]]
+    staged: dict[int, Any]
+
+
+def _plan(graph: CoarseGraph, jobs: list[Job], devs: _Devices) -> _Plan:
+    """Each device's jobs in the schedule's order (start, end, then the graph's order), with
+    where every input of each comes from. O(sum of the jobs' inputs)."""
     seg_of = {s.name: k for k, s in enumerate(graph.segments)}
     # owner[segment][input] = (job index, row in that job's batch)
     owner: list[dict[int, tuple[int, int]]] = [{} for _ in graph.segments]
     for j, job in enumerate(jobs):
         for row, i in enumerate(job.inputs):
             owner[seg_of[job.task]][i] = (j, row)
-    done: dict[int, _Done] = {}
-    futures: dict[int, Future] = {}
-    # Model inputs are prefetched (they take no time in the problem): slice them now.
-    staged = {j: move(batch[graph.placeholders.index(job.task)][list(job.inputs)], "cpu", job.device)
-              for j, job in enumerate(jobs) if not graph.segments[seg_of[job.task]].nodes}
-    go, clock, finished, left, lock, errors = threading.Event(), [0.0], threading.Event(), [len(jobs)], \
-        threading.Lock(), []
-
-    def run(j: int) -> None:
-        try:
-            _run(j)
-        except BaseException as exc:
-            errors.append(exc)
-            finished.set()
-            raise
-        with lock:
-            left[0] -= 1
-            if not left[0]:
-                finished.set()
-
-    def _run(j: int) -> None:
-        go.wait()
-        t0 = clock[0]
+    staged: dict[int, Any] = {}
+    made: list[tuple[int, list[tuple[list[tuple[int, slice | None]], int]], Callable[..., Any] | None]] = []
+    for j in sorted(range(len(jobs)), key=lambda j: (jobs[j].start, jobs[j].end, seg_of[jobs[j].task])):
         job, k = jobs[j], seg_of[jobs[j].task]
-        seg, dev, stream = graph.segments[k], job.device, devs.streams[job.device]
-        with torch.inference_mode(), torch.cuda.stream(stream) if stream is not None else nullcontext():
-            args = []
-            for v in seg.inputs:
-                p = graph.producer[v]
-                pieces = _pieces(job.inputs, owner[p], graph.batched[v])
-                for src, _ in pieces:
-                    futures[src].result()
-                args.append(_gather(pieces, jobs, done, graph.segments[p].outputs.index(v), dev, stream))
-            if stream is None:
-                start = time.perf_counter() - t0
-                values = list(devs.calls[dev][k, len(job.inputs)](*args)) if seg.nodes else [staged[j]]
-                done[j] = _Done(values, start, time.perf_counter() - t0)
-                return
-            # On CUDA the kernels are only queued: this thread goes on to queue the device's
-            # next job, and the events time the kernels once the run is over.
-            began, event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            began.record(stream)
-            values = list(devs.calls[dev][k, len(job.inputs)](*args)) if seg.nodes else [staged[j]]
-            event.record(stream)
-            done[j] = _Done(values, math.nan, math.nan, event, began)
+        seg = graph.segments[k]
+        args = [(_pieces(job.inputs, owner[graph.producer[v]], graph.batched[v]),
+                 graph.segments[graph.producer[v]].outputs.index(v)) for v in seg.inputs]
+        made.append((j, args, devs.calls[job.device][k, len(job.inputs)] if seg.nodes else None))
+    waits = {j: list(dict.fromkeys(src for pieces, _ in args for src, _ in pieces)) for j, args, _ in made}
+    signal = {src for j in waits for src in waits[j] if jobs[src].device != jobs[j].device}
+    lines: dict[str, list[Step]] = {d: [] for d in devs.tdev}
+    for j, args, call in made:
+        body = _body(j, jobs, call, args, devs.streams[jobs[j].device], staged)
+        lines[jobs[j].device].append(Step(j, waits[j], j in signal, body))
+    return _Plan(lines, staged)
 
-    order = sorted(range(len(jobs)), key=lambda j: (jobs[j].start, jobs[j].end, seg_of[jobs[j].task]))
-    for d in devs.tdev.values():
-        synchronize(d)
-    for j in order:  # everything queued before the clock starts: the main thread then only waits
-        futures[j] = devs.pools[jobs[j].device].submit(run, j)
-    # Each GPU marks the launch on its (idle) stream: job times are measured from there.
-    marks = {d: torch.cuda.Event(enable_timing=True) for d, s in devs.streams.items() if s is not None}
-    for d, mark in marks.items():
-        mark.record(devs.streams[d])
-    t0 = clock[0] = time.perf_counter()
-    go.set()
-    # Wait on one event, not on each future: waking at every job would make this thread
-    # fight the devices' threads for the GIL.
-    finished.wait()
-    if errors:
-        raise errors[0]
-    for d in devs.tdev.values():
-        synchronize(d)
-    wall = 1000.0 * (time.perf_counter() - t0)
+
+def _launch(graph: CoarseGraph, jobs: list[Job], batch: Sequence[torch.Tensor], devs: _Devices,
+            plan: _Plan) -> tuple[dict[int, _Done], float]:
+    """One run of ``plan`` (:func:`~mapsched.harness.runner.launch`): the jobs' times and the wall ms."""
+    seg_of = {s.name: k for k, s in enumerate(graph.segments)}
+    # Model inputs are prefetched (they take no time in the problem): slice them now.
+    plan.staged.clear()
+    plan.staged.update((j, move(batch[graph.placeholders.index(job.task)][list(job.inputs)], "cpu", job.device))
+                       for j, job in enumerate(jobs) if not graph.segments[seg_of[job.task]].nodes)
+    done, wall, marks = launch(plan.lines, devs.tdev, devs.streams)
     for j, d in done.items():
         if d.event is not None:
             mark = marks[jobs[j].device]
@@ -271,17 +265,18 @@ def _measure(graph: CoarseGraph, devs: _Devices, jobs: list[Job], batch: Sequenc
     collector paused: each run's wall ms and job times (s), and the last run's values."""
     runs: list[tuple[float, dict[int, tuple[float, float]]]] = []
     walls: list[float] = []
+    plan = _plan(graph, jobs, devs)
     paused = gc.isenabled()
     gc.collect()
     gc.disable()
     try:
         for _ in range(warmup):
-            _launch(graph, jobs, batch, devs)
+            _launch(graph, jobs, batch, devs, plan)
         while _more(repeats, walls):
             # The last run's values go before the next starts: runs that keep them all alive
             # make every run allocate fresh pages, where profile's timings reuse them.
             done = None
-            done, wall = _launch(graph, jobs, batch, devs)
+            done, wall = _launch(graph, jobs, batch, devs, plan)
             walls.append(wall)
             runs.append((wall, {j: (d.start, d.end) for j, d in done.items()}))
     finally:

@@ -11,10 +11,8 @@ latencies and records them in the problem's :class:`~mapsched.problem.Calibratio
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from typing import Any
 
@@ -24,7 +22,8 @@ import torch
 from ..errors import HarnessError
 from ..problem import Calibration, Link, Problem, Task
 from .allocator import steady
-from .devices import EXCLUSIVE, pin, synchronize, torch_device, worker
+from .devices import EXCLUSIVE, pin, synchronize, torch_device
+from .runner import Step, launch
 
 __all__ = ["JOBS", "check_threads", "fold", "measure_overheads", "refit", "thread_settings"]
 
@@ -60,58 +59,55 @@ def check_threads(problem: Problem, flag: str = "torch.set_num_threads",
 
 
 def _job(stream: Any, x: torch.Tensor | None) -> Callable[[], Any]:
-    """An almost empty job of ``execute``: its contexts, and on CUDA the two events and one tiny kernel."""
+    """An almost empty job of ``execute``: on CUDA its two events and one tiny kernel."""
+
     def run() -> Any:
-        with torch.inference_mode(), torch.cuda.stream(stream) if stream is not None else nullcontext():
-            if stream is None:
-                return None
-            began, event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            began.record(stream)
-            x.add_(1)
-            event.record(stream)
-            return event
+        if stream is None:
+            return None
+        began, event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        began.record(stream)
+        x.add_(1)
+        event.record(stream)
+        return event
+
     return run
 
 
+def _link(k: int, job: Callable[[], Any], stream: Any) -> Callable[[dict[int, Any], float], Any]:
+    """Job ``k`` of a chain: after job ``k - 1`` (on CUDA, after its event), ``job``."""
+
+    def body(done: dict[int, Any], t0: float) -> Any:
+        prev = done.get(k - 1)
+        if prev is not None:
+            stream.wait_event(prev) if stream is not None else prev.synchronize()
+        return job()
+
+    return body
+
+
 def _chain(names: Sequence[str], order: Sequence[int], jobs: dict[str, Callable[[], Any]],
-           pools: dict[str, ThreadPoolExecutor], streams: dict[str, Any]) -> float:
-    """Wall ms per job of a chain run as ``execute`` runs it: job k on ``names[order[k]]`` waits for
-    job k - 1 (a future, and on CUDA its event), all queued before the clock starts."""
-    futures: list[Future] = []
-    go = threading.Event()
-    clock = [0.0]
-
-    def step(k: int, dev: str) -> Any:
-        go.wait()
-        if k:
-            prev = futures[k - 1].result()
-            if prev is not None and streams[dev] is not None:
-                streams[dev].wait_event(prev)
-            elif prev is not None:
-                prev.synchronize()
-        return jobs[dev]()
-
+           tdev: dict[str, torch.device], streams: dict[str, Any]) -> float:
+    """Wall ms per job of a chain run as ``execute`` runs its jobs: job k on ``names[order[k]]``
+    waits for job k - 1, all queued before the clock starts."""
+    lines: dict[str, list[Step]] = {d: [] for d in names}
     for k, u in enumerate(order):
-        futures.append(pools[names[u]].submit(step, k, names[u]))
-    for d in names:
-        synchronize(torch_device(d))
-    clock[0] = time.perf_counter()
-    go.set()
-    futures[-1].result()
-    for d in names:
-        synchronize(torch_device(d))
-    return 1000.0 * (time.perf_counter() - clock[0]) / len(order)
+        d = names[u]
+        handed = k + 1 < len(order) and names[order[k + 1]] != d
+        lines[d].append(Step(k, [k - 1] if k else [], handed, _link(k, jobs[d], streams[d])))
+    _, wall, _ = launch(lines, tdev, streams)
+    return wall / len(order)
 
 
-def _direct(job: Callable[[], Any], dev: torch.device, n: int) -> float:
+def _direct(job: Callable[[], Any], dev: torch.device, stream: Any, n: int) -> float:
     """ms per call of ``job`` timed as ``profile`` times a task: synchronised before and after."""
     total = 0.0
-    for _ in range(n):
-        synchronize(dev)
-        t0 = time.perf_counter()
-        job()
-        synchronize(dev)
-        total += time.perf_counter() - t0
+    with torch.cuda.stream(stream) if stream is not None else nullcontext():
+        for _ in range(n):
+            synchronize(dev)
+            t0 = time.perf_counter()
+            job()
+            synchronize(dev)
+            total += time.perf_counter() - t0
     return 1000.0 * total / n
 
 
@@ -151,18 +147,17 @@ def measure_overheads(devices: Sequence[str], jobs: int = JOBS,
     work = {d: _job(streams[d], scratch[d]) for d in names}
     with EXCLUSIVE:
         pin(names)
-        pools = {d: worker(d) for d in names}
-        _chain(names, [0, 0] * 4, work, pools, streams)  # start the threads and the CUDA contexts
+        _chain(names, [0, 0] * 4, work, tdev, streams)  # start the threads and the CUDA contexts
         per_job, overhead = {}, {}
         for u, d in enumerate(names):
-            per_job[d] = float(np.median([_chain(names, [u] * jobs, work, pools, streams) for _ in range(repeats)]))
-            direct = float(np.median([_direct(work[d], tdev[d], jobs) for _ in range(repeats)]))
+            per_job[d] = float(np.median([_chain(names, [u] * jobs, work, tdev, streams) for _ in range(repeats)]))
+            direct = float(np.median([_direct(work[d], tdev[d], streams[d], jobs) for _ in range(repeats)]))
             overhead[d] = max(0.0, per_job[d] - direct)
         sync = {}
         for u, a in enumerate(names):
             for v in range(u + 1, len(names)):
                 b = names[v]
-                hop = float(np.median([_chain(names, [u, v] * (jobs // 2), work, pools, streams)
+                hop = float(np.median([_chain(names, [u, v] * (jobs // 2), work, tdev, streams)
                                        for _ in range(repeats)]))
                 sync[(a, b)] = sync[(b, a)] = max(0.0, hop - (per_job[a] + per_job[b]) / 2)
     return overhead, sync

@@ -1,0 +1,115 @@
+"""The device loops that every execution and overhead measurement runs on.
+
+Each device's worker thread (:func:`~mapsched.harness.devices.worker`) runs its steps in
+order in one loop, with no per-job hand-off through a queue or a future: a step waits
+only for its producers on other devices, each of which sets an event when done. A loop
+that fails sets every event, so that no other device waits for a producer that will
+not come, and the first error is raised to the caller.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..errors import HarnessError
+from .devices import synchronize, worker
+
+__all__ = ["Step", "launch"]
+
+
+@dataclass
+class Step:
+    """One job of a device's loop.
+
+    Attributes
+    ----------
+    key : int
+        The job; ``body``'s result is stored under it.
+    waits : sequence of int
+        The jobs whose results it needs (those on its own device come earlier in its loop).
+    signal : bool
+        Whether a job on another device waits for it.
+    body : callable
+        ``body(done, t0)``: runs the job, given the results so far and the launch's
+        ``time.perf_counter()``, and returns its result.
+    """
+
+    key: int
+    waits: Sequence[int]
+    signal: bool
+    body: Callable[[dict[int, Any], float], Any]
+
+
+def launch(lines: dict[str, list[Step]], devices: dict[str, torch.device],
+           streams: dict[str, Any]) -> tuple[dict[int, Any], float, dict[str, Any]]:
+    """Run each device's ``lines`` on its worker thread, all started at once.
+
+    Everything is queued before the clock starts; then the calling thread only waits.
+    On a GPU the loop runs with the device's stream current, and the launch is marked
+    on that stream by a CUDA event.
+
+    Returns
+    -------
+    done : dict
+        Each step's result, by key.
+    wall : float
+        ms from the start until every loop ended and every device synchronised.
+    marks : dict
+        Per GPU, the event recorded at the launch on its stream.
+    """
+    done: dict[int, Any] = {}
+    ready = {s.key: threading.Event() for line in lines.values() for s in line if s.signal}
+    go, finished, lock = threading.Event(), threading.Event(), threading.Lock()
+    clock, left, errors = [0.0], [len(lines)], []
+    if not lines:
+        finished.set()
+
+    def run(line: list[Step], stream: Any) -> None:
+        try:
+            go.wait()
+            t0 = clock[0]
+            with torch.inference_mode(), torch.cuda.stream(stream) if stream is not None else nullcontext():
+                for step in line:
+                    for src in step.waits:
+                        if src not in done:
+                            ready[src].wait()
+                            if errors:
+                                raise HarnessError("execution: a job of another device failed")
+                    done[step.key] = step.body(done, t0)
+                    if step.signal:
+                        ready[step.key].set()
+        except BaseException as exc:
+            errors.append(exc)
+            for event in ready.values():
+                event.set()
+            finished.set()
+            raise
+        with lock:
+            left[0] -= 1
+            if not left[0]:
+                finished.set()
+
+    for d in devices.values():
+        synchronize(d)
+    for name, line in lines.items():
+        worker(name).submit(run, line, streams.get(name))
+    marks = {d: torch.cuda.Event(enable_timing=True) for d, s in streams.items() if s is not None}
+    for d, mark in marks.items():
+        mark.record(streams[d])
+    t0 = clock[0] = time.perf_counter()
+    go.set()
+    # One event for the whole run: waking at each device's end would make this thread
+    # fight the devices' threads for the GIL.
+    finished.wait()
+    if errors:
+        raise errors[0]
+    for d in devices.values():
+        synchronize(d)
+    return done, 1000.0 * (time.perf_counter() - t0), marks

@@ -1,0 +1,46 @@
+"""The device loops of mapsched.harness.runner: order across devices, and failures."""
+
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from mapsched.harness.runner import Step, launch  # noqa: E402
+
+CPUS = {"cpu:0": torch.device("cpu"), "cpu:1": torch.device("cpu")}
+
+
+def _record(log: list, name: str, pause: float = 0.0):
+    def body(done, t0):
+        time.sleep(pause)
+        log.append(name)
+        return name
+    return body
+
+
+def test_a_step_waits_for_its_producer_on_another_device():
+    log = []
+    # cpu:1's first step needs a slow step of cpu:0; cpu:1's loop must not run ahead of it
+    lines = {"cpu:0": [Step(0, [], True, _record(log, "a", 0.05)), Step(2, [1], False, _record(log, "c"))],
+             "cpu:1": [Step(1, [0], True, _record(log, "b"))]}
+    done, wall, marks = launch(lines, CPUS, {})
+    assert log == ["a", "b", "c"] and done == {0: "a", 1: "b", 2: "c"}
+    assert wall >= 50.0 and marks == {}
+
+
+def test_a_failing_step_ends_the_run_and_frees_the_devices_waiting_for_it():
+    def fail(done, t0):
+        raise ValueError("boom")
+
+    log = []
+    lines = {"cpu:0": [Step(0, [], True, fail)], "cpu:1": [Step(1, [0], False, _record(log, "never"))]}
+    with pytest.raises(ValueError, match="boom"):
+        launch(lines, CPUS, {})
+    # the workers are free again: a later launch runs
+    done, _, _ = launch({"cpu:0": [Step(0, [], False, _record(log, "x"))], "cpu:1": []}, CPUS, {})
+    assert done == {0: "x"} and log == ["x"]
+
+
+def test_no_lines_is_an_empty_run():
+    assert launch({}, {}, {})[0] == {}
