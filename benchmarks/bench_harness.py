@@ -27,9 +27,12 @@ with its defaults), the schedules are solved on the calibrated problem, and thei
 makespans there are the predictions (the rows' prediction ``profile's default``); the
 rows ``--no-calibrate`` predict the same schedules by the profiled times alone, and the
 throughput rows ``latency fit`` by the latency problem's fitted terms. ``--fit-schedules``
-and ``--fit-repeats`` change what each calibration runs. ``--noise`` executes every
-schedule a second time, after all of them, and adds the median |second / first - 1|:
-what the same measurement gives twice, the error even a perfect prediction would show.
+and ``--fit-repeats`` change what each calibration runs. ``--rounds R`` executes every
+schedule R times, in rounds over all of a row's schedules, and scores the median: a slow
+spell of the machine then falls on one measurement of several schedules instead of on the
+only one of a schedule. ``--noise`` adds the median |second / first - 1| over the first two
+executions (a second round after all of them, where R is 1): what the same measurement
+gives twice, the error even a perfect prediction would show.
 By default each schedule is executed as ``mapsched run`` executes it (one warm-up run,
 then at least 3 timed runs and more, up to 50, until they add up to 100 ms); with
 ``--as-cli`` the models are profiled with ``mapsched profile``'s defaults too.
@@ -109,9 +112,11 @@ def main() -> None:
                     help="schedules each calibration runs (default: calibrate's, as the CLI)")
     ap.add_argument("--fit-repeats", type=int, default=None,
                     help="timed executions per calibration schedule (default: calibrate's, as the CLI)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="executions of every schedule, in rounds over all of them; the median is scored")
     ap.add_argument("--noise", action="store_true",
-                    help="execute every schedule a second time, after all of them, and add the median "
-                         "|second / first - 1|: the error a perfect prediction would show")
+                    help="add the median |second / first - 1| of every schedule's first two executions (a second "
+                         "round, after all of them, where --rounds is 1): the error a perfect prediction would show")
     ap.add_argument("--models", default=",".join([*FACTORIES, *LARGE]),
                     help=f"comma-separated, of {', '.join([*FACTORIES, *LARGE])}")
     # 0.5, not profile's 0.25: at 0.25 the quiet 2-core machine's Inception profile was refused
@@ -125,6 +130,8 @@ def main() -> None:
     settings = args.compile.split(",")
     if args.as_cli and args.calibrate:
         ap.error("--as-cli: its predictions are calibrated already; leave out --calibrate")
+    if args.rounds < 1:
+        ap.error(f"--rounds: expected at least 1, got {args.rounds}")
     if not args.max_spread > 0:
         ap.error(f"--max-spread: expected a positive number, got {args.max_spread}")
     if not set(settings) <= set(COMPILE):
@@ -172,26 +179,32 @@ def main() -> None:
                     labels = {"profiled": None}
                     if terms is not None:
                         labels["calibrated"] = terms.with_objective(objective)
-                preds, meas, equal = {label: [] for label in labels}, [], 0
+                preds, equal = {label: [] for label in labels}, 0
                 scheduled = schedules(solved, methods, args.random)
                 for s in scheduled:
-                    run = execute(graph, solved, s, x, warmup=args.warmup, repeats=args.repeats)
-                    meas.append(run.makespan)
                     for label, q in labels.items():
                         preds[label].append(s.makespan if q is None else predict(q, s))
-                    equal += outputs_match(run.outputs, reference, devices)
-                wrong += len(meas) - equal
-                meas_a = np.array(meas)
-                again, second = "", None
-                if args.noise:
-                    second = np.array([execute(graph, solved, s, x, warmup=args.warmup, repeats=args.repeats).makespan
-                                       for s in scheduled])
-                    again = f" {np.median(np.abs(second / meas_a - 1)):.1%} |"
+                # Round by round over all the schedules, so that a slow spell of the machine
+                # falls on one measurement of several schedules, not on every measurement of one.
+                rounds = []
+                for k in range(max(args.rounds, 2 if args.noise else 1)):
+                    runs = [execute(graph, solved, s, x, warmup=args.warmup, repeats=args.repeats)
+                            for s in scheduled]
+                    rounds.append([run.makespan for run in runs])
+                    if not k:
+                        equal = sum(outputs_match(run.outputs, reference, devices) for run in runs)
+                wrong += len(scheduled) - equal
+                table = np.array(rounds)
+                meas_a = np.median(table[:args.rounds], axis=0)
+                meas = list(meas_a)
+                second = table[1] if len(table) > 1 else None
+                again = f" {np.median(np.abs(second / table[0] - 1)):.1%} |" if args.noise else ""
                 if args.save:
                     ran = zip(report.names, report.schedules, report.measured) if report else ()
                     record = {"model": name, "objective": objective.kind, "setting": setting, "problem": p.to_dict(),
                               "fit": [{"name": n, "schedule": s.to_dict(), "measured": m} for n, s, m in ran],
-                              "scored": [{"schedule": s.to_dict(), "measured": m,
+                              "scored": [{"schedule": s.to_dict(), "measured": float(m),
+                                          "rounds": [float(v) for v in table[:, k]],
                                           **({} if second is None else {"again": float(second[k])})}
                                          for k, (s, m) in enumerate(zip(scheduled, meas))]}
                     with open(args.save, "a") as saved:
