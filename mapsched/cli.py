@@ -817,9 +817,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     check_output(args.output, [args.problem])
     problem, model, inputs = _run_setup(harness, torch, args)
+    rounds = {} if args.rounds is None else {"rounds": args.rounds}
     calibrated, report = harness.calibrate(model, problem, inputs, count=args.schedules, cluster=not args.no_cluster,
                                            warmup=args.warmup, repeats=args.repeats, seed=args.seed,
-                                           compile=args.compile)
+                                           compile=args.compile, **rounds)
     _report(report)
     calibrated.write(args.output)
     print(f"wrote the calibrated {calibrated!r} to {args.output}")
@@ -1044,6 +1045,8 @@ def build_parser() -> argparse.ArgumentParser:
                             help="how each task runs (default: as profiled); must be the profile's")
     rn.add_argument("-o", "--output", help="write the measured jobs as a schedule file")
     cb.add_argument("--schedules", type=_count(1), default=6, help="schedules to run (default 6)")
+    cb.add_argument("--rounds", type=_count(1), default=None,
+                    help="executions of each schedule, in rounds over all of them, the median fitted (default 3)")
     cb.add_argument("-o", "--output", required=True, help="the calibrated problem file to write")
 
     tn = sub.add_parser(

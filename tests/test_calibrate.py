@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 import mapsched  # noqa: E402
 from mapsched import Problem  # noqa: E402
 from mapsched.cli import main  # noqa: E402
+from mapsched.errors import HarnessError  # noqa: E402
 from mapsched.harness import calibrate, execute, profile  # noqa: E402
 from mapsched.harness.models import transformer  # noqa: E402
 
@@ -112,13 +113,31 @@ def test_a_schedule_the_fit_misses_is_measured_again(setup, monkeypatch):
         return _Run(cal.predict(truth, s) * (1.5 if slow else 1.0))
 
     monkeypatch.setattr(cal, "execute", once_slow)
-    q, report = calibrate(m, p, x, count=6)
+    q, report = calibrate(m, p, x, count=6, rounds=1)
     # the slow one, and any the first fit bent towards it (its twin on the other device)
-    assert report.names[1] in report.remeasured and "measured three times" in report.table()
+    assert report.names[1] in report.remeasured and "measured twice more" in report.table()
     assert len(calls) == 1 + 6 + 2 * len(report.remeasured) and calls[2] in calls[7:]
     # the medians are the true makespans again, and the fit reaches them
     assert np.allclose(report.measured, [cal.predict(truth, s) for s in report.schedules])
     assert np.allclose(report.after, report.measured, rtol=0.02) and q.calibration.fitted
+
+
+def test_rounds_go_over_every_schedule_and_outvote_a_slow_execution(setup, monkeypatch):
+    m, x, p = setup
+    truth = cal._candidate(p, [0.05, 0.2, 1.3])
+    calls = []
+
+    def once_slow(graph, problem, s, *a, **k):  # the second schedule's first timed execution is 1.5x slow
+        calls.append(cal.schedule_key(s))
+        return _Run(cal.predict(truth, s) * (1.5 if len(calls) == 3 else 1.0))
+
+    monkeypatch.setattr(cal, "execute", once_slow)
+    q, report = calibrate(m, p, x, count=6)
+    # one untimed execution, then cal.ROUNDS rounds of the six schedules in the same order
+    assert cal.ROUNDS == 3 and len(calls) == 1 + 6 * 3 and calls[1:7] == calls[7:13] == calls[13:19]
+    assert report.remeasured == () and np.allclose(report.measured, [cal.predict(truth, s) for s in report.schedules])
+    with pytest.raises(HarnessError, match="rounds"):
+        calibrate(m, p, x, rounds=0)
 
 
 def test_calibrated_prediction_is_near_the_measurement(setup, tmp_path):

@@ -43,9 +43,15 @@ PRIOR = 0.05
 """Weight of the pull of the kernel scale towards 1, against relative makespan errors: a
 scale of 2 must save over 5% of error somewhere to be chosen."""
 
+ROUNDS = 3
+"""Executions of every schedule, in rounds over all of them; the median is fitted. The
+same schedule's executions a minute apart differ by up to 1.4 times on a shared 2-core
+machine, for a whole execution of tens of runs; in rounds, such a spell falls on one
+execution of several schedules, not on the only one of a schedule."""
+
 REMEASURE = 0.08
 """A schedule whose measurement the first fit misses by more than this (relative) is
-executed twice more, and the fit made again on the median of its three measurements."""
+executed twice more, and the fit made again on the median of all its executions."""
 
 PARALLEL = (0.9, 0.95)
 """:meth:`CalibrationReport.serial` speaks up where the calibrated problem predicts the best
@@ -70,8 +76,8 @@ class CalibrationReport:
     schedules : tuple of Schedule
         The schedules run, in the order of ``names`` (empty where not recorded).
     remeasured : tuple of str
-        The schedules measured three times, since the first fit missed them by more than
-        ``REMEASURE`` (their ``measured`` is the median of the three).
+        The schedules executed twice more, since the first fit missed them by more than
+        ``REMEASURE`` (their ``measured`` is the median of all their executions).
     """
 
     names: tuple[str, ...]
@@ -129,7 +135,7 @@ class CalibrationReport:
         lines.append(f"median measured/predicted: {self._median_ratio(self.before, self.measured):.2f} before, "
                      f"{self._median_ratio(self.after, self.measured):.2f} after")
         if self.remeasured:
-            lines.append(f"measured three times (missed by over {REMEASURE:.0%} at first): "
+            lines.append(f"measured twice more (missed by over {REMEASURE:.0%} at first): "
                          f"{', '.join(self.remeasured)}")
         return "\n".join(lines)
 
@@ -226,7 +232,7 @@ def _fit(problem: Problem, runs: Sequence[Schedule], measured: np.ndarray, x0: S
 
 def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Tensor | Sequence[torch.Tensor],
               *, count: int = SCHEDULES, cluster: bool = True, warmup: int = 1, repeats: int | None = None,
-              seed: int = 0, compile: str | None = None) -> tuple[Problem, CalibrationReport]:
+              rounds: int = ROUNDS, seed: int = 0, compile: str | None = None) -> tuple[Problem, CalibrationReport]:
     """Run a few schedules of ``problem`` for real and fit its overhead terms to their makespans.
 
     Parameters
@@ -240,7 +246,10 @@ def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Te
     count : int
         Schedules to run (see :func:`schedules`); at least 1, 3 or more to pin the three terms.
     cluster, warmup, repeats : bool, int, int or None
-        As for :func:`~mapsched.harness.execute`; each schedule's median run is fitted.
+        As for :func:`~mapsched.harness.execute`, for each execution.
+    rounds : int
+        Executions of each schedule, in rounds over all of them (``ROUNDS``); the
+        median of each schedule's executions is fitted.
     seed : int
         Seed of the HEFT, MET, CPOP and random schedules.
     compile : str, optional
@@ -257,13 +266,14 @@ def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Te
 
     Notes
     -----
-    The fit minimises the squared relative errors, so that every schedule counts
+    Each schedule is executed ``rounds`` times, round by round over all of them, and its
+    median execution fitted. The fit minimises the squared relative errors, so that every schedule counts
     alike, with SciPy's bounded least squares (the makespan is piecewise linear in the
     terms), the kernel factor bounded to ``SCALE`` and weakly pulled towards 1
     (``PRIOR``); the terms start from the mean of those the problem recorded. A schedule
     the fit misses by more than ``REMEASURE`` is executed twice more and the fit made
-    again on the median of its three measurements: one execution slowed by something
-    else on the machine would otherwise pull every term.
+    again on the median of all its executions: executions slowed by something else on
+    the machine would otherwise pull every term.
 
     Examples
     --------
@@ -272,12 +282,14 @@ def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Te
     >>> m = transformer()
     >>> x = torch.randn(m.input_shape)
     >>> p = profile(m, x, ["cpu:0", "cpu:1"], repeats=1)
-    >>> q, report = calibrate(m, p, x, count=3, repeats=1)
+    >>> q, report = calibrate(m, p, x, count=3, repeats=1, rounds=1)
     >>> q.calibration.fitted, len(report.measured)
     (True, 3)
     """
     if count < 1:
         raise HarnessError(f"count: expected at least 1 schedule, got {count}")
+    if rounds < 1:
+        raise HarnessError(f"rounds: expected at least 1 execution of each schedule, got {rounds}")
     check_threads(problem)
     compile = recorded_compile(problem, compile)
     batch = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
@@ -289,18 +301,23 @@ def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Te
     def run(s: Schedule) -> float:
         return execute(graph, problem, s, batch, warmup=warmup, repeats=repeats, compile=compile).makespan
 
-    measured = np.array([run(s) for _, s in runs])
+    times = [[] for _ in runs]
+    for _ in range(rounds):
+        for k, (_, s) in enumerate(runs):
+            times[k].append(run(s))
+    measured = np.array([np.median(t) for t in times])
     cal = problem.calibration
     x0 = [float(np.mean(list(cal.overhead.values()))) if cal and cal.overhead else 0.0,
           float(np.mean(list(cal.sync.values()))) if cal and cal.sync else 0.0,
           cal.scale if cal else 1.0]
     theta = _fit(problem, [s for _, s in runs], measured, x0)
-    # One slow execution (another process, a core shared for a while) pulls all three terms:
+    # Slow executions (another process, a core shared for a while) pull all three terms:
     # the schedules the fit misses most are measured twice more, and their median fitted.
     errors = _errors(problem, theta, [s for _, s in runs], measured)
     again = [k for k in range(len(runs)) if abs(errors[k]) > REMEASURE]
     for k in again:
-        measured[k] = float(np.median([measured[k], run(runs[k][1]), run(runs[k][1])]))
+        times[k] += [run(runs[k][1]), run(runs[k][1])]
+        measured[k] = float(np.median(times[k]))
     if again:
         theta = _fit(problem, [s for _, s in runs], measured, theta)
     calibrated = _candidate(problem, theta)
