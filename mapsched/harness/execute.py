@@ -1,17 +1,17 @@
 """Run a schedule for real and measure it.
 
 Every device gets one worker thread that runs its jobs in the schedule's order, in one
-loop (:func:`mapsched.harness.runner.launch`); what each job needs is worked out once per
-execution, not per run. A job waits for the jobs that produce its inputs, gathers the rows of the inputs it holds
-(from as many producers and devices as hold them), copies them to its device, and runs
-its task's callable on that batch (see :mod:`mapsched.harness.lean`: the segment's fx
-module, or a frozen TorchScript trace of it per batch size, as the problem was
-profiled). On CUDA each device has its own stream: its thread only queues kernels, a
-copy from another GPU waits on the stream for the event its producer recorded, and the
-host waits on that event only where the CPU consumes a GPU's output; job times on a GPU
-come from CUDA events. On a machine without a GPU, emulated devices ``cpu:0``,
-``cpu:1``... run on separate threads of the host (set ``torch.set_num_threads`` so that
-they do not fight over the cores)."""
+loop (:func:`mapsched.harness.runner.launch`); what each job needs is worked out once
+per execution, not per run. A job waits for the jobs that produce its inputs, gathers
+the rows of the inputs it holds (from as many producers and devices as hold them),
+copies them to its device, and runs its task's callable on that batch (see
+:mod:`mapsched.harness.lean`: the segment's fx module, or a frozen TorchScript trace of
+it per batch size, as the problem was profiled). On CUDA each device has its own stream:
+its thread only queues kernels, a copy from another GPU waits on the stream for the
+event its producer recorded, and the host waits on that event only where the CPU
+consumes a GPU's output; job times on a GPU come from CUDA events. On a machine without
+a GPU, emulated devices ``cpu:0``, ``cpu:1``... run on separate threads of the host (set
+``torch.set_num_threads`` so that they do not fight over the cores)."""
 
 from __future__ import annotations
 
