@@ -1,8 +1,11 @@
 """The device loops of mapsched.harness.runner: order across devices, and failures."""
 
+import importlib
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
@@ -44,3 +47,19 @@ def test_a_failing_step_ends_the_run_and_frees_the_devices_waiting_for_it():
 
 def test_no_lines_is_an_empty_run():
     assert launch({}, {}, {})[0] == {}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_a_device_loop_never_runs_a_job_before_its_producer(data):
+    order = importlib.import_module("mapsched.harness.execute")._order
+    n = data.draw(st.integers(1, 12))
+    keys = {j: (data.draw(st.floats(0, 3)), j) for j in range(n)}
+    # producers have lower indices: acyclic, whatever the keys say
+    before = {j: sorted(data.draw(st.sets(st.integers(0, j - 1), max_size=3))) for j in range(1, n)}
+    out = order(keys, before)
+    at = {j: k for k, j in enumerate(out)}
+    assert sorted(out) == list(range(n))
+    assert all(at[src] < at[j] for j, srcs in before.items() for src in srcs)
+    # with no producers to respect, the keys' order
+    assert order(keys, {}) == sorted(keys, key=keys.get)

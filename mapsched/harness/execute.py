@@ -16,6 +16,7 @@ a GPU, emulated devices ``cpu:0``, ``cpu:1``... run on separate threads of the h
 from __future__ import annotations
 
 import gc
+import heapq
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -202,29 +203,58 @@ class _Plan:
     staged: dict[int, Any]
 
 
+def _order(keys: dict[int, tuple], before: dict[int, list[int]]) -> list[int]:
+    """The jobs by ``keys``, except that none comes before a job of ``before[j]``: a
+    schedule's times, valid within floating-point tolerance, could put a job a hair
+    before the zero-length job on its device that produces its input. O(n log n + E).
+
+    >>> _order({0: (1.0, 1.0), 1: (0.9999999, 2.0), 2: (0.5, 0.6)}, {1: [0]})
+    [2, 0, 1]
+    """
+    waiting = {j: len(before.get(j, ())) for j in keys}
+    after: dict[int, list[int]] = {}
+    for j, srcs in before.items():
+        for src in srcs:
+            after.setdefault(src, []).append(j)
+    heap = [(keys[j], j) for j, n in waiting.items() if not n]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        _, j = heapq.heappop(heap)
+        out.append(j)
+        for k in after.get(j, ()):
+            waiting[k] -= 1
+            if not waiting[k]:
+                heapq.heappush(heap, (keys[k], k))
+    return out
+
+
 def _plan(graph: CoarseGraph, jobs: list[Job], devs: _Devices) -> _Plan:
-    """Each device's jobs in the schedule's order (start, end, then the graph's order), with
-    where every input of each comes from. O(sum of the jobs' inputs)."""
+    """Each device's jobs in the schedule's order (start, end, then the graph's order; no
+    job before a producer of its input on its device), with where every input of each
+    comes from. O(sum of the jobs' inputs + n log n)."""
     seg_of = {s.name: k for k, s in enumerate(graph.segments)}
     # owner[segment][input] = (job index, row in that job's batch)
     owner: list[dict[int, tuple[int, int]]] = [{} for _ in graph.segments]
     for j, job in enumerate(jobs):
         for row, i in enumerate(job.inputs):
             owner[seg_of[job.task]][i] = (j, row)
-    staged: dict[int, Any] = {}
-    made: list[tuple[int, list[tuple[list[tuple[int, slice | None]], int]], Callable[..., Any] | None]] = []
-    for j in sorted(range(len(jobs)), key=lambda j: (jobs[j].start, jobs[j].end, seg_of[jobs[j].task])):
-        job, k = jobs[j], seg_of[jobs[j].task]
-        seg = graph.segments[k]
-        args = [(_pieces(job.inputs, owner[graph.producer[v]], graph.batched[v]),
-                 graph.segments[graph.producer[v]].outputs.index(v)) for v in seg.inputs]
-        made.append((j, args, devs.calls[job.device][k, len(job.inputs)] if seg.nodes else None))
-    waits = {j: list(dict.fromkeys(src for pieces, _ in args for src, _ in pieces)) for j, args, _ in made}
+    args: dict[int, list[tuple[list[tuple[int, slice | None]], int]]] = {}
+    for j, job in enumerate(jobs):
+        seg = graph.segments[seg_of[job.task]]
+        args[j] = [(_pieces(job.inputs, owner[graph.producer[v]], graph.batched[v]),
+                    graph.segments[graph.producer[v]].outputs.index(v)) for v in seg.inputs]
+    waits = {j: list(dict.fromkeys(src for pieces, _ in args[j] for src, _ in pieces)) for j in args}
     signal = {src for j in waits for src in waits[j] if jobs[src].device != jobs[j].device}
+    keys = {j: (job.start, job.end, seg_of[job.task]) for j, job in enumerate(jobs)}
+    order = _order(keys, {j: [src for src in waits[j] if jobs[src].device == jobs[j].device] for j in waits})
+    staged: dict[int, Any] = {}
     lines: dict[str, list[Step]] = {d: [] for d in devs.tdev}
-    for j, args, call in made:
-        body = _body(j, jobs, call, args, devs.streams[jobs[j].device], staged)
-        lines[jobs[j].device].append(Step(j, waits[j], j in signal, body))
+    for j in order:
+        job, k = jobs[j], seg_of[jobs[j].task]
+        call = devs.calls[job.device][k, len(job.inputs)] if graph.segments[k].nodes else None
+        body = _body(j, jobs, call, args[j], devs.streams[job.device], staged)
+        lines[job.device].append(Step(j, waits[j], j in signal, body))
     return _Plan(lines, staged)
 
 
