@@ -200,7 +200,6 @@ class CpSatBatched:
         self.z: dict[tuple[int, int, int], Any] = {}
         self.f: dict[tuple[int, int, int], Any] = {}
         self.counts = counts
-        self.last: tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]] | None = None
         self.eq: dict[tuple[int, int], Any] = {}
         self.ticks: dict[tuple[int, int], dict[int, int]] = {}
         self.size: dict[tuple[int, int], tuple[Any, Any]] = {}
@@ -483,7 +482,8 @@ class CpSatBatched:
     def solve(self, time_limit: float | None, threads: int, seed: int = 0, log: bool = False,
               on_solution: Any = None, detect_symmetry: bool = True,
               first_within: float | None = None) -> dict[str, Any]:
-        """Solve; returns ``jobs`` [(task, device, mask, start ms)], ``bound`` (ms), ``optimal``, ``log``.
+        """Solve; returns ``jobs`` [(task, device, mask, start ms)], ``bound`` (ms), ``optimal``, ``log``,
+        and with ``counts`` the ``counts`` solution (batch sizes and starts, for :meth:`realise`).
         ``first_within`` (with ``on_solution``): give up after that many seconds without a solution.
 
         With two or three threads, a model of at most :data:`SMALL_TASKS` tasks runs two
@@ -502,17 +502,17 @@ class CpSatBatched:
                                "bound": solver.best_objective_bound / self.res}
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             out["jobs"] = self.read(solver)
+            if self.counts:
+                out["counts"] = self._counts(solver)
         return out
 
-    def realise(self, time_limit: float | None, threads: int,
-                seed: int = 0) -> list[tuple[int, int, int, float]] | None:
-        """The exact check of the counts solution :meth:`read` saw last: the per-input model with
+    def realise(self, counts: tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]],
+                time_limit: float | None, threads: int, seed: int = 0) -> list[tuple[int, int, int, float]] | None:
+        """The exact check of a counts solution (``solve()["counts"]``): the per-input model with
         its batch sizes and starts fixed, so that only the inputs are free. Its jobs, or None
         where no realisation exists or none is found in ``time_limit``. O(model size) to
         build; the solve is a feasibility search."""
-        if self.last is None:
-            return None
-        sizes, starts = self.last
+        sizes, starts = counts
         full = CpSatBatched(self.problem, self.horizon / self.res, self.res)
         for (i, u), n in full.n.items():
             full.model.add(n == sizes.get((i, u), 0))
@@ -520,13 +520,16 @@ class CpSatBatched:
                 full.model.add(full.s[i, u] == starts[i, u])
         return full.solve(time_limit, threads, seed)["jobs"]
 
+    def _counts(self, solver: Any) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]]:
+        """A counts solution's batch sizes and starts (ticks), per (task, device) that runs."""
+        sizes = {k: solver.value(v) for k, v in self.n.items() if solver.value(v)}
+        return sizes, {k: solver.value(self.s[k]) for k in sizes}
+
     def read(self, solver: Any) -> list[tuple[int, int, int, float]] | None:
         """The solution's jobs ``(task, device, mask, start ms)``; with ``counts``, its greedy
         realisation (:func:`realise_greedily`), or None where that fails."""
         if self.counts:
-            sizes = {k: solver.value(v) for k, v in self.n.items() if solver.value(v)}
-            starts = {k: solver.value(self.s[k]) for k in sizes}
-            self.last = sizes, starts
+            sizes, starts = self._counts(solver)
             ends = {k: solver.value(self.end[k]) for k in sizes}
             masks = realise_greedily(self.problem, sizes, starts, ends, self.res)
             return None if masks is None else [(i, u, mask, starts[i, u] / self.res) for (i, u), mask in masks.items()]

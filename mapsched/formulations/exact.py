@@ -162,7 +162,7 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
                 model_c.hint(start)
                 out = batched(model_c)
                 if out["optimal"] and not (best and meets(best[0].makespan, out["bound"])):
-                    jobs = None if ctx.expired() else model_c.realise(_quarter(ctx), ctx.threads, seed)
+                    jobs = None if ctx.expired() else model_c.realise(out["counts"], _quarter(ctx), ctx.threads, seed)
                     if jobs is None:
                         log += f"counts relaxation: optimum {out['bound']:.6g} ms not realised; the per-input model\n"
                         relaxed, out = out["bound"], None
