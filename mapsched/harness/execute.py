@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import gc
 import heapq
-import math
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +33,7 @@ from .devices import EXCLUSIVE, move, pin, torch_device
 from .graph import CoarseGraph, trace
 from .lean import prepare, recorded_compile
 from .overheads import check_threads
-from .runner import Step, launch
+from .runner import Done, Step, launch, timed
 
 __all__ = ["Execution", "execute", "outputs_match"]
 
@@ -66,15 +64,6 @@ class Execution:
     @property
     def throughput(self) -> float | None:
         return self.measured.throughput
-
-
-@dataclass
-class _Done:
-    values: list[Any]  # the segment's outputs, batched over the job's inputs
-    start: float  # seconds from the launch (on CUDA filled in from the events once the run ends)
-    end: float
-    event: Any = None  # on CUDA, recorded on the device's stream after the job's kernels
-    began: Any = None  # on CUDA, recorded before them
 
 
 def outputs_match(outputs: Any, reference: Any, devices: Sequence[str]) -> bool:
@@ -124,7 +113,7 @@ def _pieces(inputs: Sequence[int], owner: dict[int, tuple[int, int]], rows: int)
     return [(j, slice(a * rows, b * rows)) for j, a, b in runs]
 
 
-def _gather(pieces: list[tuple[int, slice | None]], jobs: list[Job], done: dict[int, _Done], slot: int, dev: str,
+def _gather(pieces: list[tuple[int, slice | None]], jobs: list[Job], done: dict[int, Done], slot: int, dev: str,
             stream: Any = None) -> Any:
     """The value assembled on ``dev`` from its pieces, each copied from its producer's device
     (on CUDA after the producer's event, on ``stream``)."""
@@ -170,28 +159,15 @@ class _Devices:
 
 def _body(j: int, jobs: list[Job], call: Callable[..., Any] | None,
           args: list[tuple[list[tuple[int, slice | None]], int]], stream: Any,
-          staged: dict[int, Any]) -> Callable[[dict[int, _Done], float], _Done]:
-    """Job ``j`` as its device's loop runs it: gather its inputs, then time its callable
+          staged: dict[int, Any]) -> Callable[[dict[int, Done], float], Done]:
+    """Job ``j`` as its device's loop runs it: its inputs gathered, then its callable timed
     (``call`` None: a model input, taken from ``staged``, which each run refreshes)."""
     dev = jobs[j].device
 
-    def cpu(done: dict[int, _Done], t0: float) -> _Done:
-        values = [_gather(pieces, jobs, done, slot, dev) for pieces, slot in args]
-        start = time.perf_counter() - t0
-        out = list(call(*values)) if call is not None else [staged[j]]
-        return _Done(out, start, time.perf_counter() - t0)
+    def gather(done: dict[int, Done]) -> list[Any]:
+        return [_gather(pieces, jobs, done, slot, dev, stream) for pieces, slot in args]
 
-    def gpu(done: dict[int, _Done], t0: float) -> _Done:
-        # The kernels are only queued: the loop goes on to queue the device's next job, and
-        # the events time the kernels once the run is over.
-        values = [_gather(pieces, jobs, done, slot, dev, stream) for pieces, slot in args]
-        began, event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        began.record(stream)
-        out = list(call(*values)) if call is not None else [staged[j]]
-        event.record(stream)
-        return _Done(out, math.nan, math.nan, event, began)
-
-    return cpu if stream is None else gpu
+    return timed(call if call is not None else lambda: (staged[j],), gather, stream)
 
 
 @dataclass
@@ -259,7 +235,7 @@ def _plan(graph: CoarseGraph, jobs: list[Job], devs: _Devices) -> _Plan:
 
 
 def _launch(graph: CoarseGraph, jobs: list[Job], batch: Sequence[torch.Tensor], devs: _Devices,
-            plan: _Plan) -> tuple[dict[int, _Done], float]:
+            plan: _Plan) -> tuple[dict[int, Done], float]:
     """One run of ``plan`` (:func:`~mapsched.harness.runner.launch`): the jobs' times and the wall ms."""
     seg_of = {s.name: k for k, s in enumerate(graph.segments)}
     # Model inputs are prefetched (they take no time in the problem): slice them now.
@@ -290,7 +266,7 @@ def _more(repeats: int | None, walls: list[float]) -> bool:
 
 
 def _measure(graph: CoarseGraph, devs: _Devices, jobs: list[Job], batch: Sequence[torch.Tensor], warmup: int,
-             repeats: int | None) -> tuple[list[tuple[float, dict[int, tuple[float, float]]]], dict[int, _Done]]:
+             repeats: int | None) -> tuple[list[tuple[float, dict[int, tuple[float, float]]]], dict[int, Done]]:
     """``warmup`` untimed runs, then the timed ones (see :func:`_more`), with the garbage
     collector paused: each run's wall ms and job times (s), and the last run's values."""
     runs: list[tuple[float, dict[int, tuple[float, float]]]] = []

@@ -23,7 +23,7 @@ from ..errors import HarnessError
 from ..problem import Calibration, Link, Problem, Task
 from .allocator import steady
 from .devices import EXCLUSIVE, pin, synchronize, torch_device
-from .runner import Step, launch
+from .runner import Done, Step, launch, timed
 
 __all__ = ["JOBS", "check_threads", "fold", "measure_overheads", "refit", "thread_settings"]
 
@@ -58,34 +58,26 @@ def check_threads(problem: Problem, flag: str = "torch.set_num_threads",
                                f"has {current}; run with the same setting ({flag}) or profile again with this one")
 
 
-def _job(stream: Any, x: torch.Tensor | None) -> Callable[[], Any]:
-    """An almost empty job of ``execute``: on CUDA its two events and one tiny kernel."""
-
-    def run() -> Any:
-        if stream is None:
-            return None
-        began, event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        began.record(stream)
-        x.add_(1)
-        event.record(stream)
-        return event
-
-    return run
+def _task(stream: Any, x: torch.Tensor | None) -> Callable[[], tuple[Any, ...]]:
+    """An almost empty task: nothing on the host, one tiny kernel on a GPU."""
+    if stream is None:
+        return tuple
+    return lambda: (x.add_(1),)
 
 
-def _link(k: int, job: Callable[[], Any], stream: Any) -> Callable[[dict[int, Any], float], Any]:
-    """Job ``k`` of a chain: after job ``k - 1`` (on CUDA, after its event), ``job``."""
+def _after(k: int, stream: Any) -> Callable[[dict[int, Done]], list[Any]]:
+    """Job ``k``'s inputs in a chain: none, but it follows job ``k - 1`` (on a GPU, its event)."""
 
-    def body(done: dict[int, Any], t0: float) -> Any:
+    def inputs(done: dict[int, Done]) -> list[Any]:
         prev = done.get(k - 1)
-        if prev is not None:
-            stream.wait_event(prev) if stream is not None else prev.synchronize()
-        return job()
+        if prev is not None and prev.event is not None:
+            stream.wait_event(prev.event) if stream is not None else prev.event.synchronize()
+        return []
 
-    return body
+    return inputs
 
 
-def _chain(names: Sequence[str], order: Sequence[int], jobs: dict[str, Callable[[], Any]],
+def _chain(names: Sequence[str], order: Sequence[int], tasks: dict[str, Callable[[], Any]],
            tdev: dict[str, torch.device], streams: dict[str, Any]) -> float:
     """Wall ms per job of a chain run as ``execute`` runs its jobs: job k on ``names[order[k]]``
     waits for job k - 1, all queued before the clock starts."""
@@ -93,19 +85,19 @@ def _chain(names: Sequence[str], order: Sequence[int], jobs: dict[str, Callable[
     for k, u in enumerate(order):
         d = names[u]
         handed = k + 1 < len(order) and names[order[k + 1]] != d
-        lines[d].append(Step(k, [k - 1] if k else [], handed, _link(k, jobs[d], streams[d])))
+        lines[d].append(Step(k, [k - 1] if k else [], handed, timed(tasks[d], _after(k, streams[d]), streams[d])))
     _, wall, _ = launch(lines, tdev, streams)
     return wall / len(order)
 
 
-def _direct(job: Callable[[], Any], dev: torch.device, stream: Any, n: int) -> float:
-    """ms per call of ``job`` timed as ``profile`` times a task: synchronised before and after."""
+def _direct(task: Callable[[], Any], dev: torch.device, stream: Any, n: int) -> float:
+    """ms per call of ``task`` timed as ``profile`` times a task: synchronised before and after."""
     total = 0.0
     with torch.cuda.stream(stream) if stream is not None else nullcontext():
         for _ in range(n):
             synchronize(dev)
             t0 = time.perf_counter()
-            job()
+            task()
             synchronize(dev)
             total += time.perf_counter() - t0
     return 1000.0 * total / n
@@ -115,9 +107,10 @@ def measure_overheads(devices: Sequence[str], jobs: int = JOBS,
                       repeats: int = 3) -> tuple[dict[str, float], dict[tuple[str, str], float]]:
     """Per device, the ms a job costs in ``execute`` beyond its kernels; per device pair, a hand-off's.
 
-    A device's overhead is the time per job of a chain of ``jobs`` empty jobs through its
-    worker thread, each waiting for the one before, less the time of the same job called
-    directly as :func:`~mapsched.harness.profile` times a task. A pair's sync is the time
+    A device's overhead is the time per job of a chain of ``jobs`` almost empty jobs on its
+    worker thread, each waiting for the one before and timed as ``execute`` times a job
+    (:func:`~mapsched.harness.runner.timed`), less the time of the same task called
+    directly as :func:`~mapsched.harness.profile` times one. A pair's sync is the time
     per job of a chain alternating between the two devices less that of a chain on one: what
     a job pays to wait for a job of another device, beyond the copy. Each figure is the
     median of ``repeats`` chains, and at least 0. About ``(m + m (m - 1) / 2) × repeats``
@@ -144,7 +137,7 @@ def measure_overheads(devices: Sequence[str], jobs: int = JOBS,
     tdev = {d: torch_device(d) for d in names}
     streams = {d: torch.cuda.Stream(tdev[d]) if tdev[d].type == "cuda" else None for d in names}
     scratch = {d: torch.zeros(1, device=tdev[d]) if streams[d] is not None else None for d in names}
-    work = {d: _job(streams[d], scratch[d]) for d in names}
+    work = {d: _task(streams[d], scratch[d]) for d in names}
     with EXCLUSIVE:
         pin(names)
         _chain(names, [0, 0] * 4, work, tdev, streams)  # start the threads and the CUDA contexts

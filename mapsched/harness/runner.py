@@ -4,11 +4,14 @@ Each device's worker thread (:func:`~mapsched.harness.devices.worker`) runs its 
 order in one loop, with no per-job hand-off through a queue or a future: a step waits
 only for its producers on other devices, each of which sets an event when done. A loop
 that fails sets every event, so that no other device waits for a producer that will
-not come, and the first error is raised to the caller.
+not come, and the first error is raised to the caller. :func:`timed` makes a step that
+times its callable as every job is timed: by the host's clock, or on a GPU by CUDA
+events on the device's stream.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -21,7 +24,28 @@ import torch
 from ..errors import HarnessError
 from .devices import synchronize, worker
 
-__all__ = ["Step", "launch"]
+__all__ = ["Done", "Step", "launch", "timed"]
+
+
+@dataclass
+class Done:
+    """What a timed step left: its outputs and times.
+
+    Attributes
+    ----------
+    values : list
+        The callable's outputs.
+    start, end : float
+        Seconds from the launch; on a GPU filled in from the events once the run is over.
+    event, began : torch.cuda.Event or None
+        On a GPU, recorded on the device's stream after and before the callable's kernels.
+    """
+
+    values: list[Any]
+    start: float
+    end: float
+    event: Any = None
+    began: Any = None
 
 
 @dataclass
@@ -113,3 +137,30 @@ def launch(lines: dict[str, list[Step]], devices: dict[str, torch.device],
     for d in devices.values():
         synchronize(d)
     return done, 1000.0 * (time.perf_counter() - t0), marks
+
+
+def timed(call: Callable[..., Sequence[Any]], inputs: Callable[[dict[int, Any]], list[Any]],
+          stream: Any = None) -> Callable[[dict[int, Any], float], Done]:
+    """A step's body: ``inputs(done)`` (untimed), then ``call(*inputs)`` timed.
+
+    On the host the clock brackets the call. On a GPU (``stream``) the kernels are only
+    queued: the loop goes on to queue the device's next job, and two CUDA events around
+    them time the kernels once the run is over (:attr:`Done.event` is what a consumer
+    waits for).
+    """
+
+    def host(done: dict[int, Any], t0: float) -> Done:
+        args = inputs(done)
+        start = time.perf_counter() - t0
+        out = list(call(*args))
+        return Done(out, start, time.perf_counter() - t0)
+
+    def gpu(done: dict[int, Any], t0: float) -> Done:
+        args = inputs(done)
+        began, event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        began.record(stream)
+        out = list(call(*args))
+        event.record(stream)
+        return Done(out, math.nan, math.nan, event, began)
+
+    return host if stream is None else gpu
