@@ -27,10 +27,17 @@ schedule: the median makespan (ms) over the executions, and the median and mean 
 between the end of a job and the start of the next on its device (µs, every run's
 median run pooled): the loop's own Python, and on two devices the waits for the other.
 
+``overlap``: whether jobs slow each other when both devices run. The same random-wired
+network, profiled with fx and with ``jit`` tasks; its ``single-best``, ``heft`` and
+``cpop`` latency schedules are each executed ``--executions`` times. Printed per setting
+and schedule: the median of each job's measured time over its profiled latency, for the
+jobs that more than half overlap a job of the other device, and for the others.
+
 Each setting runs in a fresh process, one after the other.
 
     python benchmarks/bench_steady.py --runs 20 --rounds 5 --executions 8
     python benchmarks/bench_steady.py --what executor --executions 20
+    python benchmarks/bench_steady.py --what overlap --executions 10
 """
 
 from __future__ import annotations
@@ -136,6 +143,37 @@ def executor_child(compile: str, executions: int) -> dict[str, list[float]]:
     return out
 
 
+def overlap_child(compile: str, executions: int) -> dict[str, list[float]]:
+    import numpy as np
+    import torch
+
+    import mapsched
+    from mapsched.harness import execute, profile, trace
+    from mapsched.harness.models import FACTORIES
+
+    torch.set_num_threads(1)
+    model = FACTORIES["random-wired"](n=12, width=32, image=32)
+    example = torch.randn(model.input_shape, generator=torch.Generator().manual_seed(0))
+    graph = trace(model, example)
+    p = profile(model, example, ["cpu:0", "cpu:1"], [1, 2, 4], compile=compile)
+    x = torch.randn(1, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
+    out = {}
+    for method in ("single-best", "heft", "cpop"):
+        s = mapsched.solve(p, method)
+        alone, together = [], []
+        for _ in range(executions):
+            jobs = [j for j in execute(graph, p, s, x).measured.jobs if j.end > j.start]
+            for j in jobs:
+                span, profiled = j.end - j.start, p.tasks[p.task_index[j.task]].latency[j.device][len(j.inputs)]
+                if profiled > 0:  # a task of views only profiles at 0
+                    shared = sum(max(0.0, min(j.end, o.end) - max(j.start, o.start))
+                                 for o in jobs if o.device != j.device)
+                    (together if shared > span / 2 else alone).append(span / profiled)
+        out[method] = [len(alone), float(np.median(alone)) if alone else float("nan"),
+                       len(together), float(np.median(together)) if together else float("nan")]
+    return out
+
+
 def run_child(args: argparse.Namespace, what: str, name: str) -> object:
     out = subprocess.run([sys.executable, __file__, "--child", what, name, "--runs", str(args.runs), "--rounds",
                           str(args.rounds), "--executions", str(args.executions)],
@@ -145,7 +183,7 @@ def run_child(args: argparse.Namespace, what: str, name: str) -> object:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--what", choices=["allocator", "pinning", "both", "executor"], default="both")
+    ap.add_argument("--what", choices=["allocator", "pinning", "both", "executor", "overlap"], default="both")
     ap.add_argument("--runs", type=int, default=20, help="timed runs a round (allocator)")
     ap.add_argument("--rounds", type=int, default=5, help="rounds (allocator)")
     ap.add_argument("--executions", type=int, default=8, help="executions of each schedule (pinning)")
@@ -157,6 +195,8 @@ def main() -> None:
             print(json.dumps(allocator_child(*ALLOCATOR[name], args.runs, args.rounds)))
         elif what == "executor":
             print(json.dumps(executor_child(EXECUTOR[name], args.executions)))
+        elif what == "overlap":
+            print(json.dumps(overlap_child(EXECUTOR[name], args.executions)))
         else:
             print(json.dumps(pinning_child(*PINNING[name], args.executions)))
         return
@@ -188,6 +228,13 @@ def main() -> None:
         for name in EXECUTOR:
             for method, (span, median, mean) in run_child(args, "executor", name).items():
                 print(f"| {name} | {method} | {span:.3f} | {median:.1f} | {mean:.1f} |", flush=True)
+    if args.what == "overlap":
+        print("| tasks | schedule | jobs mostly alone | measured / profiled | jobs mostly beside the other device "
+              "| measured / profiled |")
+        print("|---|---|---:|---:|---:|---:|")
+        for name in EXECUTOR:
+            for method, (n1, r1, n2, r2) in run_child(args, "overlap", name).items():
+                print(f"| {name} | {method} | {n1} | {r1:.3f} | {n2} | {r2:.3f} |", flush=True)
 
 
 if __name__ == "__main__":
