@@ -33,11 +33,19 @@ network, profiled with fx and with ``jit`` tasks; its ``single-best``, ``heft`` 
 and schedule: the median of each job's measured time over its profiled latency, for the
 jobs that more than half overlap a job of the other device, and for the others.
 
+``threads``: whether two threads of one process slow each other where the interpreter
+lock is released. A frozen TorchScript trace of two 32-channel 3x3 convolutions (a batch
+of 2 of 32x32 images: about 0.5 ms a call) is called in a loop for 4 s, on one core
+alone, then in two threads of one process pinned to the two cores, then in two processes
+pinned to the two cores. Printed: the calls of each loop, and their mean over the calls
+alone.
+
 Each setting runs in a fresh process, one after the other.
 
     python benchmarks/bench_steady.py --runs 20 --rounds 5 --executions 8
     python benchmarks/bench_steady.py --what executor --executions 20
     python benchmarks/bench_steady.py --what overlap --executions 10
+    python benchmarks/bench_steady.py --what threads
 """
 
 from __future__ import annotations
@@ -174,6 +182,41 @@ def overlap_child(compile: str, executions: int) -> dict[str, list[float]]:
     return out
 
 
+def threads_child(cores: list[int], seconds: float = 4.0) -> list[int]:
+    import os
+    import threading
+    import time
+
+    import torch
+
+    torch.set_num_threads(1)
+    net = torch.nn.Sequential(torch.nn.Conv2d(32, 32, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.Conv2d(32, 32, 3, padding=1)).eval()
+    x = torch.randn(2, 32, 32, 32)
+    with torch.inference_mode():
+        fn = torch.jit.freeze(torch.jit.trace(net, x))
+        for _ in range(5):
+            fn(x)
+    calls: list[int] = []
+
+    def loop(core: int) -> None:
+        os.sched_setaffinity(0, {core})
+        torch.set_num_threads(1)
+        n, t0 = 0, time.perf_counter()
+        with torch.inference_mode():
+            while time.perf_counter() - t0 < seconds:
+                fn(x)
+                n += 1
+        calls.append(n)
+
+    threads = [threading.Thread(target=loop, args=(c,)) for c in cores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return calls
+
+
 def run_child(args: argparse.Namespace, what: str, name: str) -> object:
     out = subprocess.run([sys.executable, __file__, "--child", what, name, "--runs", str(args.runs), "--rounds",
                           str(args.rounds), "--executions", str(args.executions)],
@@ -183,7 +226,8 @@ def run_child(args: argparse.Namespace, what: str, name: str) -> object:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--what", choices=["allocator", "pinning", "both", "executor", "overlap"], default="both")
+    ap.add_argument("--what", default="both",
+                    choices=["allocator", "pinning", "both", "executor", "overlap", "threads"])
     ap.add_argument("--runs", type=int, default=20, help="timed runs a round (allocator)")
     ap.add_argument("--rounds", type=int, default=5, help="rounds (allocator)")
     ap.add_argument("--executions", type=int, default=8, help="executions of each schedule (pinning)")
@@ -197,6 +241,8 @@ def main() -> None:
             print(json.dumps(executor_child(EXECUTOR[name], args.executions)))
         elif what == "overlap":
             print(json.dumps(overlap_child(EXECUTOR[name], args.executions)))
+        elif what == "threads":
+            print(json.dumps(threads_child([int(c) for c in name.split(",")])))
         else:
             print(json.dumps(pinning_child(*PINNING[name], args.executions)))
         return
@@ -228,6 +274,17 @@ def main() -> None:
         for name in EXECUTOR:
             for method, (span, median, mean) in run_child(args, "executor", name).items():
                 print(f"| {name} | {method} | {span:.3f} | {median:.1f} | {mean:.1f} |", flush=True)
+    if args.what == "threads":
+        alone = run_child(args, "threads", "1")
+        both = run_child(args, "threads", "0,1")
+        pair = [subprocess.Popen([sys.executable, __file__, "--child", "threads", str(c)], stdout=subprocess.PIPE,
+                                 text=True) for c in (0, 1)]
+        apart = [json.loads(proc.communicate()[0].strip().splitlines()[-1])[0] for proc in pair]
+        print("| setting | calls in 4 s | mean / alone |")
+        print("|---|---|---:|")
+        for name, calls in (("one thread alone", alone), ("two threads, one process", both),
+                            ("two processes", apart)):
+            print(f"| {name} | {', '.join(map(str, calls))} | {np.mean(calls) / alone[0]:.3f} |", flush=True)
     if args.what == "overlap":
         print("| tasks | schedule | jobs mostly alone | measured / profiled | jobs mostly beside the other device "
               "| measured / profiled |")
