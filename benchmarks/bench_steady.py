@@ -123,8 +123,9 @@ def pinning_child(compile: str, pinned: bool, executions: int) -> list[list[floa
     return [[execute(graph, p, s, x).makespan for _ in range(executions)] for s in made]
 
 
-def executor_child(compile: str, executions: int) -> dict[str, list[float]]:
-    import numpy as np
+def random_wired(compile: str, executions: int, methods: tuple[str, ...]):
+    """The random-wired network profiled with ``compile`` tasks, and per latency schedule of
+    ``methods`` the measured schedules of ``executions`` executions."""
     import torch
 
     import mapsched
@@ -137,40 +138,35 @@ def executor_child(compile: str, executions: int) -> dict[str, list[float]]:
     graph = trace(model, example)
     p = profile(model, example, ["cpu:0", "cpu:1"], [1, 2, 4], compile=compile)
     x = torch.randn(1, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
+    made = {method: mapsched.solve(p, method) for method in methods}
+    return p, {method: [execute(graph, p, s, x).measured for _ in range(executions)] for method, s in made.items()}
+
+
+def executor_child(compile: str, executions: int) -> dict[str, list[float]]:
+    import numpy as np
+
+    p, runs = random_wired(compile, executions, ("single-best", "heft"))
     out = {}
-    for method in ("single-best", "heft"):
-        s = mapsched.solve(p, method)
-        spans, gaps = [], []
-        for _ in range(executions):
-            measured = execute(graph, p, s, x).measured
-            spans.append(measured.makespan)
+    for method, measured in runs.items():
+        gaps = []
+        for m in measured:
             for d in p.device_names:
-                line = sorted((j for j in measured.jobs if j.device == d), key=lambda j: j.start)
+                line = sorted((j for j in m.jobs if j.device == d), key=lambda j: j.start)
                 gaps += [b.start - a.end for a, b in zip(line, line[1:])]
-        out[method] = [float(np.median(spans)), 1000 * float(np.median(gaps)), 1000 * float(np.mean(gaps))]
+        out[method] = [float(np.median([m.makespan for m in measured])), 1000 * float(np.median(gaps)),
+                       1000 * float(np.mean(gaps))]
     return out
 
 
 def overlap_child(compile: str, executions: int) -> dict[str, list[float]]:
     import numpy as np
-    import torch
 
-    import mapsched
-    from mapsched.harness import execute, profile, trace
-    from mapsched.harness.models import FACTORIES
-
-    torch.set_num_threads(1)
-    model = FACTORIES["random-wired"](n=12, width=32, image=32)
-    example = torch.randn(model.input_shape, generator=torch.Generator().manual_seed(0))
-    graph = trace(model, example)
-    p = profile(model, example, ["cpu:0", "cpu:1"], [1, 2, 4], compile=compile)
-    x = torch.randn(1, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
+    p, runs = random_wired(compile, executions, ("single-best", "heft", "cpop"))
     out = {}
-    for method in ("single-best", "heft", "cpop"):
-        s = mapsched.solve(p, method)
+    for method, measured in runs.items():
         alone, together = [], []
-        for _ in range(executions):
-            jobs = [j for j in execute(graph, p, s, x).measured.jobs if j.end > j.start]
+        for m in measured:
+            jobs = [j for j in m.jobs if j.end > j.start]
             for j in jobs:
                 span, profiled = j.end - j.start, p.tasks[p.task_index[j.task]].latency[j.device][len(j.inputs)]
                 if profiled > 0:  # a task of views only profiles at 0
