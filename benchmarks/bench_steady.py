@@ -33,6 +33,13 @@ network, profiled with fx and with ``jit`` tasks; its ``single-best``, ``heft`` 
 and schedule: the median of each job's measured time over its profiled latency, for the
 jobs that more than half overlap a job of the other device, and for the others.
 
+``handoff``: what a job waiting for another device's job pays. The same random-wired
+network and settings; its ``heft`` and ``cpop`` latency schedules are each executed
+``--executions`` times. Printed per setting and schedule: the profiled link latency (the
+copy's latency and the hand-off that ``profile`` measures with empty jobs), and, over
+the cross-device dependencies whose consumer's device was idle before the input came,
+the median and 90th percentile of the consumer's start less the producer's end.
+
 ``threads``: whether two threads of one process slow each other where the interpreter
 lock is released. A frozen TorchScript trace of two 32-channel 3x3 convolutions (a batch
 of 2 of 32x32 images: about 0.5 ms a call) is called in a loop for 4 s, on one core
@@ -46,6 +53,7 @@ Each setting runs in a fresh process, one after the other.
     python benchmarks/bench_steady.py --what executor --executions 20
     python benchmarks/bench_steady.py --what overlap --executions 10
     python benchmarks/bench_steady.py --what threads
+    python benchmarks/bench_steady.py --what handoff --executions 10
 """
 
 from __future__ import annotations
@@ -178,6 +186,29 @@ def overlap_child(compile: str, executions: int) -> dict[str, list[float]]:
     return out
 
 
+def handoff_child(compile: str, executions: int) -> dict[str, list[float]]:
+    import numpy as np
+
+    p, runs = random_wired(compile, executions, ("heft", "cpop"))
+    out = {}
+    for method, measured in runs.items():
+        waited = []
+        for m in measured:
+            job = {j.task: j for j in m.jobs}
+            before = {}  # each job's predecessor on its device
+            for d in p.device_names:
+                line = sorted((j for j in m.jobs if j.device == d), key=lambda j: j.start)
+                before.update((b.task, a) for a, b in zip(line, line[1:]))
+            for e in p.edges:
+                a, b = job[e.src], job[e.dst]
+                prev = before.get(b.task)
+                if a.device != b.device and a.end > a.start and (prev is None or prev.end < a.end):
+                    waited.append(b.start - a.end)
+        out[method] = [1000 * max(link.latency for link in p.system.links), len(waited),
+                       1000 * float(np.median(waited)), 1000 * float(np.percentile(waited, 90))]
+    return out
+
+
 def threads_child(cores: list[int], seconds: float = 4.0) -> list[int]:
     import os
     import threading
@@ -223,7 +254,7 @@ def run_child(args: argparse.Namespace, what: str, name: str) -> object:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--what", default="both",
-                    choices=["allocator", "pinning", "both", "executor", "overlap", "threads"])
+                    choices=["allocator", "pinning", "both", "executor", "overlap", "threads", "handoff"])
     ap.add_argument("--runs", type=int, default=20, help="timed runs a round (allocator)")
     ap.add_argument("--rounds", type=int, default=5, help="rounds (allocator)")
     ap.add_argument("--executions", type=int, default=8, help="executions of each schedule (pinning)")
@@ -237,6 +268,8 @@ def main() -> None:
             print(json.dumps(executor_child(EXECUTOR[name], args.executions)))
         elif what == "overlap":
             print(json.dumps(overlap_child(EXECUTOR[name], args.executions)))
+        elif what == "handoff":
+            print(json.dumps(handoff_child(EXECUTOR[name], args.executions)))
         elif what == "threads":
             print(json.dumps(threads_child([int(c) for c in name.split(",")])))
         else:
@@ -270,6 +303,13 @@ def main() -> None:
         for name in EXECUTOR:
             for method, (span, median, mean) in run_child(args, "executor", name).items():
                 print(f"| {name} | {method} | {span:.3f} | {median:.1f} | {mean:.1f} |", flush=True)
+    if args.what == "handoff":
+        print("| tasks | schedule | profiled link latency (µs) | waits | start - producer's end, median (µs) "
+              "| 90th percentile (µs) |")
+        print("|---|---|---:|---:|---:|---:|")
+        for name in EXECUTOR:
+            for method, (link, n, median, p90) in run_child(args, "handoff", name).items():
+                print(f"| {name} | {method} | {link:.1f} | {n} | {median:.1f} | {p90:.1f} |", flush=True)
     if args.what == "threads":
         alone = run_child(args, "threads", "1")
         both = run_child(args, "threads", "0,1")
