@@ -70,35 +70,55 @@ PINNING = {"fx, free": ("none", False), "fx, pinned": ("none", True),
 EXECUTOR = {"fx": "none", "jit": "jit"}
 
 
+def profiled(name: str, size: dict, inputs: int = 1, compile: str = "none"):
+    """Example model ``name`` at ``size`` traced, and profiled on ``cpu:0,cpu:1`` (one thread
+    each) with ``compile`` tasks; its problem (throughput over ``inputs`` where more than
+    one) and ``inputs`` random inputs."""
+    import torch
+
+    import mapsched
+    from mapsched.harness import profile, trace
+    from mapsched.harness.models import FACTORIES
+
+    torch.set_num_threads(1)
+    model = FACTORIES[name](**size)
+    example = torch.randn(model.input_shape, generator=torch.Generator().manual_seed(0))
+    graph = trace(model, example)
+    p = profile(model, example, ["cpu:0", "cpu:1"], [1, 2, 4], compile=compile)
+    if inputs > 1:
+        p = p.with_objective(mapsched.Objective("throughput", inputs))
+    x = torch.randn(inputs, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
+    return graph, p, x
+
+
+def consecutive(measured, devices):
+    """Each two jobs that follow each other on a device of a measured schedule."""
+    for d in devices:
+        line = sorted((j for j in measured.jobs if j.device == d), key=lambda j: j.start)
+        yield from zip(line, line[1:])
+
+
 def allocator_child(fixed: bool, keep: bool, runs: int, rounds: int) -> list[float]:
     import gc
 
     import numpy as np
-    import torch
 
-    import mapsched
-    from mapsched.harness import allocator, profile, trace
+    from mapsched.harness import allocator
     from mapsched.harness.calibrate import _decode
     from mapsched.harness.execute import _Devices, _launch, _plan
-    from mapsched.harness.models import FACTORIES
 
     if not fixed:
         allocator._state.append(False)  # steady() then does nothing in this process
-    torch.set_num_threads(1)
-    model = FACTORIES["inception"](width=16, image=64)
-    example = torch.randn(model.input_shape, generator=torch.Generator().manual_seed(0))
-    graph = trace(model, example)
-    p = profile(model, example, ["cpu:0", "cpu:1"], [1, 2, 4]).with_objective(mapsched.Objective("throughput", 4))
-    x = torch.randn(4, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
+    graph, p, x = profiled("inception", {"width": 16, "image": 64}, inputs=4)
     jobs = list(_decode(p, np.zeros(p.n, dtype=np.int64), "only cpu:0").jobs)
     walls = []
     for _ in range(rounds):
         devs = _Devices.open(graph, p, jobs, (x,), "none")
-        steps = _plan(graph, jobs, devs)
+        plan = _plan(graph, jobs, devs)
         kept = []
         gc.disable()
         for _ in range(runs + 1):
-            done, wall = _launch(graph, jobs, (x,), devs, steps)
+            done, wall = _launch(graph, jobs, (x,), devs, plan)
             walls.append(wall)
             if keep:
                 kept.append(done)
@@ -111,22 +131,13 @@ def allocator_child(fixed: bool, keep: bool, runs: int, rounds: int) -> list[flo
 def pinning_child(compile: str, pinned: bool, executions: int) -> list[list[float]]:
     import importlib
 
-    import torch
-
     import mapsched
-    from mapsched.harness import execute, profile, trace
-    from mapsched.harness.models import FACTORIES
+    from mapsched.harness import execute
 
     if not pinned:  # execute then leaves the worker threads where the scheduler puts them
         importlib.import_module("mapsched.harness.execute").pin = lambda names: {}
         importlib.import_module("mapsched.harness.overheads").pin = lambda names: {}
-    torch.set_num_threads(1)
-    model = FACTORIES["transformer"](d_model=256, tokens=64)
-    example = torch.randn(model.input_shape, generator=torch.Generator().manual_seed(0))
-    graph = trace(model, example)
-    p = profile(model, example, ["cpu:0", "cpu:1"], [1, 2, 4], compile=compile)
-    p = p.with_objective(mapsched.Objective("throughput", 4))
-    x = torch.randn(4, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
+    graph, p, x = profiled("transformer", {"d_model": 256, "tokens": 64}, inputs=4, compile=compile)
     made = [mapsched.solve(p, method) for method in ("bheft", "bmet", "bgreedy", "single-best")]
     return [[execute(graph, p, s, x).makespan for _ in range(executions)] for s in made]
 
@@ -134,18 +145,10 @@ def pinning_child(compile: str, pinned: bool, executions: int) -> list[list[floa
 def random_wired(compile: str, executions: int, methods: tuple[str, ...]):
     """The random-wired network profiled with ``compile`` tasks, and per latency schedule of
     ``methods`` the measured schedules of ``executions`` executions."""
-    import torch
-
     import mapsched
-    from mapsched.harness import execute, profile, trace
-    from mapsched.harness.models import FACTORIES
+    from mapsched.harness import execute
 
-    torch.set_num_threads(1)
-    model = FACTORIES["random-wired"](n=12, width=32, image=32)
-    example = torch.randn(model.input_shape, generator=torch.Generator().manual_seed(0))
-    graph = trace(model, example)
-    p = profile(model, example, ["cpu:0", "cpu:1"], [1, 2, 4], compile=compile)
-    x = torch.randn(1, *model.input_shape[1:], generator=torch.Generator().manual_seed(1))
+    graph, p, x = profiled("random-wired", {"n": 12, "width": 32, "image": 32}, compile=compile)
     made = {method: mapsched.solve(p, method) for method in methods}
     return p, {method: [execute(graph, p, s, x).measured for _ in range(executions)] for method, s in made.items()}
 
@@ -158,9 +161,7 @@ def executor_child(compile: str, executions: int) -> dict[str, list[float]]:
     for method, measured in runs.items():
         gaps = []
         for m in measured:
-            for d in p.device_names:
-                line = sorted((j for j in m.jobs if j.device == d), key=lambda j: j.start)
-                gaps += [b.start - a.end for a, b in zip(line, line[1:])]
+            gaps += [b.start - a.end for a, b in consecutive(m, p.device_names)]
         out[method] = [float(np.median([m.makespan for m in measured])), 1000 * float(np.median(gaps)),
                        1000 * float(np.mean(gaps))]
     return out
@@ -176,11 +177,11 @@ def overlap_child(compile: str, executions: int) -> dict[str, list[float]]:
         for m in measured:
             jobs = [j for j in m.jobs if j.end > j.start]
             for j in jobs:
-                span, profiled = j.end - j.start, p.tasks[p.task_index[j.task]].latency[j.device][len(j.inputs)]
-                if profiled > 0:  # a task of views only profiles at 0
+                span, latency = j.end - j.start, p.tasks[p.task_index[j.task]].latency[j.device][len(j.inputs)]
+                if latency > 0:  # a task of views only profiles at 0
                     shared = sum(max(0.0, min(j.end, o.end) - max(j.start, o.start))
                                  for o in jobs if o.device != j.device)
-                    (together if shared > span / 2 else alone).append(span / profiled)
+                    (together if shared > span / 2 else alone).append(span / latency)
         out[method] = [len(alone), float(np.median(alone)) if alone else float("nan"),
                        len(together), float(np.median(together)) if together else float("nan")]
     return out
@@ -195,10 +196,7 @@ def handoff_child(compile: str, executions: int) -> dict[str, list[float]]:
         waited = []
         for m in measured:
             job = {j.task: j for j in m.jobs}
-            before = {}  # each job's predecessor on its device
-            for d in p.device_names:
-                line = sorted((j for j in m.jobs if j.device == d), key=lambda j: j.start)
-                before.update((b.task, a) for a, b in zip(line, line[1:]))
+            before = {b.task: a for a, b in consecutive(m, p.device_names)}  # each job's predecessor there
             for e in p.edges:
                 a, b = job[e.src], job[e.dst]
                 prev = before.get(b.task)
