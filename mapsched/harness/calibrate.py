@@ -267,10 +267,10 @@ def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Te
     Notes
     -----
     Each schedule is executed ``rounds`` times, round by round over all of them, and its
-    median execution fitted. The fit minimises the squared relative errors, so that every schedule counts
-    alike, with SciPy's bounded least squares (the makespan is piecewise linear in the
-    terms), the kernel factor bounded to ``SCALE`` and weakly pulled towards 1
-    (``PRIOR``); the terms start from the mean of those the problem recorded. A schedule
+    median execution fitted. The fit minimises the squared relative errors, so that every
+    schedule counts alike, with SciPy's bounded least squares (the makespan is piecewise
+    linear in the terms), the kernel factor bounded to ``SCALE`` and weakly pulled
+    towards 1 (``PRIOR``); the terms start from the mean of those the problem recorded. A schedule
     the fit misses by more than ``REMEASURE`` is executed twice more and the fit made
     again on the median of all its executions: executions slowed by something else on
     the machine would otherwise pull every term.
@@ -306,23 +306,24 @@ def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Te
         for k, (_, s) in enumerate(runs):
             times[k].append(run(s))
     measured = np.array([np.median(t) for t in times])
+    made = [s for _, s in runs]
     cal = problem.calibration
     x0 = [float(np.mean(list(cal.overhead.values()))) if cal and cal.overhead else 0.0,
           float(np.mean(list(cal.sync.values()))) if cal and cal.sync else 0.0,
           cal.scale if cal else 1.0]
-    theta = _fit(problem, [s for _, s in runs], measured, x0)
+    theta = _fit(problem, made, measured, x0)
     # Slow executions (another process, a core shared for a while) pull all three terms:
     # the schedules the fit misses most are measured twice more, and their median fitted.
-    errors = _errors(problem, theta, [s for _, s in runs], measured)
+    errors = _errors(problem, theta, made, measured)
     again = [k for k in range(len(runs)) if abs(errors[k]) > REMEASURE]
     for k in again:
         times[k] += [run(runs[k][1]), run(runs[k][1])]
         measured[k] = float(np.median(times[k]))
     if again:
-        theta = _fit(problem, [s for _, s in runs], measured, theta)
+        theta = _fit(problem, made, measured, theta)
     calibrated = _candidate(problem, theta)
     report = CalibrationReport(tuple(name for name, _ in runs), tuple(float(s.makespan) for _, s in runs),
-                               tuple(predict(calibrated, s) for _, s in runs), tuple(float(v) for v in measured),
-                               *(float(v) for v in theta), tuple(s for _, s in runs),
+                               tuple(predict(calibrated, s) for s in made), tuple(float(v) for v in measured),
+                               *(float(v) for v in theta), tuple(made),
                                tuple(runs[k][0] for k in again))
     return calibrated, report
