@@ -173,9 +173,11 @@ def _body(j: int, jobs: list[Job], call: Callable[..., Any] | None,
 @dataclass
 class _Plan:
     """Each device's loop of jobs, built once per execution, and the model inputs its
-    runs take (:func:`_launch` slices them afresh each run)."""
+    runs take: per job of a model input, the input's position and rows and the device
+    (:func:`_launch` slices them afresh each run into ``staged``)."""
 
     lines: dict[str, list[Step]]
+    sources: list[tuple[int, int, list[int], str]]
     staged: dict[int, Any]
 
 
@@ -231,17 +233,17 @@ def _plan(graph: CoarseGraph, jobs: list[Job], devs: _Devices) -> _Plan:
         call = devs.calls[job.device][k, len(job.inputs)] if graph.segments[k].nodes else None
         body = _body(j, jobs, call, args[j], devs.streams[job.device], staged)
         lines[job.device].append(Step(j, waits[j], j in signal, body))
-    return _Plan(lines, staged)
+    sources = [(j, graph.placeholders.index(job.task), list(job.inputs), job.device) for j, job in enumerate(jobs)
+               if not graph.segments[seg_of[job.task]].nodes]
+    return _Plan(lines, sources, staged)
 
 
-def _launch(graph: CoarseGraph, jobs: list[Job], batch: Sequence[torch.Tensor], devs: _Devices,
+def _launch(jobs: list[Job], batch: Sequence[torch.Tensor], devs: _Devices,
             plan: _Plan) -> tuple[dict[int, Done], float]:
     """One run of ``plan`` (:func:`~mapsched.harness.runner.launch`): the jobs' times and the wall ms."""
-    seg_of = {s.name: k for k, s in enumerate(graph.segments)}
     # Model inputs are prefetched (they take no time in the problem): slice them now.
     plan.staged.clear()
-    plan.staged.update((j, move(batch[graph.placeholders.index(job.task)][list(job.inputs)], "cpu", job.device))
-                       for j, job in enumerate(jobs) if not graph.segments[seg_of[job.task]].nodes)
+    plan.staged.update((j, move(batch[k][rows], "cpu", dev)) for j, k, rows, dev in plan.sources)
     done, wall, marks = launch(plan.lines, devs.tdev, devs.streams)
     for j, d in done.items():
         if d.event is not None:
@@ -277,12 +279,12 @@ def _measure(graph: CoarseGraph, devs: _Devices, jobs: list[Job], batch: Sequenc
     gc.disable()
     try:
         for _ in range(warmup):
-            _launch(graph, jobs, batch, devs, plan)
+            _launch(jobs, batch, devs, plan)
         while _more(repeats, walls):
             # The last run's values go before the next starts: runs that keep them all alive
             # make every run allocate fresh pages, where profile's timings reuse them.
             done = None
-            done, wall = _launch(graph, jobs, batch, devs, plan)
+            done, wall = _launch(jobs, batch, devs, plan)
             walls.append(wall)
             runs.append((wall, {j: (d.start, d.end) for j, d in done.items()}))
     finally:
