@@ -32,7 +32,12 @@ schedule R times, in rounds over all of a row's schedules, and scores the median
 spell of the machine then falls on one measurement of several schedules instead of on the
 only one of a schedule. ``--noise`` adds the median |second / first - 1| over the first two
 executions (a second round after all of them, where R is 1): what the same measurement
-gives twice, the error even a perfect prediction would show.
+gives twice, the error even a perfect prediction would show. Where several schedules are
+predicted equally fast, the first listed is scored as the predicted best, and the column says
+how many tie and how the best of them measured. With a calibration, the last column is the
+median over the scored schedules that place every job as one of the calibration's schedules
+of the scoring's measurement over the calibration's: the same placement minutes apart, how far
+the machine moved between fitting and scoring (1.000: not at all).
 By default each schedule is executed as ``mapsched run`` executes it (one warm-up run,
 then at least 3 timed runs and more, up to 50, until they add up to 100 ms); with
 ``--as-cli`` the models are profiled with ``mapsched profile``'s defaults too.
@@ -77,6 +82,30 @@ def spread_rho(pred: np.ndarray, meas: np.ndarray) -> tuple[float, int]:
             last = pred[i]
     rho = spearmanr(pred[keep], meas[keep]).statistic if len(keep) > 2 else float("nan")
     return float(rho), len(keep)
+
+
+def mapping(s: mapsched.Schedule) -> tuple:
+    """A schedule's placement of every job, whatever its times."""
+    return tuple(sorted((j.task, j.device, tuple(j.inputs)) for j in s.jobs))
+
+
+def drift(scheduled: list[mapsched.Schedule], meas: np.ndarray, report) -> str:
+    """The median, over the scored schedules that place every job as a schedule the
+    calibration ran, of the scoring's measurement over the calibration's (the same
+    placement, minutes apart): how much the machine moved in between. '-' without one."""
+    if report is None:
+        return "-"
+    then = {mapping(s): m for s, m in zip(report.schedules, report.measured)}
+    ratios = [m / then[mapping(s)] for s, m in zip(scheduled, meas) if mapping(s) in then]
+    return f"{np.median(ratios):.3f} ({len(ratios)})" if ratios else "-"
+
+
+def best_of_predicted(pred: np.ndarray, meas: np.ndarray) -> str:
+    """The predicted best's measurement over the measured best: the first listed of
+    equal predictions, with how many tie and the best of them where several do."""
+    tied = np.flatnonzero(pred <= pred.min() * (1 + 1e-9))
+    first = f"{meas[tied[0]] / meas.min():.3f}"
+    return first if len(tied) == 1 else f"{first} (tie of {len(tied)}, best {meas[tied].min() / meas.min():.3f})"
 
 
 def schedules(p: mapsched.Problem, methods: tuple[str, ...], randoms: int) -> list[mapsched.Schedule]:
@@ -138,8 +167,10 @@ def main() -> None:
         ap.error(f"--compile: expected settings of {', '.join(COMPILE)}, got {args.compile!r}")
     print("| model | objective | prediction | tasks | schedules | predicted (ms) | measured (ms) | Pearson r "
           "| Spearman rho | rho, 10% apart (schedules) | measured / predicted | median abs error "
-          "| predicted best, measured / best | outputs equal |" + (" measured again |" if args.noise else ""))
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if args.noise else ""))
+          "| predicted best, measured / best | outputs equal |" + (" measured again |" if args.noise else "")
+          + " scoring / calibration, same placement |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if args.noise else "")
+          + "---:|")
     every = []
     wrong = 0
     if args.save:
@@ -199,6 +230,7 @@ def main() -> None:
                 meas = list(meas_a)
                 second = table[1] if len(table) > 1 else None
                 again = f" {np.median(np.abs(second / table[0] - 1)):.1%} |" if args.noise else ""
+                moved = drift(scheduled, meas_a, report)
                 if args.save:
                     ran = zip(report.names, report.schedules, report.measured) if report else ()
                     record = {"model": name, "objective": objective.kind, "setting": setting, "problem": p.to_dict(),
@@ -221,7 +253,7 @@ def main() -> None:
                           f"| {pred_a.min():.2f} to {pred_a.max():.2f} | {meas_a.min():.2f} to {meas_a.max():.2f} "
                           f"| {r:.3f} | {rho:.3f} | {apart:.3f} ({kept}) | {np.median(meas_a / pred_a):.2f} "
                           f"| {np.median(np.abs(meas_a / pred_a - 1)):.1%} "
-                          f"| {meas_a[np.argmin(pred_a)] / meas_a.min():.3f} | {equal}/{len(meas)} |{again}",
+                          f"| {best_of_predicted(pred_a, meas_a)} | {equal}/{len(meas)} |{again} {moved} |",
                           flush=True)
     pred_all = np.concatenate([a for a, _ in every])
     meas_all = np.concatenate([b for _, b in every])
