@@ -180,3 +180,37 @@ def test_a_trace_that_computes_other_values_is_refused(monkeypatch):
     m, x = _model("resnet")
     with pytest.raises(HarnessError, match="computes other values than its fx module; run with compile none"):
         prepare(trace(m, x), [x], 1, "jit")
+
+
+@pytest.mark.parametrize("message, graphed", [("Graph is empty", False), ("a capture's other warning", True)])
+def test_a_cuda_capture_passes_on_its_other_warnings(monkeypatch, message, graphed):
+    """An empty capture falls back to the task itself; any other warning of the capture
+    reaches the caller. CUDA is faked here: this checks the logic around the capture."""
+    import contextlib
+    import types
+    import warnings
+
+    import mapsched.harness.lean as lean_mod
+
+    stream = types.SimpleNamespace(wait_stream=lambda other: None)
+
+    @contextlib.contextmanager
+    def capture(graph):
+        warnings.warn(message, UserWarning, stacklevel=2)
+        yield
+
+    for name, fake in (("Stream", lambda device: stream), ("current_stream", lambda device: stream),
+                       ("stream", lambda s: contextlib.nullcontext()), ("graph", capture),
+                       ("CUDAGraph", lambda: types.SimpleNamespace(replay=lambda: None))):
+        monkeypatch.setattr(torch.cuda, name, fake)
+
+    def task(x):
+        return (x * 2,)
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        call = lean_mod._graphed(task, [torch.ones(2)], torch.device("cpu"))
+    assert (call is not task) == graphed
+    assert [str(w.message) for w in seen] == ([message] if graphed else [])
+    if graphed:  # the replay returns a copy of what the capture computed
+        assert torch.equal(call(torch.ones(2))[0], torch.full((2,), 2.0))

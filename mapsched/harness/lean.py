@@ -135,7 +135,11 @@ def _graphed(fn: Callable[..., Any], args: list[torch.Tensor], device: torch.dev
         warnings.simplefilter("always")
         with torch.cuda.graph(graph):
             outs = fn(*static)
-    if any("Graph is empty" in str(w.message) for w in caught):
+    empty = [w for w in caught if "Graph is empty" in str(w.message)]
+    for w in caught:  # what else the capture warned of still reaches the caller
+        if w not in empty:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if empty:
         return fn
 
     def replay(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
