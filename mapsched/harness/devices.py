@@ -107,7 +107,7 @@ def cores(names: Sequence[str], threads: int | None = None,
         if not hasattr(os, "sched_setaffinity"):
             return {}
         allowed = sorted(os.sched_getaffinity(0))
-    hosts = [d for d in names if d.split(":")[0] == "cpu"]
+    hosts = [d for d in names if (m := _NAME.match(d)) is not None and m.group(1) == "cpu"]
     if threads != 1 or len(hosts) > len(allowed):
         return {}
     out = {d: frozenset([allowed[k]]) for k, d in enumerate(hosts)}
