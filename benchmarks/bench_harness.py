@@ -227,7 +227,6 @@ def main() -> None:
                 wrong += len(scheduled) - equal
                 table = np.array(rounds)
                 meas_a = np.median(table[:args.rounds], axis=0)
-                meas = list(meas_a)
                 second = table[1] if len(table) > 1 else None
                 again = f" {np.median(np.abs(second / table[0] - 1)):.1%} |" if args.noise else ""
                 moved = drift(scheduled, meas_a, report)
@@ -238,7 +237,7 @@ def main() -> None:
                               "scored": [{"schedule": s.to_dict(), "measured": float(m),
                                           "rounds": [float(v) for v in table[:, k]],
                                           **({} if second is None else {"again": float(second[k])})}
-                                         for k, (s, m) in enumerate(zip(scheduled, meas))]}
+                                         for k, (s, m) in enumerate(zip(scheduled, meas_a))]}
                     with open(args.save, "a") as saved:
                         saved.write(json.dumps(record) + "\n")
                 for label, values in preds.items():
@@ -249,11 +248,11 @@ def main() -> None:
                     rho = float(spearmanr(pred_a, meas_a).statistic)
                     apart, kept = spread_rho(pred_a, meas_a)
                     shown = label if setting == "none" else f"{label}, {setting}"
-                    print(f"| {name} | {objective.kind} | {shown} | {p.n} | {len(meas)} "
+                    print(f"| {name} | {objective.kind} | {shown} | {p.n} | {len(meas_a)} "
                           f"| {pred_a.min():.2f} to {pred_a.max():.2f} | {meas_a.min():.2f} to {meas_a.max():.2f} "
                           f"| {r:.3f} | {rho:.3f} | {apart:.3f} ({kept}) | {np.median(meas_a / pred_a):.2f} "
                           f"| {np.median(np.abs(meas_a / pred_a - 1)):.1%} "
-                          f"| {best_of_predicted(pred_a, meas_a)} | {equal}/{len(meas)} |{again} {moved} |",
+                          f"| {best_of_predicted(pred_a, meas_a)} | {equal}/{len(meas_a)} |{again} {moved} |",
                           flush=True)
     pred_all = np.concatenate([a for a, _ in every])
     meas_all = np.concatenate([b for _, b in every])
