@@ -235,7 +235,7 @@ def main() -> None:
                     record = {"model": name, "objective": objective.kind, "setting": setting, "problem": p.to_dict(),
                               "fit": [{"name": n, "schedule": s.to_dict(), "measured": m} for n, s, m in ran],
                               "scored": [{"schedule": s.to_dict(), "measured": float(m),
-                                          "rounds": [float(v) for v in table[:, k]],
+                                          "rounds": [float(v) for v in table[:args.rounds, k]],
                                           **({} if second is None else {"again": float(second[k])})}
                                          for k, (s, m) in enumerate(zip(scheduled, meas_a))]}
                     with open(args.save, "a") as saved:
