@@ -60,7 +60,7 @@ import torch
 from scipy.stats import spearmanr
 
 import mapsched
-from mapsched.harness import COMPILE, calibrate, execute, outputs_match, profile, trace
+from mapsched.harness import COMPILE, calibrate, default_threads, execute, outputs_match, profile, trace
 from mapsched.harness.calibrate import predict, schedule_key
 from mapsched.harness.models import FACTORIES, LARGE
 
@@ -130,7 +130,9 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=1, help="untimed executions first (default 1, as 'mapsched run')")
     ap.add_argument("--batch", type=int, default=4, help="inputs of the throughput objective")
     ap.add_argument("--devices", default="cpu:0,cpu:1", help="e.g. cpu,cuda:0 on a machine with a GPU")
-    ap.add_argument("--threads", type=int, default=1, help="intra-op threads per device")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="intra-op threads per device (default: mapsched profile's, the cores shared among "
+                         "emulated devices)")
     ap.add_argument("--calibrate", action="store_true", help="also score calibrated predictions")
     ap.add_argument("--as-cli", action="store_true",
                     help="predict as the README's flow does: the profile calibrated as 'mapsched profile' does "
@@ -154,8 +156,8 @@ def main() -> None:
                     help="profile's threshold on the spread of each measurement (it refuses beyond)")
     ap.add_argument("--save", help="JSON lines file for the problems, schedules and measurements of every row")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
     devices = args.devices.split(",")
+    torch.set_num_threads(args.threads or default_threads(devices) or torch.get_num_threads())
     settings = args.compile.split(",")
     if args.as_cli and args.calibrate:
         ap.error("--as-cli: its predictions are calibrated already; leave out --calibrate")

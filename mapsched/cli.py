@@ -724,9 +724,11 @@ def cmd_profile(args: argparse.Namespace) -> int:
                           "how stable the measurements are")
     if args.output is not None:
         check_output(args.output)
+    devices = args.devices.split(",") if args.devices else harness.available()
+    if args.threads is None:  # emulated devices at PyTorch's default would each run a team on every core
+        args.threads = harness.default_threads(devices)
     _set_threads(torch, args)
     model, shape = _model(args.model, args.input_shape)
-    devices = args.devices.split(",") if args.devices else harness.available()
     objective = Objective("throughput", args.batch) if args.batch > 1 else Objective()
     example = torch.randn(shape, generator=torch.Generator().manual_seed(0))
 
@@ -789,6 +791,8 @@ def _run_setup(harness: Any, torch: Any, args: argparse.Namespace) -> tuple[Prob
     """The problem, the model and its seeded random inputs of ``run`` and ``calibrate``, under the
     thread settings the problem was profiled with (refused before anything changes)."""
     problem = load_problem(args.problem)
+    if args.threads is None and problem.calibration is not None:
+        args.threads = problem.calibration.threads  # the profile's, unless given
     harness.check_threads(problem, "--threads N, --interop-threads N",
                           (args.threads or torch.get_num_threads(),
                            args.interop_threads or torch.get_num_interop_threads()))
@@ -991,7 +995,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--check", action="store_true",
                     help="report how stable the measurements were; with no -o, write nothing (exit 1 if unstable)")
     pr.add_argument("--threads", type=_count(1), default=None,
-                    help="torch intra-op threads (default: PyTorch's); recorded, and 'run' needs the same")
+                    help="torch intra-op threads (default: PyTorch's, or with several emulated devices "
+                         "cpu:K the cores shared among them); recorded, and 'run' needs the same")
     pr.add_argument("--interop-threads", type=_count(1), default=None,
                     help="torch inter-op threads (default: PyTorch's); recorded, and 'run' needs the same")
     pr.add_argument("--no-overheads", action="store_true",
@@ -1034,7 +1039,8 @@ def build_parser() -> argparse.ArgumentParser:
         parser.add_argument("--no-cluster", action="store_true", help="as given to 'mapsched profile'")
         parser.add_argument("--seed", type=_count(0), default=0, help="seed of the random inputs (and schedules)")
         parser.add_argument("--threads", type=_count(1), default=None,
-                            help="torch intra-op threads; must be those the problem was profiled with")
+                            help="torch intra-op threads (default: those the problem was profiled with; "
+                                 "others are refused)")
         parser.add_argument("--interop-threads", type=_count(1), default=None,
                             help="torch inter-op threads; must be those the problem was profiled with")
         parser.add_argument("--warmup", type=_count(0), default=1)

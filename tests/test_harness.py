@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 import mapsched  # noqa: E402
 from mapsched import HarnessError, Objective, Problem, validate  # noqa: E402
 from mapsched.cli import main  # noqa: E402
-from mapsched.harness import execute, measure_links, outputs_match, profile, trace  # noqa: E402
+from mapsched.harness import default_threads, execute, measure_links, outputs_match, profile, trace  # noqa: E402
 from mapsched.harness.models import FACTORIES, LARGE  # noqa: E402
 from mapsched.harness.overheads import fold, measure_overheads, refit, thread_settings  # noqa: E402
 
@@ -442,3 +442,26 @@ def test_run_refuses_other_thread_settings(tmp_path, capsys, profiled):
     other = Problem.from_dict({**p.to_dict(), "calibration": {"threads": 3}})
     with pytest.raises(HarnessError, match="profiled with 3 torch intra-op"):
         execute(m, other, mapsched.solve(other, "heft"), x)
+
+
+def test_cli_threads_default_to_the_cores_shared_and_run_takes_the_profiles(tmp_path, capsys):
+    """Emulated devices at PyTorch's default would each run a team on every core: profile
+    shares the cores among them, and run, given no --threads, takes the profile's."""
+    prob, sched = tmp_path / "p.json", tmp_path / "s.json"
+    model = "mapsched.harness.models:transformer"
+    shared = default_threads(DEVICES)
+    torch.set_num_threads(shared + 1)
+    try:
+        assert main(["profile", model, "--devices", ",".join(DEVICES), "--repeats", "1", "--warmup", "0",
+                     "--no-calibrate", "-o", str(prob)]) == 0
+        assert Problem.read(str(prob)).calibration.threads == shared == torch.get_num_threads()
+        assert main(["solve", str(prob), "-m", "heft", "-o", str(sched)]) == 0
+        torch.set_num_threads(shared + 1)
+        assert main(["run", model, str(prob), str(sched), "--repeats", "1"]) == 0
+        assert torch.get_num_threads() == shared
+        assert "makespan (ms)" in capsys.readouterr().out
+    finally:
+        torch.set_num_threads(1)
+    # A device alone (or with GPUs) keeps PyTorch's default.
+    assert default_threads(["cpu"]) is None and default_threads(["cpu", "cuda:0"], [0, 1, 2]) is None
+    assert default_threads(["cpu:0", "cpu:1"], range(3)) == 1 and default_threads(["cpu:0", "cpu:1"], [5]) == 1

@@ -26,7 +26,7 @@ Needs the optional extra ``mapsched[torch]``.
 
 from .aten import trace_step
 from .calibrate import CalibrationReport, calibrate
-from .devices import available
+from .devices import available, default_threads
 from .execute import Execution, execute, outputs_match
 from .graph import CoarseGraph, Segment, trace
 from .lean import COMPILE, prepare, recorded_compile
@@ -35,7 +35,7 @@ from .profile import NoisyMeasurementWarning, Profiled, Spread, measure_links, p
 
 __all__ = [
     "COMPILE", "CalibrationReport", "CoarseGraph", "Execution", "NoisyMeasurementWarning", "Profiled", "Segment",
-    "Spread",
-    "available", "calibrate", "check_threads", "execute", "measure_links", "measure_overheads", "outputs_match",
-    "prepare", "profile", "profile_report", "recorded_compile", "thread_settings", "trace", "trace_step",
+    "Spread", "available", "calibrate", "check_threads", "default_threads", "execute", "measure_links",
+    "measure_overheads", "outputs_match", "prepare", "profile", "profile_report", "recorded_compile",
+    "thread_settings", "trace", "trace_step",
 ]

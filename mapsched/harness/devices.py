@@ -21,8 +21,8 @@ import torch
 
 from ..errors import HarnessError
 
-__all__ = ["EXCLUSIVE", "available", "cores", "memory_bytes", "move", "pin", "synchronize", "time_ms", "torch_device",
-           "worker"]
+__all__ = ["EXCLUSIVE", "available", "cores", "default_threads", "memory_bytes", "move", "pin", "synchronize",
+           "time_ms", "torch_device", "worker"]
 
 _NAME = re.compile(r"^(cpu|cuda)(:\d+)?$")
 
@@ -114,6 +114,29 @@ def cores(names: Sequence[str], threads: int | None = None,
     left = frozenset(allowed[len(hosts):])
     out.update((d, left) for d in names if d not in out and left)
     return out
+
+
+def default_threads(names: Sequence[str], allowed: Sequence[int] | None = None) -> int | None:
+    """Intra-op threads per device that keep several host devices off each other's cores:
+    the cores of ``allowed`` (default: this process's) shared among the host CPU devices of
+    ``names``, at least 1; None, PyTorch's default standing, with fewer than two of them.
+
+    PyTorch's default, every core, on each of two emulated devices puts two OpenMP teams
+    of that size on the same cores, and leaves :func:`cores` nothing to pin. O(|names|).
+
+    Examples
+    --------
+    >>> default_threads(["cpu:0", "cpu:1"], [0, 1]), default_threads(["cpu:0", "cpu:1", "cpu:2"], range(16))
+    (1, 5)
+    >>> default_threads(["cpu", "cuda:0"], [0, 1]) is None
+    True
+    """
+    hosts = sum(1 for d in names if (m := _NAME.match(d)) is not None and m.group(1) == "cpu")
+    if hosts < 2:
+        return None
+    if allowed is None:
+        allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
+    return max(1, len(allowed) // hosts)
 
 
 def pin(names: Sequence[str]) -> dict[str, frozenset[int]]:

@@ -361,7 +361,10 @@ def profile(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], de
         to every task's latency on that device and to the link's latency. Either way
         the problem's ``calibration`` records the terms and the current thread settings
         (``torch.get_num_threads()``, ``torch.get_num_interop_threads()``), which
-        :func:`~mapsched.harness.execute` then requires.
+        :func:`~mapsched.harness.execute` then requires. Set them first: on several
+        emulated devices ``cpu:K``, :func:`~mapsched.harness.default_threads` (what
+        ``mapsched profile`` sets), as PyTorch's default puts every device's thread
+        team on every core.
     compile : str
         How each task runs, in the timings and then in :func:`~mapsched.harness.execute`
         (recorded in the problem's ``calibration``, which ``execute`` then requires):
