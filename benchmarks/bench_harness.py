@@ -63,6 +63,7 @@ import mapsched
 from mapsched.harness import COMPILE, calibrate, default_threads, execute, outputs_match, profile, trace
 from mapsched.harness.calibrate import predict, schedule_key
 from mapsched.harness.models import FACTORIES, LARGE
+from mapsched.harness.profile import MAX_SPREAD
 
 LATENCY = ("heft", "cpop", "met", "greedy", "single-best")
 # Larger than the test defaults, so that tasks take milliseconds and the engine's
@@ -150,10 +151,11 @@ def main() -> None:
                          "round, after all of them, where --rounds is 1): the error a perfect prediction would show")
     ap.add_argument("--models", default=",".join([*FACTORIES, *LARGE]),
                     help=f"comma-separated, of {', '.join([*FACTORIES, *LARGE])}")
-    # 0.5, not profile's 0.25: at 0.25 the quiet 2-core machine's Inception profile was refused
-    # (2 of 90 measurements at 0.27 after re-measuring); an H200 machine's CPU refused 0.52.
-    ap.add_argument("--max-spread", type=float, default=0.5,
-                    help="profile's threshold on the spread of each measurement (it refuses beyond)")
+    # 0.5, not profile's 0.25, without --as-cli: at 0.25 the quiet 2-core machine's Inception profile
+    # was refused once (2 of 90 measurements at 0.27 after re-measuring); an H200 machine's CPU refused 0.52.
+    ap.add_argument("--max-spread", type=float, default=None,
+                    help="profile's threshold on the spread of each measurement, which it re-measures and "
+                         "refuses beyond (default: with --as-cli profile's, else 0.5)")
     ap.add_argument("--save", help="JSON lines file for the problems, schedules and measurements of every row")
     args = ap.parse_args()
     devices = args.devices.split(",")
@@ -163,6 +165,8 @@ def main() -> None:
         ap.error("--as-cli: its predictions are calibrated already; leave out --calibrate")
     if args.rounds < 1:
         ap.error(f"--rounds: expected at least 1, got {args.rounds}")
+    if args.max_spread is None:
+        args.max_spread = MAX_SPREAD if args.as_cli else 0.5
     if not args.max_spread > 0:
         ap.error(f"--max-spread: expected a positive number, got {args.max_spread}")
     if not set(settings) <= set(COMPILE):
