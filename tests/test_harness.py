@@ -5,6 +5,7 @@ end runs wherever a GPU is present.
 """
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -465,3 +466,16 @@ def test_cli_threads_default_to_the_cores_shared_and_run_takes_the_profiles(tmp_
     # A device alone (or with GPUs) keeps PyTorch's default.
     assert default_threads(["cpu"]) is None and default_threads(["cpu", "cuda:0"], [0, 1, 2]) is None
     assert default_threads(["cpu:0", "cpu:1"], range(3)) == 1 and default_threads(["cpu:0", "cpu:1"], [5]) == 1
+
+
+def test_profile_warns_of_devices_whose_threads_share_cores():
+    m, x = _model("transformer")
+    torch.set_num_threads(default_threads(DEVICES) + 1)
+    try:
+        with pytest.warns(UserWarning, match=rf"threads: .* use {default_threads(DEVICES)} \(torch.set_num_threads"):
+            profile(m, x, DEVICES, warmup=0, repeats=1, overheads=False)
+    finally:
+        torch.set_num_threads(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one thread each here, one device there: nothing to say
+        profile(m, x, DEVICES[:1], warmup=0, repeats=1, overheads=False)

@@ -53,7 +53,7 @@ def test_spread_is_the_scaled_mad_over_the_median():
     assert scatter[0] == pytest.approx(1.4826 * 7)
 
 
-def test_real_profile_records_a_spread_per_task_device_and_batch():
+def test_real_profile_records_a_spread_per_task_device_and_batch(one_torch_thread):
     m, x = _tiny()
     r = profile_report(m, x, ["cpu:0", "cpu:1"], [1, 2], warmup=1, repeats=3, max_spread=1e9)
     p = r.problem

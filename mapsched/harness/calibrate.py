@@ -277,10 +277,11 @@ def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Te
 
     Examples
     --------
-    >>> from mapsched.harness import profile
+    >>> from mapsched.harness import default_threads, profile
     >>> from mapsched.harness.models import transformer
     >>> m = transformer()
     >>> x = torch.randn(m.input_shape)
+    >>> torch.set_num_threads(default_threads(["cpu:0", "cpu:1"]))  # the two devices' threads apart
     >>> p = profile(m, x, ["cpu:0", "cpu:1"], repeats=1)
     >>> q, report = calibrate(m, p, x, count=3, repeats=1, rounds=1)
     >>> q.calibration.fitted, len(report.measured)

@@ -333,9 +333,10 @@ def execute(model: nn.Module | CoarseGraph, problem: Problem, schedule: Schedule
     Examples
     --------
     >>> import mapsched
-    >>> from mapsched.harness import profile
+    >>> from mapsched.harness import default_threads, profile
     >>> from mapsched.harness.models import transformer
     >>> m = transformer()
+    >>> torch.set_num_threads(default_threads(["cpu:0", "cpu:1"]))  # the two devices' threads apart
     >>> p = profile(m, torch.zeros(m.input_shape), ["cpu:0", "cpu:1"], repeats=1)
     >>> x = torch.randn(m.input_shape)
     >>> run = execute(m, p, mapsched.solve(p, "heft"), x)

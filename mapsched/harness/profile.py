@@ -22,7 +22,7 @@ from torch import nn
 from ..errors import HarnessError
 from ..problem import Device, Edge, Link, Objective, Problem, System, Task
 from .allocator import steady
-from .devices import available, memory_bytes, move, synchronize, time_ms, torch_device
+from .devices import available, default_threads, memory_bytes, move, synchronize, time_ms, torch_device
 from .graph import CoarseGraph, _rows, trace
 from .lean import check_compile, prepare
 from .overheads import fold, measure_overheads
@@ -243,9 +243,16 @@ def profile_graph(graph: CoarseGraph, example: torch.Tensor | Sequence[torch.Ten
     if retries < 0:
         raise HarnessError(f"retries: expected 0 or more, got {retries!r}")
     check_compile(compile)
+    tdev = {d: torch_device(d) for d in devices}
+    shared = default_threads(devices)
+    if shared is not None and torch.get_num_threads() > shared:
+        # Measured and then run so, the devices would slow each other (BENCHMARKS.md, fidelity).
+        warnings.warn(f"threads: {torch.get_num_threads()} torch intra-op threads on each of the emulated "
+                      f"devices {', '.join(d for d in devices if tdev[d].type == 'cpu')} put their thread teams "
+                      f"on the same cores; use {shared} (torch.set_num_threads({shared}), or mapsched profile's "
+                      "default for --threads)", stacklevel=2)
     steady()
     example = (example,) if isinstance(example, torch.Tensor) else tuple(example)
-    tdev = {d: torch_device(d) for d in devices}
     latency: list[dict[str, dict[str, float]]] = [{} for _ in graph.segments]
     spreads: list[Spread] = []
     with torch.inference_mode():
