@@ -318,7 +318,7 @@ def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Te
     errors = _errors(problem, theta, made, measured)
     again = [k for k in range(len(runs)) if abs(errors[k]) > REMEASURE]
     for k in again:
-        times[k] += [run(runs[k][1]), run(runs[k][1])]
+        times[k] += [run(made[k]), run(made[k])]
         measured[k] = float(np.median(times[k]))
     if again:
         theta = _fit(problem, made, measured, theta)

@@ -107,7 +107,7 @@ def cores(names: Sequence[str], threads: int | None = None,
         if not hasattr(os, "sched_setaffinity"):
             return {}
         allowed = sorted(os.sched_getaffinity(0))
-    hosts = [d for d in names if (m := _NAME.match(d)) is not None and m.group(1) == "cpu"]
+    hosts = _hosts(names)
     if threads != 1 or len(hosts) > len(allowed):
         return {}
     out = {d: frozenset([allowed[k]]) for k, d in enumerate(hosts)}
@@ -131,12 +131,17 @@ def default_threads(names: Sequence[str], allowed: Sequence[int] | None = None) 
     >>> default_threads(["cpu", "cuda:0"], [0, 1]) is None
     True
     """
-    hosts = sum(1 for d in names if (m := _NAME.match(d)) is not None and m.group(1) == "cpu")
+    hosts = len(_hosts(names))
     if hosts < 2:
         return None
     if allowed is None:
         allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
     return max(1, len(allowed) // hosts)
+
+
+def _hosts(names: Sequence[str]) -> list[str]:
+    """The host CPU devices of ``names`` (``cpu`` and emulated ``cpu:K``), in order."""
+    return [d for d in names if (m := _NAME.match(d)) is not None and m.group(1) == "cpu"]
 
 
 def pin(names: Sequence[str]) -> dict[str, frozenset[int]]:
