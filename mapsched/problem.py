@@ -766,6 +766,9 @@ class Problem:
         sync = {}
         for k, entry in enumerate(check_list(cal.get("sync", []), "calibration.sync", err)):
             entry = check_fields(entry, f"calibration.sync[{k}]", {"a", "b", "ms"}, ("a", "b", "ms"), err)
+            for end in ("a", "b"):
+                if not isinstance(entry[end], str):  # a pair of names keys the mapping
+                    raise err(f"calibration.sync[{k}].{end}: expected a device name, got {shown(entry[end])}")
             if (entry["a"], entry["b"]) in sync:
                 raise err(f"calibration.sync[{k}]: duplicate pair {shown(entry['a'])} -> {shown(entry['b'])}")
             sync[(entry["a"], entry["b"])] = entry["ms"]

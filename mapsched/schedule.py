@@ -29,8 +29,10 @@ _JOB_KEYS = {"task", "device", "start", "end", "inputs"}
 def _num(value: Any, where: str, *, optional: bool = False) -> float | None:
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise ScheduleError(f"{where}: expected a number, got {shown(value)}")
+    # A schedule's times are finite (the writer refuses others): an infinite end would pass
+    # the parse and break every reader of the times downstream.
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ScheduleError(f"{where}: expected a finite number, got {shown(value)}")
     return float(value)
 
 

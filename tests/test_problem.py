@@ -117,6 +117,8 @@ def test_calibration_round_trips_and_old_files_stay_byte_identical(tmp_path):
     ("overhead", {"p1": -1.0}, "calibration.overhead.p1"),
     ("sync", [{"a": "p1", "b": "p1", "ms": 1.0}], "two distinct devices"),
     ("sync", [{"a": "p1", "b": "p2"}], "calibration.sync[0]: missing field 'ms'"),
+    ("sync", [{"a": ["p1"], "b": "p2", "ms": 1.0}], "calibration.sync[0].a: expected a device name"),
+    ("sync", [{"a": "p1", "b": {"p": 2}, "ms": 1.0}], "calibration.sync[0].b: expected a device name"),
     ("scale", 0, "calibration.scale"),
     ("fitted", "yes", "calibration.fitted"),
     ("speed", 1, "calibration: unknown field 'speed'"),

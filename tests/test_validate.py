@@ -2,6 +2,8 @@
 
 import copy
 import dataclasses
+import importlib.util
+import json
 
 import pytest
 
@@ -150,3 +152,17 @@ def test_malformed_schedule_file(tmp_path, capsys):
     path.write_text('{"format": "mapsched.schedule/1", "makespan": 1, "jobs": [{"task": "t1"}]}')
     assert main(["validate", "builtin:topcuoglu2002", str(path)]) == 2
     assert "jobs[0]: missing field 'device'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, field", [("Infinity", "jobs[0].end"), ("-Infinity", "jobs[0].start"), ("NaN", "jobs[0].end")])
+def test_schedule_times_must_be_finite(tmp_path, capsys, text, field):
+    data = GOOD.to_dict()
+    data["jobs"][0]["start" if "start" in field else "end"] = "@"
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(data).replace('"@"', text))
+    out = tmp_path / "chart.png"
+    assert main(["validate", "builtin:topcuoglu2002", str(path)]) == 2
+    assert f"{field}: expected a finite number, got" in capsys.readouterr().err
+    if importlib.util.find_spec("matplotlib"):
+        assert main(["plot", str(path), "--problem", "builtin:topcuoglu2002", "-o", str(out)]) == 2
+        assert not out.exists()
