@@ -4,8 +4,10 @@ import copy
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from mapsched import Problem, ProblemError, instances
+from mapsched import Problem, ProblemError, Schedule, ScheduleError, instances, solve, validate
 from mapsched.cli import main
 
 BASE = instances.load("topcuoglu2002").to_dict()
@@ -100,3 +102,68 @@ def test_missing_file(capsys):
 def test_not_an_object():
     with pytest.raises(ProblemError, match="problem: expected a JSON object"):
         Problem.from_json("[1, 2]")
+
+
+# Any value a JSON file can hold, in the places a file's fields hold them.
+ODD = [None, True, -1, 0, 0.5, 1e308, float("inf"), float("-inf"), float("nan"), "", "x", [], [1, "a"], {}, {"a": 1}]
+
+
+def _places(doc, path=()):
+    yield path
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for key, value in items:
+        yield from _places(value, (*path, key))
+
+
+@st.composite
+def mutated(draw, doc):
+    """``doc`` with one to three fields deleted, replaced by an odd value, or duplicated."""
+    doc = copy.deepcopy(doc)
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from([p for p in _places(doc) if p]))
+        parent = doc
+        for key in path[:-1]:
+            parent = parent[key]
+        how = draw(st.sampled_from(["delete", "replace", "replace", "copy"]))
+        if how == "delete":
+            del parent[path[-1]]
+        elif how == "copy" and isinstance(parent, list):
+            parent.append(copy.deepcopy(parent[path[-1]]))
+        else:
+            parent[path[-1]] = draw(st.sampled_from(ODD))
+        if not any(_places(doc)):
+            break
+    return doc
+
+
+# A small problem, so that each of its fields, the calibration's among them, is often drawn.
+SMALL = {"format": "mapsched.problem/1", "name": "small", "objective": {"kind": "throughput", "batch": 2},
+         "devices": [{"name": "p1", "batch_sizes": [1, 2], "memory": 1e6}, {"name": "p2"}],
+         "links": [{"a": "p1", "b": "p2", "bandwidth": 1e9, "latency": 0.01}],
+         "tasks": [{"name": "a", "latency": {"p1": {"1": 1.0, "2": 1.5}, "p2": 2.0}, "output_bytes": 8},
+                   {"name": "b", "latency": {"p1": {"1": 1.0, "2": 1.2}, "p2": 0.5}}],
+         "edges": [{"src": "a", "dst": "b", "bytes": 8}],
+         "calibration": {"threads": 1, "overhead": {"p1": 0.02}, "scale": 1.1, "fitted": True,
+                         "sync": [{"a": "p1", "b": "p2", "ms": 0.03}], "compile": "jit"}}
+SCHEDULE = solve(Problem.from_dict(BASE), "heft").to_dict()
+
+
+@settings(max_examples=300)  # a read takes a fraction of a millisecond
+@given(doc=mutated(SMALL))
+def test_any_damaged_problem_is_read_or_refused_in_one_line(doc):
+    """Through the JSON text, as a file brings it (``Infinity`` and ``NaN`` included)."""
+    try:
+        Problem.from_json(json.dumps(doc))
+    except ProblemError as exc:
+        assert str(exc) and "\n" not in str(exc)
+
+
+@settings(max_examples=100)
+@given(doc=mutated(SCHEDULE))
+def test_any_damaged_schedule_is_read_and_validated_or_refused_in_one_line(doc):
+    try:
+        schedule = Schedule.from_json(json.dumps(doc))
+    except ScheduleError as exc:
+        assert str(exc) and "\n" not in str(exc)
+        return
+    assert all(str(v) and "\n" not in str(v) for v in validate(Problem.from_dict(BASE), schedule))
