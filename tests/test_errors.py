@@ -130,7 +130,7 @@ def mutated(draw, doc):
         elif how == "copy" and isinstance(parent, list):
             parent.append(copy.deepcopy(parent[path[-1]]))
         else:
-            parent[path[-1]] = draw(st.sampled_from(ODD))
+            parent[path[-1]] = copy.deepcopy(draw(st.sampled_from(ODD)))
         if not any(_places(doc)):
             break
     return doc
