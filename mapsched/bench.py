@@ -105,11 +105,44 @@ def _run_one(case: Case, method: str, time_limit: float, options: dict[str, Any]
 
 
 def read_rows(path: str) -> list[dict[str, Any]]:
-    """The rows of a JSON Lines results file (none if it does not exist)."""
+    """The rows of a JSON Lines results file (none if it does not exist).
+
+    A last line without its newline is a row cut short by a stopped sweep and is not
+    read (:func:`run_suite` cuts it off and redoes its run); any other line that is not
+    a row raises :class:`~mapsched.errors.MapschedError`, naming the file and the line.
+    """
     if not os.path.exists(path):
         return []
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().split("\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MapschedError(f"{path}: cannot read it as results ({exc}); pass another -o/--output") from None
+    rows = []
+    for k, line in enumerate(lines[:-1], 1):  # the last piece, after the last newline, is cut short or empty
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            row = exc.msg
+        if not (isinstance(row, dict) and isinstance(row.get("instance"), str) and isinstance(row.get("method"), str)):
+            detail = row if isinstance(row, str) else "expected an object with 'instance' and 'method'"
+            raise MapschedError(f"{path}, line {k}: not a results row ({detail}); remove the line, or pass another "
+                                "-o/--output")
+        rows.append(row)
+    return rows
+
+
+def _cut_short_row(path: str) -> None:
+    """Remove what follows the last newline of ``path``: the part of a row that a stopped
+    sweep did not finish writing, which the next row would otherwise be appended to."""
+    if not os.path.exists(path):
+        return
+    with open(path, "rb+") as fh:
+        data = fh.read()
+        if data and not data.endswith(b"\n"):
+            fh.truncate(data.rfind(b"\n") + 1)
 
 
 def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers: int = 1, threads: int = 0,
@@ -120,7 +153,8 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
     ----------
     suite : Suite
     out : str
-        JSON Lines file; existing rows are kept and their pairs skipped (resume).
+        JSON Lines file; existing rows are kept and their pairs skipped (resume), and a
+        row cut short by a stopped sweep is removed and its run redone.
     executor : concurrent.futures.Executor or distributed.Client, optional
         Where runs go; by default a process pool of ``workers`` (0: one per core). A
         client, or a :class:`mapsched.distributed.DaskExecutor`, spreads them over a cluster; if its
@@ -135,6 +169,7 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
     """
     executor = as_executor(executor)
     rows = read_rows(out)
+    _cut_short_row(out)
     done = {(r["instance"], r["method"]) for r in rows}
     todo = [(c, m) for c in suite.cases for m in suite.methods if (c.name, m) not in done]
     total, finished = len(todo), 0

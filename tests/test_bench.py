@@ -7,6 +7,7 @@ import pytest
 
 from mapsched.bench import BOUND, Case, Suite, plot_quality, read_rows, results_table, run_suite, runtime_table
 from mapsched.cli import main
+from mapsched.errors import MapschedError
 from mapsched.generators import random_wired
 
 SUITE = Suite("tiny", (Case("a", random_wired, {"n": 6, "seed": 1}), Case("b", random_wired, {"n": 6, "seed": 2})),
@@ -49,6 +50,25 @@ def test_interrupted_sweep_keeps_finished_rows(tmp_path):
         rows = run_suite(SUITE, str(out), executor=pool)
     assert sum(r["instance"] == "a" and r["method"] == "met" for r in rows) == 1  # kept, not rerun
     assert len(rows) == 10
+
+
+def test_a_row_cut_short_is_redone_and_a_bad_line_refused(tmp_path, capsys):
+    out = tmp_path / "rows.jsonl"
+    whole = json.dumps({"instance": "a", "method": "met", "makespan": 1.0, "tasks": 8, "inputs": 1}) + "\n"
+    out.write_text(whole + json.dumps({"instance": "a", "method": "heft", "makespan": 2.0})[:25])  # killed mid-write
+    assert len(read_rows(str(out))) == 1
+    with ThreadPoolExecutor(1) as pool:
+        rows = run_suite(SUITE, str(out), executor=pool)
+    assert len(rows) == 10 and out.read_text().startswith(whole)
+    again = read_rows(str(out))  # every line whole again: the cut row was removed, not appended to
+    assert len(again) == 10 and sum(r["instance"] == "a" and r["method"] == "heft" for r in again) == 1
+    for bad, detail in (("not json\n", "Expecting value"), ("[1, 2]\n", "expected an object with 'instance'")):
+        out.write_text(bad + whole)
+        with pytest.raises(MapschedError, match=f"rows.jsonl, line 1: not a results row \\({detail}"):
+            read_rows(str(out))
+        assert main(["bench", "smoke", "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "line 1" in err and out.read_text() == bad + whole  # nothing written
 
 
 def test_cli_bench_smoke(tmp_path, capsys, monkeypatch):
