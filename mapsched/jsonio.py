@@ -10,6 +10,7 @@ rejected, so that a misspelt ``memroy`` cannot silently mean "unlimited memory".
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from .errors import MapschedError, shown
@@ -51,9 +52,17 @@ def dumps(data: dict, indent: int | None = 1) -> str:
     return json.dumps(data, indent=indent, allow_nan=False)
 
 
+def _int(digits: str) -> int | float:
+    """A JSON integer; one of 1e308 or more, past every field's range, reads as an infinity
+    that the field's own check refuses in one line (as an int it would overflow later)."""
+    if len(digits.lstrip("-")) > 308:
+        return -math.inf if digits.startswith("-") else math.inf
+    return int(digits)
+
+
 def loads(text: str, source: str, err: type[MapschedError]) -> Any:
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=_int)
     except json.JSONDecodeError as exc:
         raise err(f"{source}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except RecursionError:  # json recurses once per level: a few thousand '[' exhaust the stack

@@ -308,9 +308,11 @@ class Problem:
             raise ProblemError(
                 f"objective.kind: expected 'latency' or 'throughput', got {shown(obj.kind)}"
             )
-        if obj.kind == "latency":
-            return Objective("latency", 1)
-        return Objective("throughput", _positive_int(obj.batch, "objective.batch"))
+        batch = _positive_int(obj.batch, "objective.batch")
+        if obj.kind == "latency" and batch != 1:  # not dropped in silence: the file likely meant throughput
+            raise ProblemError(f"objective.batch: a latency objective has one input, got {batch}; "
+                               "use kind 'throughput' for a batch of inputs, or leave batch out")
+        return Objective(obj.kind, batch)
 
     def _check_system(self, system: System) -> System:
         devices = list(system.devices)

@@ -30,6 +30,8 @@ CASES = [
     ("duplicate task", lambda d: d["tasks"].append(copy.deepcopy(d["tasks"][0])),
      "tasks[10].name: duplicate name 't1'"),
     ("duplicate device", lambda d: d["devices"].append({"name": "p2"}), "devices[3].name: duplicate name 'p2'"),
+    ("latency with a batch", lambda d: d["objective"].update(batch=4),
+     "objective.batch: a latency objective has one input, got 4; use kind 'throughput'"),
     ("negative latency", lambda d: d["tasks"][1]["latency"].update(p1=-1), "tasks[1].latency.p1: expected a number from 0 to 1e+12 ms, got -1"),
     ("string latency", lambda d: d["tasks"][1]["latency"].update(p1="fast"), "tasks[1].latency.p1: expected a number, got 'fast'"),
     ("bool latency", lambda d: d["tasks"][1]["latency"].update(p1=True), "tasks[1].latency.p1: expected a number"),
@@ -105,7 +107,8 @@ def test_not_an_object():
 
 
 # Any value a JSON file can hold, in the places a file's fields hold them.
-ODD = [None, True, -1, 0, 0.5, 1e308, float("inf"), float("-inf"), float("nan"), "", "x", [], [1, "a"], {}, {"a": 1}]
+ODD = [None, True, -1, 0, 0.5, 1e308, float("inf"), float("-inf"), float("nan"), 10**400, -(10**400), "", "x", [],
+       [1, "a"], {}, {"a": 1}]
 
 
 def _places(doc, path=()):
