@@ -125,9 +125,10 @@ def read_rows(path: str) -> list[dict[str, Any]]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            row = exc.msg
+            row, detail = None, exc.msg
+        else:
+            detail = "expected an object with 'instance' and 'method'"
         if not (isinstance(row, dict) and isinstance(row.get("instance"), str) and isinstance(row.get("method"), str)):
-            detail = row if isinstance(row, str) else "expected an object with 'instance' and 'method'"
             raise MapschedError(f"{path}, line {k}: not a results row ({detail}); remove the line, or pass another "
                                 "-o/--output")
         rows.append(row)
@@ -137,12 +138,13 @@ def read_rows(path: str) -> list[dict[str, Any]]:
 def _cut_short_row(path: str) -> None:
     """Remove what follows the last newline of ``path``: the part of a row that a stopped
     sweep did not finish writing, which the next row would otherwise be appended to."""
-    if not os.path.exists(path):
+    if not os.path.exists(path) or not os.path.getsize(path):
         return
     with open(path, "rb+") as fh:
-        data = fh.read()
-        if data and not data.endswith(b"\n"):
-            fh.truncate(data.rfind(b"\n") + 1)
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) != b"\n":  # only then is the whole file read, to find its last newline
+            fh.seek(0)
+            fh.truncate(fh.read().rfind(b"\n") + 1)
 
 
 def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers: int = 1, threads: int = 0,

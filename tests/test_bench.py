@@ -62,7 +62,8 @@ def test_a_row_cut_short_is_redone_and_a_bad_line_refused(tmp_path, capsys):
     assert len(rows) == 10 and out.read_text().startswith(whole)
     again = read_rows(str(out))  # every line whole again: the cut row was removed, not appended to
     assert len(again) == 10 and sum(r["instance"] == "a" and r["method"] == "heft" for r in again) == 1
-    for bad, detail in (("not json\n", "Expecting value"), ("[1, 2]\n", "expected an object with 'instance'")):
+    for bad, detail in (("not json\n", "Expecting value"), ("[1, 2]\n", "expected an object with 'instance'"),
+                        ('"a string"\n', "expected an object with 'instance'")):
         out.write_text(bad + whole)
         with pytest.raises(MapschedError, match=f"rows.jsonl, line 1: not a results row \\({detail}"):
             read_rows(str(out))
