@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import IO, Any, NoReturn
 
-from . import instances, interrupt, registry
+from . import files, instances, interrupt, registry
 from .errors import HarnessError, InfeasibleError, MapschedError, OptionError
 from .files import check_output
 from .problem import COMPILE, Problem
@@ -1130,10 +1130,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def _stdout_ours() -> None:
+    """Point file descriptor 1 at stderr and ``sys.stdout`` at a copy of the real standard
+    output, so that it carries only what mapsched prints: native code writes to descriptor 1
+    directly (HiGHS 1.12's MIP prints a debug line in some solves), and a schedule printed
+    into a file must stay JSON. Nothing changes where either stream is missing."""
+    try:
+        sys.stdout.flush()
+        real = os.dup(1)
+        os.dup2(2, 1)
+    except (OSError, ValueError, AttributeError):
+        return
+    sys.stdout = open(real, "w", encoding=sys.stdout.encoding, errors=sys.stdout.errors)  # noqa: SIM115
+    files.stdout_fd = real
+
+
 def run() -> NoReturn:
     """The ``mapsched`` program: :func:`main`, then an exit that skips the interpreter's
     teardown of the solver libraries (0.3 s after a CP-SAT or HiGHS solve, past the time
     limit), which holds nothing of ours: every file is written and closed by then."""
+    _stdout_ours()
     code = main()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(BrokenPipeError, ValueError):  # a reader gone, or a stream closed

@@ -17,12 +17,19 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 import tempfile
 from collections.abc import Iterable
 
 from .errors import OptionError
 
 __all__ = ["check_output", "write_file"]
+
+STDOUT_NAMES = ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+stdout_fd: int | None = None
+"""Where the program's standard output went, where :func:`mapsched.cli.run` moved
+descriptor 1 to stderr (so that native code cannot write into a printed schedule):
+a path in ``STDOUT_NAMES``, or a link to one, is written there."""
 
 
 def check_output(path: str, inputs: Iterable[str] = (), flag: str = "-o") -> None:
@@ -77,6 +84,9 @@ def write_file(path: str, data: str | bytes) -> None:
     nothing is left half-written in a regular file. O(len(data)).
     """
     raw = data.encode("utf-8") if isinstance(data, str) else data
+    if stdout_fd is not None and _names_stdout(path):
+        sys.stdout.flush()  # what was printed before comes first
+        path = f"/dev/fd/{stdout_fd}"
     try:
         st = os.stat(path)
     except OSError:
@@ -91,6 +101,18 @@ def write_file(path: str, data: str | bytes) -> None:
         _replace(os.path.realpath(path), raw, None if st is None else stat.S_IMODE(st.st_mode))
     except OSError as exc:
         raise OptionError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+def _names_stdout(path: str) -> bool:
+    """Whether ``path`` is one of ``STDOUT_NAMES`` or a chain of links to one."""
+    for _ in range(40):  # the kernel's own limit on links followed
+        if os.path.normpath(path) in STDOUT_NAMES:
+            return True
+        try:
+            path = os.path.join(os.path.dirname(path), os.readlink(path))
+        except OSError:
+            return False
+    return False
 
 
 def _replace(target: str, raw: bytes, mode: int | None) -> None:
