@@ -23,7 +23,7 @@ import networkx as nx
 import numpy as np
 
 from .errors import ProblemError, shown
-from .jsonio import check_fields, check_format, check_list, dumps, loads, read_json, write_json
+from .jsonio import check_fields, check_format, check_list, dumps, loads, read_json, real, write_json
 
 __all__ = ["Calibration", "Device", "Edge", "Link", "Objective", "Problem", "System", "Task"]
 
@@ -191,7 +191,7 @@ def _number(value: Any, where: str, *, allow_inf: bool = False, positive: bool =
     lo, hi = bounds
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ProblemError(f"{where}: expected a number, got {shown(value)}")
-    v = float(value)
+    v = real(value)
     if math.isnan(v) or (math.isinf(v) and not allow_inf):
         raise ProblemError(f"{where}: expected a finite number, got {shown(value)}")
     if v < lo or (positive and v == lo) or (v > hi and not (allow_inf and math.isinf(v))):

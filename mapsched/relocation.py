@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from .errors import OptionError, shown
-from .jsonio import check_fields, check_format, read_json
+from .jsonio import check_fields, check_format, read_json, real
 from .problem import Problem
 from .schedule import Schedule
 
@@ -43,7 +43,7 @@ Startup = float | Mapping[str, float]
 
 
 def _amount(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(real(value)) or value < 0:
         raise OptionError(f"{where}: expected a non-negative number, got {shown(value)}")
     return float(value)
 

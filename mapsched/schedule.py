@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import ScheduleError, shown
-from .jsonio import check_fields, check_format, check_list, dumps, loads, read_json, write_json
+from .jsonio import check_fields, check_format, check_list, dumps, loads, read_json, real, write_json
 
 if TYPE_CHECKING:
     from .problem import Problem
@@ -31,7 +31,7 @@ def _num(value: Any, where: str, *, optional: bool = False) -> float | None:
         return None
     # A schedule's times are finite (the writer refuses others): an infinite end would pass
     # the parse and break every reader of the times downstream.
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(real(value)):
         raise ScheduleError(f"{where}: expected a finite number, got {shown(value)}")
     return float(value)
 

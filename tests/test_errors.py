@@ -151,21 +151,27 @@ SMALL = {"format": "mapsched.problem/1", "name": "small", "objective": {"kind": 
 SCHEDULE = solve(Problem.from_dict(BASE), "heft").to_dict()
 
 
+# Through the JSON text, as a file brings it (``Infinity`` and ``NaN`` included), and as
+# Python values, as a caller builds them (an int past the float range stays an int).
+THROUGH = {"json": lambda cls, doc: cls.from_json(json.dumps(doc)), "python": lambda cls, doc: cls.from_dict(doc)}
+
+
+@pytest.mark.parametrize("through", THROUGH)
 @settings(max_examples=300)  # a read takes a fraction of a millisecond
 @given(doc=mutated(SMALL))
-def test_any_damaged_problem_is_read_or_refused_in_one_line(doc):
-    """Through the JSON text, as a file brings it (``Infinity`` and ``NaN`` included)."""
+def test_any_damaged_problem_is_read_or_refused_in_one_line(through, doc):
     try:
-        Problem.from_json(json.dumps(doc))
+        THROUGH[through](Problem, doc)
     except ProblemError as exc:
         assert str(exc) and "\n" not in str(exc)
 
 
+@pytest.mark.parametrize("through", THROUGH)
 @settings(max_examples=100)
 @given(doc=mutated(SCHEDULE))
-def test_any_damaged_schedule_is_read_and_validated_or_refused_in_one_line(doc):
+def test_any_damaged_schedule_is_read_and_validated_or_refused_in_one_line(through, doc):
     try:
-        schedule = Schedule.from_json(json.dumps(doc))
+        schedule = THROUGH[through](Schedule, doc)
     except ScheduleError as exc:
         assert str(exc) and "\n" not in str(exc)
         return
