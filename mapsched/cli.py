@@ -623,6 +623,9 @@ def _giph(args: argparse.Namespace) -> Any:
     from .generators import giph
 
     if args.experiment is None:
+        for flag, seed in (("--seed", args.seed), ("--network-seed", args.network_seed)):
+            if seed is not None and seed >= 2**32:  # GiPH's draws come from numpy's RandomState
+                raise OptionError(f"{flag}: GiPH's generator takes a seed from 0 to {2**32 - 1}, got {seed}")
         return giph.giph_instance(args.tasks or 10, args.alpha, args.conn_prob, args.seed, args.devices or 20,
                                   args.network_seed, args.type_prob)
     if args.experiment == "adapt":

@@ -132,6 +132,9 @@ def test_generate_writes_valid_problems(tmp_path, capsys):
     assert Problem.read(str(out)).n == 50
     assert main(["generate", "stack", "--system", "moon", "-o", str(out)]) == 2
     assert "unknown system preset 'moon'" in capsys.readouterr().err
+    assert main(["generate", "giph", "--seed", str(2**32), "-o", str(out)]) == 2  # was numpy's ValueError
+    assert capsys.readouterr().err.strip() == ("mapsched: error: --seed: GiPH's generator takes a seed from 0 to "
+                                               "4294967295, got 4294967296")
 
 
 def test_simulate_retimes_a_schedule(tmp_path, capsys):
