@@ -20,9 +20,10 @@ from typing import IO, Any, NoReturn
 from . import files, instances, interrupt, registry
 from .errors import HarnessError, InfeasibleError, MapschedError, OptionError
 from .files import check_output
+from .learned import MAX_HIDDEN, MAX_ROUNDS
 from .problem import COMPILE, Problem
 from .schedule import Schedule
-from .solve import DEFAULT_METHOD, solve
+from .solve import DEFAULT_METHOD, MAX_THREADS, solve
 from .validate import validate
 
 BUILTIN = "builtin:"
@@ -48,15 +49,16 @@ STARTED = time.perf_counter() - _process_age()
 owns the process, and its time limit counts from there."""
 
 
-def _count(low: int) -> Any:
-    """An argparse type: an integer of at least ``low``."""
+def _count(low: int, high: int | None = None) -> Any:
+    """An argparse type: an integer of at least ``low`` (and at most ``high``)."""
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             value = low - 1
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected an integer of at least {low}, got {text!r}")
+        if value < low or (high is not None and value > high):
+            span = f"of at least {low}" if high is None else f"from {low} to {high}"
+            raise argparse.ArgumentTypeError(f"expected an integer {span}, got {text!r}")
         return value
     return parse
 
@@ -202,7 +204,7 @@ def _solve_arguments(p: argparse.ArgumentParser) -> None:
                    help="default: auto, a pipeline chosen by the problem's size and the time limit")
     p.add_argument("--time-limit", type=_seconds, default=None, help="seconds, start-up included")
     p.add_argument("--seed", type=_count(0), default=0)
-    p.add_argument("--threads", type=_count(0), default=None, help="solver threads (0: every core)")
+    p.add_argument("--threads", type=_count(0, MAX_THREADS), default=None, help="solver threads (0: every core)")
     p.add_argument("--log", action="store_true", help="print the solver's log to stderr")
     p.add_argument("-o", "--output", help="schedule file to write (default: print it)")
 
@@ -702,6 +704,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _nonnegative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value >= 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number of at least 0, got {text!r}")
+    return value
+
+
 def _set_threads(torch: Any, args: argparse.Namespace) -> None:
     """Apply ``--threads`` and ``--interop-threads``, as profile and run both take them."""
     if args.threads:
@@ -966,8 +978,9 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("suite")
     bn.add_argument("--suites", help="a Python file defining SUITES, run as code (default: the built-in suites)")
     bn.add_argument("-o", "--output", help="JSON Lines results (default SUITE.jsonl); rows there are kept")
-    bn.add_argument("--workers", type=_count(0), default=1, help="runs at once (0: one per core)")
-    bn.add_argument("--threads", type=_count(0), default=0, help="solver threads per run (0: the cores shared out)")
+    bn.add_argument("--workers", type=_count(0, MAX_THREADS), default=1, help="runs at once (0: one per core)")
+    bn.add_argument("--threads", type=_count(0, MAX_THREADS), default=0,
+                    help="solver threads per run (0: the cores shared out)")
     bn.add_argument("--time-limit", type=_seconds, default=None, help="override the suite's per-method limit")
     bn.add_argument("--dask", metavar="ADDRESS", type=_dask_address, help=_DASK_HELP + " (one run per task)")
 
@@ -997,7 +1010,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--force", action="store_true", help="write the file even with measurements over --max-spread")
     pr.add_argument("--check", action="store_true",
                     help="report how stable the measurements were; with no -o, write nothing (exit 1 if unstable)")
-    pr.add_argument("--threads", type=_count(1), default=None,
+    pr.add_argument("--threads", type=_count(1, MAX_THREADS), default=None,
                     help="torch intra-op threads (default: PyTorch's, or with several emulated devices "
                          "cpu:K the cores shared among them); recorded, and 'run' needs the same")
     pr.add_argument("--interop-threads", type=_count(1), default=None,
@@ -1041,7 +1054,7 @@ def build_parser() -> argparse.ArgumentParser:
         parser.add_argument("--input-shape", help=shape_help)
         parser.add_argument("--no-cluster", action="store_true", help="as given to 'mapsched profile'")
         parser.add_argument("--seed", type=_count(0), default=0, help="seed of the random inputs (and schedules)")
-        parser.add_argument("--threads", type=_count(1), default=None,
+        parser.add_argument("--threads", type=_count(1, MAX_THREADS), default=None,
                             help="torch intra-op threads (default: those the problem was profiled with; "
                                  "others are refused)")
         parser.add_argument("--interop-threads", type=_count(1), default=None,
@@ -1077,8 +1090,8 @@ def build_parser() -> argparse.ArgumentParser:
     tn.add_argument("--giph-features", action="store_true",
                     help="giph: the paper's 4 node features only (default adds the finish-time potential, the slack "
                          "and their rank)")
-    tn.add_argument("--lr", type=float, default=0.01, help="giph: Adam's learning rate (default 0.01)")
-    tn.add_argument("--entropy", type=float, default=0.0, help="giph: entropy bonus weight (default 0)")
+    tn.add_argument("--lr", type=_positive_float, default=0.01, help="giph: Adam's learning rate (default 0.01)")
+    tn.add_argument("--entropy", type=_nonnegative_float, default=0.0, help="giph: entropy bonus weight (default 0)")
     tn.add_argument("--gamma", type=_probability, default=0.8, help="giph: the discount (default 0.8; GiPH's 0.97)")
     tn.add_argument("--eval-every", type=_count(1), default=10, help="giph: episodes between evaluations")
     tn.add_argument("--eval-cases", type=_count(1), default=20, help="giph: held-out evaluation cases")
@@ -1088,8 +1101,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="episodes per stage (default 100); giph: episodes in all")
     tn.add_argument("--seed", type=_count(0), default=0)
     tn.add_argument("--time-limit", type=_seconds, default=None, help="seconds, start-up included")
-    tn.add_argument("--hidden", type=_count(1), help="embedding width (default: doppler 128, placeto 32)")
-    tn.add_argument("--rounds", type=_count(1), help="message-passing rounds (default: doppler 6, placeto 3)")
+    tn.add_argument("--hidden", type=_count(1, MAX_HIDDEN), help="embedding width (default: doppler 128, placeto 32)")
+    tn.add_argument("--rounds", type=_count(1, MAX_ROUNDS),
+                    help="message-passing rounds (default: doppler 6, placeto 3)")
     tn.add_argument("--checkpoint-every", type=_count(0), default=25,
                     help="episodes between checkpoints (0: only at the end; default 25)")
     tn.add_argument("--resume", action="store_true",

@@ -358,6 +358,7 @@ def fuse_intervals(
     _latency_only(p, "fuse_intervals")
     if isinstance(R, bool) or not isinstance(R, (int, np.integer)) or R < 1:
         raise ValueError(f"R: expected a positive number of tasks, got {R!r}")
+    R = min(int(R), p.n)  # no interval is longer than the graph; and numpy's ints are 64-bit
     order = cpd_topo(p) if order is None else _as_order(p, order)
     if M is None:
         finite = p.mem[np.isfinite(p.mem)]

@@ -7,6 +7,7 @@ found; :func:`mapsched.solve` then fills in the bound, gap, timing and name.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import import_module
@@ -28,6 +29,7 @@ class Option:
     choices: tuple[Any, ...] | None = None
     cli: bool = True  # False: Python objects (plugins, executors) that a command line cannot give
     positive: bool = False  # numbers are never negative; True: never zero either
+    most: float | None = None  # the largest number accepted; a float must be finite either way
 
     def parse(self, value: Any, method: str) -> Any:
         """Convert a value (a string from the command line, or a Python value) to the option's type."""
@@ -46,9 +48,14 @@ class Option:
             raise OptionError(
                 f"--{self.name.replace('_', '-')}: method {method!r} expects {self.type.__name__}, got {value!r}"
             ) from None
-        if self.type in (int, float) and (v < 0 or (self.positive and v == 0) or v != v):
-            raise OptionError(f"--{self.name.replace('_', '-')}: method {method!r} expects a "
-                              f"{'positive' if self.positive else 'non-negative'} number, got {value!r}")
+        if self.type in (int, float):
+            low_ok = v > 0 if self.positive else v >= 0
+            finite = self.type is int or math.isfinite(v)  # nan and infinities are no setting
+            if not (low_ok and finite and (self.most is None or v <= self.most)):
+                kind = "positive" if self.positive else "non-negative"
+                most = "" if self.most is None else f", at most {self.most:g}"
+                raise OptionError(f"--{self.name.replace('_', '-')}: method {method!r} expects a finite {kind} "
+                                  f"number{most}, got {value!r}")
         if self.choices is not None and v not in self.choices:
             raise OptionError(
                 f"--{self.name.replace('_', '-')}: expected one of {list(self.choices)}, got {value!r}"

@@ -21,6 +21,9 @@ __all__ = ["DEFAULT_METHOD", "SolveContext", "solve"]
 DEFAULT_METHOD = "auto"
 """The pipeline of :mod:`mapsched.auto`: chosen by the problem's size and the time limit."""
 
+MAX_THREADS = 1024
+"""Most solver threads a solve takes: past it HiGHS spends seconds making threads (13 s
+for 4096) and aborts the process (100,000), and CP-SAT refuses counts past 32 bits."""
 BOUND_SHARE = 0.1
 """Share of a time limit that :func:`solve` gives the load LP of the bound it adds."""
 
@@ -95,8 +98,9 @@ def solve(
         )
     if time_limit is not None and not time_limit > 0:
         raise OptionError(f"--time-limit: expected a positive number of seconds, got {time_limit!r}")
-    if threads is not None and threads < 0:
-        raise OptionError(f"--threads: expected a positive number of threads (0 for every core), got {threads!r}")
+    if threads is not None and not 0 <= threads <= MAX_THREADS:
+        raise OptionError(f"--threads: expected a number of threads from 0 (every core) to {MAX_THREADS}, "
+                          f"got {threads!r}")
     opts = m.parse_options(options)
     if initial is not None and not m.initial:
         takes = ", ".join(x.name for x in registry.all_methods() if x.initial)

@@ -105,6 +105,9 @@ def test_fuse_reads_M_as_a_fraction_of_the_largest_finite_memory():
     assert np.isinf(fuse(random_dag(30, 2, 0), R=7).M)
     with pytest.raises(ValueError, match="order"):
         fuse(p, order="random")
+    # R past the graph is the whole graph (it used to overflow numpy's 64-bit ints)
+    q = random_dag(30, 2, 0)
+    assert np.array_equal(fuse(q, R=10**23).group_of, fuse(q, R=q.n).group_of)
 
 
 # ------------------------------------------------------------ placements

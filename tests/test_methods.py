@@ -80,12 +80,16 @@ def test_methods_listing_and_errors():
         solve(p, "random", sample=3)
     with pytest.raises(OptionError, match="--time-limit"):
         solve(p, "random", time_limit=0)
-    with pytest.raises(OptionError, match="--window: method 'split' expects a non-negative number, got -1"):
+    with pytest.raises(OptionError, match="--window: method 'split' expects a finite non-negative number, got -1"):
         solve(p, "split", window=-1)
-    with pytest.raises(OptionError, match="--module-time-limit: method 'split' expects a positive number"):
+    with pytest.raises(OptionError, match="--module-time-limit: method 'split' expects a finite positive number"):
         solve(p, "split", module_time_limit=0)
-    with pytest.raises(OptionError, match="--samples: method 'random' expects a non-negative number"):
+    with pytest.raises(OptionError, match="--samples: method 'random' expects a finite non-negative number"):
         solve(p, "random", samples=-1)
+    with pytest.raises(OptionError, match="--threads: expected a number of threads from 0 .every core. to 1024"):
+        solve(p, "heft", threads=10**20)
+    with pytest.raises(OptionError, match="--t0: method 'sa' expects a finite non-negative number, got nan"):
+        solve(p, "sa", t0=float("nan"))
 
 
 def test_progress_callback_and_history():

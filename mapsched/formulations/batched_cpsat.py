@@ -105,7 +105,7 @@ from ..problem import Edge, Objective, Problem, System, Task
 from ..schedule import Schedule
 from ..splits import batch_options
 from .common import Plugin, apply_plugins, capped
-from .cpsat import default_resolution, memory_row, run_cpsat, start_ticks
+from .cpsat import default_resolution, horizon_ticks, memory_row, run_cpsat, start_ticks
 
 __all__ = ["CpSatBatched", "group_size", "grouped", "realise_greedily", "search_form"]
 
@@ -184,7 +184,7 @@ class CpSatBatched:
 
         self.res = res = resolution or default_resolution(upper_bound)
         self.model = m = cp_model.CpModel()
-        self.horizon = horizon = math.ceil(upper_bound * res)
+        self.horizon = horizon = horizon_ticks(upper_bound, res)
         # Jobs and transfers past the horizon shortened to just beyond it, as in CpSatModel.
         p = capped(problem, (horizon + 2) / res)
         L = p.L

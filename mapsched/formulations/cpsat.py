@@ -38,14 +38,17 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from .. import interrupt
+from ..errors import OptionError
 from ..problem import Problem
 from ..schedule import Schedule
 from ..units import byte_unit
 from .common import Plugin, apply_plugins, capped, device_load_cuts, device_windows, edge_comm, time_windows
 
-__all__ = ["CpSatModel", "default_resolution", "memory_row", "portfolio", "run_cpsat"]
+__all__ = ["MAX_TICKS", "CpSatModel", "default_resolution", "horizon_ticks", "memory_row", "portfolio", "run_cpsat"]
 
 _TICKS = 1e9
+MAX_TICKS = 2**50
+"""Longest horizon of a model in ticks: a user's ``resolution`` past it is refused."""
 
 
 def memory_row(sizes: np.ndarray, capacity: float, most: float) -> tuple[list[int], int]:
@@ -84,6 +87,21 @@ def start_ticks(ms: float, res: float) -> int:
     return math.floor(x + 1e-12 * abs(x) + 1e-9)
 
 
+def horizon_ticks(upper_bound: float, res: float) -> int:
+    """``upper_bound`` ms in ticks of ``1 / res`` ms, rounded up; an :class:`OptionError`
+    past :data:`MAX_TICKS`, where the model's sums of ticks would leave 64 bits.
+
+    >>> horizon_ticks(80.0, 1e12)
+    80000000000000
+    """
+    ticks = upper_bound * res
+    if not ticks <= MAX_TICKS:
+        raise OptionError(f"--resolution: {res:g} ticks per ms put the {upper_bound:g} ms of a first schedule at "
+                          f"{ticks:.3g} ticks, past CP-SAT's {MAX_TICKS:.3g}; use at most "
+                          f"{MAX_TICKS / upper_bound:.3g}, or 0 (automatic)")
+    return math.ceil(ticks)
+
+
 def default_resolution(upper_bound: float) -> float:
     """Ticks per millisecond: a power of ten putting ``upper_bound`` near 10**9 ticks."""
     return 10.0 ** math.floor(math.log10(_TICKS / max(upper_bound, 1e-9)))
@@ -116,7 +134,7 @@ class CpSatModel:
         self.deadline = deadline
         self.res = res = resolution or default_resolution(upper_bound)
         self.model = m = cp_model.CpModel()
-        horizon = math.ceil(upper_bound * res)
+        horizon = horizon_ticks(upper_bound, res)
         # No job or transfer past the horizon fits in a schedule of the model: shortened to
         # just beyond it, they keep the optimum and every tick count in 64 bits (see capped).
         p = capped(problem, (horizon + 2) / res)

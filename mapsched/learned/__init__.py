@@ -16,7 +16,13 @@ from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
 
-__all__ = ["torch_module"]
+__all__ = ["MAX_HIDDEN", "MAX_ROUNDS", "torch_module"]
+
+MAX_HIDDEN = 4096
+"""Widest embedding a new policy takes (the defaults are 32-128; past this a network of
+these small graphs only costs memory)."""
+MAX_ROUNDS = 64
+"""Most message-passing rounds a new policy takes (the defaults are 3-6)."""
 
 
 def torch_module(name: str, method: str) -> ModuleType:
@@ -45,8 +51,8 @@ def torch_module(name: str, method: str) -> ModuleType:
                                       "greedy assignment only; more fine-tune it here)"),
         Option("stages", str, "il,sim", "il (imitate critical-path), sim (REINFORCE on the simulated makespan), "
                                         "or il,sim"),
-        Option("hidden", int, 128, "embedding width of a new policy", positive=True),
-        Option("rounds", int, 6, "message-passing rounds of a new policy", positive=True),
+        Option("hidden", int, 128, "embedding width of a new policy", positive=True, most=MAX_HIDDEN),
+        Option("rounds", int, 6, "message-passing rounds of a new policy", positive=True, most=MAX_ROUNDS),
     ),
 )
 def doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None, stages: str, hidden: int,
@@ -66,8 +72,9 @@ def doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None, stage
         Option("policy", str, "", "a policy file from 'mapsched train placeto' (default: train on this problem)"),
         Option("episodes", int, None, "training episodes (default: 100 without --policy, 0 with one: its "
                                       "evaluated placement only; more fine-tune it here)"),
-        Option("hidden", int, 32, "embedding width of a new policy", positive=True),
-        Option("rounds", int, 3, "message-passing rounds per direction of a new policy", positive=True),
+        Option("hidden", int, 32, "embedding width of a new policy", positive=True, most=MAX_HIDDEN),
+        Option("rounds", int, 3, "message-passing rounds per direction of a new policy", positive=True,
+               most=MAX_ROUNDS),
     ),
 )
 def placeto(problem: Problem, ctx: Any, policy: str, episodes: int | None, hidden: int, rounds: int) -> Schedule:

@@ -95,7 +95,7 @@ from ..portfolio import LIST_SCHEDULERS, best_start
 from ..problem import Edge, Problem, Task
 from ..registry import Option, register
 from ..schedule import Schedule
-from ..solve import BOUND_SHARE, SolveContext, solve
+from ..solve import BOUND_SHARE, MAX_THREADS, SolveContext, solve
 from ..splits import batch_options, owner_from_counts
 from ..symmetry import find_symmetry, symmetry_plugins
 from ..validate import meets
@@ -251,7 +251,7 @@ def _com(p: Problem, chain: ModuleChain, t: int, v_prev: int, u: int) -> float:
                "submitted at once)"),
         Option("module_threads", int, 0, "solver threads per subproblem (0: the threads shared among the "
                "processes, for latency one where that is two or three; with an executor, 1, or on a Dask "
-               "cluster the worker's share of its host)"),
+               "cluster the worker's share of its host)", most=MAX_THREADS),
         Option("window", int, 2, "latency with several channels: modules solved at once in the rolling "
                "stitching (0: the seed paper's independent module solves)"),
         Option("step_time_limit", float, 0.5, "rolling stitching: seconds per step (its solves rarely "
