@@ -21,8 +21,8 @@ import torch
 
 from ..errors import HarnessError
 
-__all__ = ["EXCLUSIVE", "available", "cores", "default_threads", "memory_bytes", "move", "pin", "synchronize",
-           "time_ms", "torch_device", "worker"]
+__all__ = ["EXCLUSIVE", "available", "cores", "default_threads", "host_devices", "memory_bytes", "move", "pin",
+           "synchronize", "time_ms", "torch_device", "worker"]
 
 _NAME = re.compile(r"^(cpu|cuda)(:\d+)?$")
 
@@ -107,7 +107,7 @@ def cores(names: Sequence[str], threads: int | None = None,
         if not hasattr(os, "sched_setaffinity"):
             return {}
         allowed = sorted(os.sched_getaffinity(0))
-    hosts = _hosts(names)
+    hosts = host_devices(names)
     if threads != 1 or len(hosts) > len(allowed):
         return {}
     out = {d: frozenset([allowed[k]]) for k, d in enumerate(hosts)}
@@ -131,7 +131,7 @@ def default_threads(names: Sequence[str], allowed: Sequence[int] | None = None) 
     >>> default_threads(["cpu", "cuda:0"], [0, 1]) is None
     True
     """
-    hosts = len(_hosts(names))
+    hosts = len(host_devices(names))
     if hosts < 2:
         return None
     if allowed is None:
@@ -139,8 +139,12 @@ def default_threads(names: Sequence[str], allowed: Sequence[int] | None = None) 
     return max(1, len(allowed) // hosts)
 
 
-def _hosts(names: Sequence[str]) -> list[str]:
-    """The host CPU devices of ``names`` (``cpu`` and emulated ``cpu:K``), in order."""
+def host_devices(names: Sequence[str]) -> list[str]:
+    """The host CPU devices of ``names`` (``cpu`` and emulated ``cpu:K``), in order. O(|names|).
+
+    >>> host_devices(["cpu:0", "cuda:0", "cpu:1"])
+    ['cpu:0', 'cpu:1']
+    """
     return [d for d in names if (m := _NAME.match(d)) is not None and m.group(1) == "cpu"]
 
 

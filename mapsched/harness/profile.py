@@ -22,7 +22,7 @@ from torch import nn
 from ..errors import HarnessError
 from ..problem import Device, Edge, Link, Objective, Problem, System, Task
 from .allocator import steady
-from .devices import _hosts, available, default_threads, memory_bytes, move, synchronize, time_ms, torch_device
+from .devices import available, default_threads, host_devices, memory_bytes, move, synchronize, time_ms, torch_device
 from .graph import CoarseGraph, _rows, trace
 from .lean import check_compile, prepare
 from .overheads import fold, measure_overheads
@@ -248,7 +248,7 @@ def profile_graph(graph: CoarseGraph, example: torch.Tensor | Sequence[torch.Ten
     if shared is not None and torch.get_num_threads() > shared:
         # Measured and then run so, the devices would slow each other (BENCHMARKS.md, fidelity).
         warnings.warn(f"threads: {torch.get_num_threads()} torch intra-op threads on each of the emulated "
-                      f"devices {', '.join(_hosts(devices))} put their thread teams "
+                      f"devices {', '.join(host_devices(devices))} put their thread teams "
                       f"on the same cores; use {shared} (torch.set_num_threads({shared}), or mapsched profile's "
                       "default for --threads)", stacklevel=2)
     steady()
