@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any, NoReturn
 
 from . import files, instances, interrupt, registry
@@ -714,6 +714,16 @@ def _nonnegative_float(text: str) -> float:
     return value
 
 
+def _bounded(parse: Callable[[str], float], most: float) -> Callable[[str], float]:
+    """An argparse type: ``parse``, then at most ``most``."""
+    def check(text: str) -> float:
+        value = parse(text)
+        if value > most:
+            raise argparse.ArgumentTypeError(f"expected a number of at most {most:g}, got {text!r}")
+        return value
+    return check
+
+
 def _set_threads(torch: Any, args: argparse.Namespace) -> None:
     """Apply ``--threads`` and ``--interop-threads``, as profile and run both take them."""
     if args.threads:
@@ -1085,21 +1095,23 @@ def build_parser() -> argparse.ArgumentParser:
     tn.add_argument("--suite", help="giph: GiPH's experiment set single, multi or multi-diff (default multi-diff)")
     tn.add_argument("--variant", default="giph", choices=("giph", "ne", "task-eft"), help="giph: GiPH, GiPH-NE or "
                     "GiPH-task-EFT")
-    tn.add_argument("--mp-rounds", type=_count(0), default=0,
+    tn.add_argument("--mp-rounds", type=_count(0, MAX_ROUNDS), default=0,
                     help="giph: k rounds of message passing (GiPH-k); 0: over the graph's depth (GiPH)")
     tn.add_argument("--giph-features", action="store_true",
                     help="giph: the paper's 4 node features only (default adds the finish-time potential, the slack "
                          "and their rank)")
-    tn.add_argument("--lr", type=_positive_float, default=0.01, help="giph: Adam's learning rate (default 0.01)")
-    tn.add_argument("--entropy", type=_nonnegative_float, default=0.0, help="giph: entropy bonus weight (default 0)")
+    tn.add_argument("--lr", type=_bounded(_positive_float, 10.0), default=0.01,
+                    help="giph: Adam's learning rate (default 0.01; at most 10)")
+    tn.add_argument("--entropy", type=_bounded(_nonnegative_float, 100.0), default=0.0,
+                    help="giph: entropy bonus weight (default 0; at most 100)")
     tn.add_argument("--gamma", type=_probability, default=0.8, help="giph: the discount (default 0.8; GiPH's 0.97)")
     tn.add_argument("--eval-every", type=_count(1), default=10, help="giph: episodes between evaluations")
-    tn.add_argument("--eval-cases", type=_count(1), default=20, help="giph: held-out evaluation cases")
+    tn.add_argument("--eval-cases", type=_count(1, 1000), default=20, help="giph: held-out evaluation cases")
     tn.add_argument("-o", "--output", required=True, help="policy file to write (.pt)")
     tn.add_argument("--stages", help="doppler: il, sim or il,sim (default; real: not implemented yet); placeto: sim")
     tn.add_argument("--episodes", type=_count(1), default=100,
                     help="episodes per stage (default 100); giph: episodes in all")
-    tn.add_argument("--seed", type=_count(0), default=0)
+    tn.add_argument("--seed", type=_count(0, 2**63 - 1), default=0)  # torch.manual_seed takes 64 bits
     tn.add_argument("--time-limit", type=_seconds, default=None, help="seconds, start-up included")
     tn.add_argument("--hidden", type=_count(1, MAX_HIDDEN), help="embedding width (default: doppler 128, placeto 32)")
     tn.add_argument("--rounds", type=_count(1, MAX_ROUNDS),

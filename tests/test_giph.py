@@ -184,11 +184,17 @@ def test_cli_train_resume_solve_and_refusals(tmp_path, capsys):
                             "config": {**data["config"], "variant": "ne"}})
     corrupt = tmp_path / "corrupt.pt"
     corrupt.write_bytes(b"junk")
+    diverged = str(tmp_path / "nan.pt")  # what training at too high a rate left (now refused as it trains)
+    save_checkpoint(diverged, {**{k: v for k, v in data.items() if k not in ("format", "version")},
+                               "policy": {k: torch.full_like(v, float("nan")) for k, v in data["policy"].items()}})
     capsys.readouterr()
     for argv, message in [
         (["solve", prob, "-m", "giph", "--policy", other], "uses other features"),
         (["solve", prob, "-m", "giph", "--policy", sizes], "does not fit the giph network"),
         (["solve", prob, "-m", "giph", "--policy", str(corrupt)], "not a readable policy file"),
+        (["solve", prob, "-m", "giph", "--policy", diverged], "gives no finite move probabilities"),
+        (["train", "giph", "-o", str(tmp_path / "x.pt"), "--episodes", "20", "--lr", "10", *args],
+         "--lr: training diverged after"),
         (["train", "giph", prob, "-o", str(tmp_path / "x.pt")], "--suite"),
     ]:
         assert main(argv) == 2

@@ -419,6 +419,10 @@ def _eft(st: _Static, g: GpNet, owner: np.ndarray, end: np.ndarray, i: int, rng:
     return int(can[np.argmin(ready + p.dur[i, can])])
 
 
+class Diverged(ArithmeticError):
+    """A policy whose move probabilities are not finite: :func:`search` cannot draw a move."""
+
+
 @dataclass
 class Search:
     """One search: the best placement seen (device per task) and its makespan (as the search
@@ -466,6 +470,8 @@ def search(st: _Static, net: GiphNet, owner: np.ndarray, steps: int, rng: np.ran
         with torch.set_grad_enabled(train):
             logp = F.log_softmax(net(view), 0)
         probs = logp.detach().double().exp().numpy()
+        if not np.isfinite(probs).all():  # weights grown past float32 (training at too high a rate)
+            raise Diverged("the policy's move probabilities are not finite")
         a = int(np.argmax(probs)) if greedy else int(rng.choice(len(probs), p=probs / probs.sum()))
         if train:
             out.log_probs.append(logp[a])
@@ -660,18 +666,23 @@ class Trainer:
         """Train until ``episodes`` episodes are done (counting from the start of training),
         ``deadline`` (``time.perf_counter()``) or ``stop()``; evaluate first, every ``eval_every``
         episodes and at the end; ``progress(episodes done, best eval SLR)`` after each episode."""
-        if self.best_policy is None:
-            self.evaluate()
-        while self.done < episodes and time.perf_counter() + self.seconds < deadline and not stop():
-            started = time.perf_counter()
-            self.episode()
-            self.seconds = time.perf_counter() - started
-            if self.done % self.cfg.eval_every == 0 or self.done == episodes:
+        try:
+            if self.best_policy is None:
                 self.evaluate()
-            if progress is not None:
-                progress(self.done, self.eval_slr)
-            if checkpoint is not None and checkpoint_every and self.done % checkpoint_every == 0:
-                checkpoint()
+            while self.done < episodes and time.perf_counter() + self.seconds < deadline and not stop():
+                started = time.perf_counter()
+                self.episode()
+                self.seconds = time.perf_counter() - started
+                if self.done % self.cfg.eval_every == 0 or self.done == episodes:
+                    self.evaluate()
+                if progress is not None:
+                    progress(self.done, self.eval_slr)
+                if checkpoint is not None and checkpoint_every and self.done % checkpoint_every == 0:
+                    checkpoint()
+        except Diverged:
+            raise OptionError(f"--lr: training diverged after {self.done} episodes (the policy's move probabilities "
+                              f"are no longer finite); use a smaller --lr than {self.cfg.lr:g} (default 0.01)"
+                              ) from None
 
     def checkpoint(self) -> dict[str, Any]:
         """The checkpoint data (:mod:`mapsched.learned.reinforce`): the best policy by evaluation,
@@ -724,9 +735,13 @@ def solve_giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: flo
         else:
             owner, origin = start_placement(p, ctx.rng), "a random"
         steps = max(1, round(ratio * p.n))
-        with torch.no_grad():
-            res = search(st, net, owner, steps, ctx.rng, noise, greedy=greedy, deadline=deadline,
-                         improved=ctx.improved, relocation=ctx.relocation)
+        try:
+            with torch.no_grad():
+                res = search(st, net, owner, steps, ctx.rng, noise, greedy=greedy, deadline=deadline,
+                             improved=ctx.improved, relocation=ctx.relocation)
+        except Diverged:
+            raise OptionError(f"--policy: {policy or 'the shipped policy'} gives no finite move probabilities on "
+                              "this problem; train it again with a smaller --lr") from None
     s = simulate(p, res.owner, method="giph")
     s.log += (f"giph: {len(res.history) - 1} of {steps} steps from {origin} "
               f"placement ({res.history[0]:.6g}), policy {policy or 'shipped'}; best {s.makespan:.6g}, SLR "
