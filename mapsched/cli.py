@@ -563,10 +563,15 @@ def cmd_train(args: argparse.Namespace) -> int:
                 if best < math.inf:
                     bar(time.perf_counter() - args.started, best)
 
-            if trainer.best_policy is None:
-                trainer.evaluate()
-            trainer.run(stages, args.episodes, deadline, progress, save, args.checkpoint_every,
-                        stop=interrupt.requested)
+            try:
+                if trainer.best_policy is None:
+                    trainer.evaluate()
+                trainer.run(stages, args.episodes, deadline, progress, save, args.checkpoint_every,
+                            stop=interrupt.requested)
+            except reinforce.Diverged:
+                raise OptionError(f"train: {method}'s policy diverged after {sum(trainer.done.values())} episodes "
+                                  "(its action probabilities are no longer finite); train again with another "
+                                  "--seed") from None
             stopped = interrupt.requested()
         save()
     done = sum(trainer.done[s] for s in stages)

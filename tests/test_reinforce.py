@@ -5,13 +5,15 @@ import importlib
 import math
 import time
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from mapsched import solve, validate  # noqa: E402
+from mapsched import OptionError, solve, validate  # noqa: E402
+from mapsched.cli import main  # noqa: E402
 from mapsched.generators import random_dag  # noqa: E402
-from mapsched.learned.reinforce import Cut, one_thread  # noqa: E402
+from mapsched.learned.reinforce import Cut, Diverged, one_thread, pick, save_checkpoint  # noqa: E402
 
 
 @pytest.mark.parametrize("method", ["doppler", "placeto"])
@@ -34,3 +36,42 @@ def test_a_rollout_stops_at_the_deadline(method):
         assert t.evaluate() < math.inf and t.rollouts == 1 and t.best_policy is not None
     r = solve(problem, method, time_limit=1e-9, hidden=16, rounds=2)
     assert validate(problem, r) == []
+
+
+def test_pick_refuses_probabilities_that_are_not_finite():
+    rng = np.random.default_rng(0)
+    assert pick(np.array([0.0, 2.0, 0.0]), rng) == 1 and pick(np.array([3.0, 1.0]), rng, greedy=True) == 0
+    for bad in ([0.5, float("nan")], [float("inf"), 1.0]):
+        for greedy in (False, True):  # argmax would have taken a NaN as the largest
+            with pytest.raises(Diverged):
+                pick(np.array(bad), rng, greedy)
+
+
+def _nan(tree):
+    if isinstance(tree, dict):
+        return {k: _nan(v) for k, v in tree.items()}
+    return torch.full_like(tree, float("nan")) if isinstance(tree, torch.Tensor) and tree.is_floating_point() else tree
+
+
+@pytest.mark.parametrize("method", ["doppler", "placeto"])
+def test_a_diverged_policy_is_refused_in_one_line(tmp_path, capsys, method):
+    """What training at too high a rate leaves: weights past float32, probabilities NaN (these
+    solves raised numpy's 'Probabilities contain NaN', or for DOPPLER's greedy policy took
+    the NaN as its argmax)."""
+    problem = random_dag(12, 3, seed=2)
+    prob, good = str(tmp_path / "p.json"), str(tmp_path / "good.pt")
+    problem.write(prob)
+    assert main(["train", method, prob, "-o", good, "--episodes", "1", "--hidden", "8", "--rounds", "1"]) == 0
+    data = {k: v for k, v in torch.load(good, weights_only=True).items() if k not in ("format", "version")}
+    bad, resumed = str(tmp_path / "bad.pt"), str(tmp_path / "resumed.pt")
+    save_checkpoint(bad, {**data, "policy": _nan(data["policy"])})
+    save_checkpoint(resumed, {**data, "resume": _nan(data["resume"])})
+    for more in ({}, {"episodes": 2}):  # as loaded, and fine-tuned
+        with pytest.raises(OptionError, match=f"--policy: {bad} gives no finite action probabilities"):
+            solve(problem, method, policy=bad, **more)
+    capsys.readouterr()
+    before = (tmp_path / "resumed.pt").read_bytes()
+    assert main(["train", method, prob, "-o", resumed, "--resume", "--episodes", "3"]) == 2
+    err = capsys.readouterr().err
+    assert f"{method}'s policy diverged after" in err and err.count("\n") == 1
+    assert (tmp_path / "resumed.pt").read_bytes() == before  # nothing written over it

@@ -94,9 +94,11 @@ from .mpnn import MPNN, GraphTensors, graph_tensors, path_sums, zscore
 from .reinforce import (
     Baseline,
     ProblemTrainer,
+    diverged_note,
     entropy_term,
     epsilon,
     imitation_loss,
+    pick,
     policy_gradient_loss,
     reading,
     snapshot,
@@ -360,9 +362,8 @@ class Trainer(ProblemTrainer):
 
         def act(logits: torch.Tensor) -> int:
             if temperature <= 0:
-                return int(torch.argmax(logits))
-            prob = torch.softmax(logits.double().flatten() / temperature, 0).numpy()
-            return int(rng.choice(len(prob), p=prob / prob.sum()))
+                return pick(logits.flatten().numpy(), rng, greedy=True)
+            return pick(torch.softmax(logits.double().flatten() / temperature, 0).numpy(), rng)
 
         def select(cands: list[int]) -> int:
             self.check_until()
@@ -568,7 +569,8 @@ def solve_doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None,
     trained = ", ".join(f"{trainer.done[stage]} {stage}" for stage in names)
     s.log += (f"doppler: {trainer.rollouts} rollouts ({trained} episodes"
               f"{', from ' + policy if policy else ''}); greedy policy {trainer.eval_makespan:.6g}, "
-              f"best assignment {s.makespan:.6g}\n" + (f"{note}\n" if note else ""))
+              f"best assignment {s.makespan:.6g}\n" + (f"{note}\n" if note else "")
+              + diverged_note(trainer, "doppler"))
     return s
 
 

@@ -104,7 +104,7 @@ from ..problem import Problem
 from ..relocation import RelocationCosts
 from ..schedule import Schedule
 from ..simulate import simulate
-from .reinforce import discounted_returns, load_checkpoint, one_thread, reading, snapshot
+from .reinforce import Diverged, discounted_returns, load_checkpoint, one_thread, pick, reading, snapshot
 
 __all__ = ["NODE_FEATURES", "GIPH_NODE_FEATURES", "EDGE_FEATURES", "VARIANTS", "Config", "GiphNet", "GpNet",
            "Search", "Trainer", "advantages", "gpnet", "load_policy", "search", "shipped_policy", "solve_giph"]
@@ -419,10 +419,6 @@ def _eft(st: _Static, g: GpNet, owner: np.ndarray, end: np.ndarray, i: int, rng:
     return int(can[np.argmin(ready + p.dur[i, can])])
 
 
-class Diverged(ArithmeticError):
-    """A policy whose move probabilities are not finite: :func:`search` cannot draw a move."""
-
-
 @dataclass
 class Search:
     """One search: the best placement seen (device per task) and its makespan (as the search
@@ -470,9 +466,7 @@ def search(st: _Static, net: GiphNet, owner: np.ndarray, steps: int, rng: np.ran
         with torch.set_grad_enabled(train):
             logp = F.log_softmax(net(view), 0)
         probs = logp.detach().double().exp().numpy()
-        if not np.isfinite(probs).all():  # weights grown past float32 (training at too high a rate)
-            raise Diverged("the policy's move probabilities are not finite")
-        a = int(np.argmax(probs)) if greedy else int(rng.choice(len(probs), p=probs / probs.sum()))
+        a = pick(probs, rng, greedy)
         if train:
             out.log_probs.append(logp[a])
             out.entropies.append(-(logp.exp() * logp).masked_fill(~torch.from_numpy(view.mask), 0.0).sum())

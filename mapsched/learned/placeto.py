@@ -75,8 +75,10 @@ from .mpnn import graph_tensors
 from .reinforce import (
     ProblemTrainer,
     discounted_returns,
+    diverged_note,
     entropy_term,
     epsilon,
+    pick,
     policy_gradient_loss,
     reading,
     snapshot,
@@ -295,7 +297,7 @@ class Trainer(ProblemTrainer):
                     logp = self.policy(self._features([owner], [v]), self.src, self.dst, self.groups,
                                        torch.tensor([v]), torch.tensor([valid]))[0]
                     prob = logp.exp().double().numpy()  # sampled with numpy: torch's generator untouched
-                    d = int(rng.choice(len(prob), p=prob / prob.sum()))
+                    d = pick(prob, rng)
                 rec.before.append(list(owner))
                 rec.ops.append(v)
                 rec.valid.append(valid)
@@ -425,7 +427,7 @@ def solve_placeto(problem: Problem, ctx: Any, policy: str, episodes: int | None,
         raise InfeasibleError(f"placeto: {exc}") from None
     s.log += (f"placeto: {trainer.rollouts} rollouts ({trainer.done['sim']} training episodes"
               f"{', from ' + policy if policy else ''}); policy {trainer.eval_makespan:.6g}, "
-              f"best placement {s.makespan:.6g}\n")
+              f"best placement {s.makespan:.6g}\n" + diverged_note(trainer, "placeto"))
     return s
 
 

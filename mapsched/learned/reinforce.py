@@ -30,9 +30,9 @@ import torch
 from ..errors import OptionError
 from ..files import write_file
 
-__all__ = ["FORMAT", "VERSION", "Baseline", "discounted_returns", "entropy_term", "epsilon", "first_line",
-           "imitation_loss", "load_checkpoint", "one_thread", "policy_gradient_loss", "ProblemTrainer", "reading",
-           "save_checkpoint", "snapshot", "step_returns", "train_here"]
+__all__ = ["FORMAT", "VERSION", "Baseline", "Diverged", "ProblemTrainer", "discounted_returns", "diverged_note",
+           "entropy_term", "epsilon", "first_line", "imitation_loss", "load_checkpoint", "one_thread", "pick",
+           "policy_gradient_loss", "reading", "save_checkpoint", "snapshot", "step_returns", "train_here"]
 
 FORMAT = "mapsched.policy"
 VERSION = 1
@@ -54,6 +54,23 @@ class Cut(Exception):
     """A rollout reached its trainer's :attr:`ProblemTrainer.until`, the solve's deadline."""
 
 
+class Diverged(ArithmeticError):
+    """A policy's action probabilities (or scores) are not finite, its weights grown past
+    float32's range by training at too high a rate: no action can be drawn from it."""
+
+
+def pick(prob: np.ndarray, rng: np.random.Generator, greedy: bool = False) -> int:
+    """An action drawn from the probabilities ``prob`` (normalised here), or with ``greedy``
+    the index of the largest; :class:`Diverged` where one is not finite. O(len(prob)).
+
+    >>> pick(np.array([0.2, 0.8]), np.random.default_rng(0), greedy=True)
+    1
+    """
+    if not np.isfinite(prob).all():
+        raise Diverged("the policy's action probabilities are not finite")
+    return int(np.argmax(prob)) if greedy else int(rng.choice(len(prob), p=prob / prob.sum()))
+
+
 class ProblemTrainer(ABC):
     """What the learners trained on one problem (``doppler``, ``placeto``) share: training
     stage by stage within a deadline, and the results a checkpoint keeps.
@@ -73,6 +90,7 @@ class ProblemTrainer(ABC):
         self.rollouts = 0
         self.seconds = 0.0  # the last episode's duration: none is started that would end past the deadline
         self.until = math.inf  # solve's deadline (perf_counter): see check_until
+        self.diverged = False  # train_here stopped training at a policy gone past float32
 
     @abstractmethod
     def episode(self, stage: str, index: int, episodes: int) -> float:
@@ -178,7 +196,18 @@ def train_here(trainer_class: Any, problem: Any, ctx: Any, method: str, policy: 
             trainer.run(stages, count, deadline, progress, stop=lambda: ctx.remaining() <= 0)
         except Cut:  # the deadline, mid-rollout: that rollout left only its best placement
             pass
+        except Diverged:
+            if policy and not sum(trainer.done.values()):
+                raise OptionError(f"--policy: {policy} gives no finite action probabilities on this problem; "
+                                  "train it again") from None
+            trainer.diverged = True  # training went past float32: the best placement so far stands
     return trainer
+
+
+def diverged_note(trainer: ProblemTrainer, method: str) -> str:
+    """The log line of a solve whose training :func:`train_here` stopped at a diverged policy."""
+    return f"{method}: training stopped where the policy diverged (probabilities not finite)\n" \
+        if trainer.diverged else ""
 
 
 @contextlib.contextmanager
