@@ -14,19 +14,22 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, NoReturn
 
 from . import files, instances, interrupt, registry
-from .errors import HarnessError, InfeasibleError, MapschedError, OptionError
+from .errors import HarnessError, InfeasibleError, MapschedError, OptionError, first_line
 from .files import check_output
 from .learned import MAX_HIDDEN, MAX_ROUNDS
-from .problem import COMPILE, Problem
+from .problem import COMPILE, MAX_BATCH, Problem
 from .schedule import Schedule
 from .solve import DEFAULT_METHOD, MAX_THREADS, solve
 from .validate import validate
 
 BUILTIN = "builtin:"
+MAX_RUNS = 10_000
+"""Most warm-up or timed runs, retries, schedules or rounds the harness commands take: a
+count past it is a typo, which would otherwise run for days."""
 DOPPLER_KINDS = ("chainmm", "ffnn", "llama-block", "llama-layer")
 """DOPPLER's workloads (``mapsched.generators.doppler``), sharded over ``--devices`` GPUs."""
 
@@ -671,14 +674,39 @@ def _harness() -> Any:
     return harness
 
 
-def _ints(text: str, flag: str) -> list[int]:
+def _ints(text: str, flag: str, most: int = 2**31 - 1) -> list[int]:
     try:
         values = [int(v) for v in text.split(",")]
     except ValueError:
         values = []
-    if not values or min(values) < 1:
-        raise OptionError(f"{flag}: expected positive integers separated by commas, got {text!r}")
+    if not values or min(values) < 1 or max(values) > most:
+        raise OptionError(f"{flag}: expected integers from 1 to {most} separated by commas, got {text!r}")
     return values
+
+
+@contextlib.contextmanager
+def _model_input(shape: Sequence[int], what: str = "runs") -> Iterator[None]:
+    """The user's model failing on its input (a shape it does not take, or one too large
+    to allocate): one line naming --input-shape, not torch's traceback."""
+    try:
+        yield
+    except MapschedError:
+        raise
+    except (RuntimeError, ValueError, TypeError, IndexError, AssertionError, MemoryError, OverflowError) as exc:
+        raise OptionError(f"--input-shape: the model {what} on no input of shape {list(shape)} ({first_line(exc)}); "
+                          "give a shape it takes") from None
+
+
+def _checked_input(torch: Any, model: Any, shape: Sequence[int], seed: int) -> Any:
+    """A seeded random input of ``shape`` that ``model`` has run on once."""
+    from .harness.graph import check_runnable
+
+    check_runnable(model)
+    with _model_input(shape):
+        x = torch.randn(tuple(shape), generator=torch.Generator().manual_seed(seed))
+        with torch.inference_mode():
+            model(x)
+    return x
 
 
 def _model(ref: str, input_shape: str | None) -> tuple[Any, tuple[int, ...]]:
@@ -760,7 +788,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     _set_threads(torch, args)
     model, shape = _model(args.model, args.input_shape)
     objective = Objective("throughput", args.batch) if args.batch > 1 else Objective()
-    example = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    example = _checked_input(torch, model, shape, 0)
 
     def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
         print(f"mapsched: warning: {message}", file=sys.stderr, flush=True)
@@ -769,7 +797,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         # Re-measurements are announced as they start, one line each, as the run goes on.
         warnings.simplefilter("always", harness.NoisyMeasurementWarning)
         warnings.showwarning = show
-        result = harness.profile_report(model, example, devices, _ints(args.batch_sizes, "--batch-sizes"),
+        result = harness.profile_report(model, example, devices, _ints(args.batch_sizes, "--batch-sizes", MAX_BATCH),
                                         cluster=not args.no_cluster, warmup=args.warmup, repeats=args.repeats,
                                         objective=objective, name=args.model.partition(":")[2],
                                         max_spread=args.max_spread, retries=args.retries,
@@ -791,7 +819,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.calibrate:
         # The profiled times miss how jobs side by side slow each other: 2-4x off on the
         # example models, against a median 5-20% once fitted (BENCHMARKS.md, fidelity).
-        problem, report = harness.calibrate(model, problem, _inputs(torch, problem, shape, 0),
+        problem, report = harness.calibrate(model, problem, _inputs(torch, model, problem, shape, 0),
                                             cluster=not args.no_cluster, compile=args.compile)
         _report(report)
     problem.write(args.output)
@@ -809,7 +837,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if args.batch_size:
         shape = (args.batch_size, *shape[1:])
     t0 = time.perf_counter()
-    problem = harness.trace_step(model, shape, train=args.train, platform=system, name=args.model.partition(":")[2])
+    with _model_input(shape, "traces"):
+        problem = harness.trace_step(model, shape, train=args.train, platform=system,
+                                     name=args.model.partition(":")[2])
     seconds = time.perf_counter() - t0
     problem.write(args.output)
     step = "training step" if args.train else "forward pass"
@@ -829,12 +859,12 @@ def _run_setup(harness: Any, torch: Any, args: argparse.Namespace) -> tuple[Prob
     args.compile = harness.recorded_compile(problem, args.compile, "--compile")
     _set_threads(torch, args)
     model, shape = _model(args.model, args.input_shape)
-    return problem, model, _inputs(torch, problem, shape, args.seed)
+    return problem, model, _inputs(torch, model, problem, shape, args.seed)
 
 
-def _inputs(torch: Any, problem: Problem, shape: tuple[int, ...], seed: int) -> Any:
+def _inputs(torch: Any, model: Any, problem: Problem, shape: tuple[int, ...], seed: int) -> Any:
     """The seeded random inputs of ``run`` and of calibration: one row per input of ``problem``."""
-    return torch.randn((problem.L, *shape[1:]), generator=torch.Generator().manual_seed(seed))
+    return _checked_input(torch, model, (problem.L, *shape[1:]), seed)
 
 
 def _report(report: Any) -> None:
@@ -1016,11 +1046,11 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--batch-sizes", default="1", help="comma-separated batch sizes to time (default 1)")
     pr.add_argument("--batch", type=_count(1), default=1, help="inputs L; above 1 the objective is throughput")
     pr.add_argument("--no-cluster", action="store_true", help="one task per op (no conv-BN-ReLU fusion)")
-    pr.add_argument("--warmup", type=_count(0), default=2)
-    pr.add_argument("--repeats", type=_count(1), default=5, help="timed runs per measurement (median kept)")
+    pr.add_argument("--warmup", type=_count(0, MAX_RUNS), default=2)
+    pr.add_argument("--repeats", type=_count(1, MAX_RUNS), default=5, help="timed runs per measurement (median kept)")
     pr.add_argument("--max-spread", type=_positive_float, default=0.25,
                     help="largest spread (robust coefficient of variation) a measurement may have (default 0.25)")
-    pr.add_argument("--retries", type=_count(0), default=2,
+    pr.add_argument("--retries", type=_count(0, MAX_RUNS), default=2,
                     help="extra rounds of --repeats runs to re-measure noisy measurements (default 2)")
     pr.add_argument("--force", action="store_true", help="write the file even with measurements over --max-spread")
     pr.add_argument("--check", action="store_true",
@@ -1028,7 +1058,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--threads", type=_count(1, MAX_THREADS), default=None,
                     help="torch intra-op threads (default: PyTorch's, or with several emulated devices "
                          "cpu:K the cores shared among them); recorded, and 'run' needs the same")
-    pr.add_argument("--interop-threads", type=_count(1), default=None,
+    pr.add_argument("--interop-threads", type=_count(1, MAX_THREADS), default=None,
                     help="torch inter-op threads (default: PyTorch's); recorded, and 'run' needs the same")
     pr.add_argument("--no-overheads", action="store_true",
                     help="do not measure the executor's per-job and cross-device overheads into the times")
@@ -1049,7 +1079,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--train", action=argparse.BooleanOptionalAction, default=True,
                     help="the whole training step (default); --no-train: the forward pass alone")
     tr.add_argument("--input-shape", help="the whole batch's input shape, e.g. 8,128 (default: the model's)")
-    tr.add_argument("--batch-size", type=_count(1), default=None, help="replace the input shape's first dimension")
+    tr.add_argument("--batch-size", type=_count(1, 2**31 - 1), default=None,
+                    help="replace the input shape's first dimension")
     tr.add_argument("--system", default="cpu-t4-a100", help="system preset")
     tr.add_argument("-o", "--output", required=True)
 
@@ -1068,21 +1099,22 @@ def build_parser() -> argparse.ArgumentParser:
             parser.add_argument("schedule")
         parser.add_argument("--input-shape", help=shape_help)
         parser.add_argument("--no-cluster", action="store_true", help="as given to 'mapsched profile'")
-        parser.add_argument("--seed", type=_count(0), default=0, help="seed of the random inputs (and schedules)")
+        parser.add_argument("--seed", type=_count(0, 2**63 - 1), default=0,
+                            help="seed of the random inputs (and schedules)")
         parser.add_argument("--threads", type=_count(1, MAX_THREADS), default=None,
                             help="torch intra-op threads (default: those the problem was profiled with; "
                                  "others are refused)")
-        parser.add_argument("--interop-threads", type=_count(1), default=None,
+        parser.add_argument("--interop-threads", type=_count(1, MAX_THREADS), default=None,
                             help="torch inter-op threads; must be those the problem was profiled with")
-        parser.add_argument("--warmup", type=_count(0), default=1)
-        parser.add_argument("--repeats", type=_count(1), default=None,
+        parser.add_argument("--warmup", type=_count(0, MAX_RUNS), default=1)
+        parser.add_argument("--repeats", type=_count(1, MAX_RUNS), default=None,
                             help="timed runs, the median used (default: at least 3, and up to 50 until they "
                                  "add up to 100 ms)")
         parser.add_argument("--compile", choices=COMPILE, default=None,
                             help="how each task runs (default: as profiled); must be the profile's")
     rn.add_argument("-o", "--output", help="write the measured jobs as a schedule file")
-    cb.add_argument("--schedules", type=_count(1), default=6, help="schedules to run (default 6)")
-    cb.add_argument("--rounds", type=_count(1), default=None,
+    cb.add_argument("--schedules", type=_count(1, MAX_RUNS), default=6, help="schedules to run (default 6)")
+    cb.add_argument("--rounds", type=_count(1, MAX_RUNS), default=None,
                     help="executions of each schedule, in rounds over all of them, the median fitted (default 3)")
     cb.add_argument("-o", "--output", required=True, help="the calibrated problem file to write")
 

@@ -41,3 +41,13 @@ def shown(value: object) -> str:
     """``repr(value)`` cut to a few dozen characters, for one-line messages about file content:
     a megabyte string or a deeply nested list from a hostile file must not become the message."""
     return _SHOW.repr(value)
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's message, cut to its first line and 80 characters (its type if it has none).
+
+    >>> first_line(RuntimeError("no memory\\nframe #0 ..."))
+    'no memory'
+    """
+    text = str(exc).strip()
+    return text.splitlines()[0][:80] if text else type(exc).__name__

@@ -164,9 +164,12 @@ def test_cli_calibrate_writes_the_problem_and_refuses_other_threads(setup, tmp_p
     _, _, p = setup
     prob, out = tmp_path / "p.json", tmp_path / "c.json"
     p.write(str(prob))
-    assert main(["calibrate", MODEL, str(prob), "-o", str(out), "--threads", "2"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--threads" in err and not out.exists()
+    for flags, message in ((["--threads", "2"], "--threads"),
+                           (["--input-shape", "3"], "--input-shape: the model runs on no input of shape"),
+                           (["--seed", str(2**64)], "--seed: expected an integer from 0")):
+        assert main(["calibrate", MODEL, str(prob), "-o", str(out), *flags]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err and not out.exists()
     assert main(["calibrate", MODEL, str(prob), "-o", str(out), "--schedules", "3", "--repeats", "1"]) == 0
     text = capsys.readouterr().out
     assert "fitted: overhead" in text and "median measured/predicted" in text and "wrote the calibrated" in text

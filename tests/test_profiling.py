@@ -172,7 +172,17 @@ def test_cli_check_reports_and_writes_nothing(timer, tmp_path, capsys, monkeypat
     (["profile", MODEL, "--devices", "cpu"], "-o: give the problem file to write"),
     (["profile", MODEL, "--max-spread", "0", "-o", "x.json"], "--max-spread: expected a positive number"),
     (["profile", MODEL, "--max-spread", "nan", "-o", "x.json"], "--max-spread: expected a positive number"),
-    (["profile", MODEL, "--retries", "-1", "-o", "x.json"], "--retries: expected an integer of at least 0"),
+    (["profile", MODEL, "--retries", "-1", "-o", "x.json"], "--retries: expected an integer from 0 to 10000"),
+    # torch's tracebacks before: a shape the model does not take, one too large to allocate,
+    # batch sizes and thread counts past what torch's C++ takes
+    (["profile", MODEL, "--input-shape", "3", "-o", "x.json"],
+     "--input-shape: the model runs on no input of shape [3] (Given normalized_shape=[64]"),
+    (["profile", MODEL, "--input-shape", "2000000000,2000000000", "-o", "x.json"],
+     "--input-shape: the model runs on no input of shape [2000000000, 2000000000]"),
+    (["profile", MODEL, "--batch-sizes", str(10**20), "-o", "x.json"], "--batch-sizes: expected integers from 1 to 100000"),
+    (["profile", MODEL, "--interop-threads", str(2**32), "-o", "x.json"], "--interop-threads: expected an integer from 1"),
+    (["profile", MODEL, "--repeats", str(2**32), "-o", "x.json"], "--repeats: expected an integer from 1 to 10000"),
+    (["trace", MODEL, "--batch-size", str(10**20), "-o", "x.json"], "--batch-size: expected an integer from 1"),
 ])
 def test_cli_spread_option_errors_are_one_line(argv, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

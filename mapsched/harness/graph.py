@@ -19,7 +19,7 @@ from torch.fx.passes.shape_prop import ShapeProp
 
 from ..errors import HarnessError
 
-__all__ = ["CoarseGraph", "Segment", "trace"]
+__all__ = ["CoarseGraph", "Segment", "check_runnable", "trace"]
 
 # Module types and function names cheap enough to ride along with their producer.
 _LIGHT_MODULES = (
@@ -245,6 +245,13 @@ def _rows(x: torch.Tensor, b: int) -> torch.Tensor:
     return x[:1].expand(b, *x.shape[1:]).contiguous()
 
 
+def check_runnable(model: nn.Module) -> None:
+    """Refuse, in one line, a model on the meta device (shapes, no weights): it cannot run."""
+    if any(t.is_meta for t in (*model.parameters(), *model.buffers())):
+        raise HarnessError("model: it is on the meta device (shapes, no weights) and cannot run; "
+                           "cost its training step with 'mapsched trace' instead")
+
+
 def trace(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], cluster: bool = True) -> CoarseGraph:
     """Trace ``model`` with ``torch.fx`` and group its ops into tasks.
 
@@ -279,9 +286,7 @@ def trace(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], clus
     ['_0', '_1', '_2']
     """
     example = (example,) if isinstance(example, torch.Tensor) else tuple(example)
-    if any(t.is_meta for t in (*model.parameters(), *model.buffers())):
-        raise HarnessError("model: it is on the meta device (shapes, no weights) and cannot run; "
-                           "cost its training step with 'mapsched trace' instead")
+    check_runnable(model)
     gm = fx.symbolic_trace(model)
     groups: list[list[fx.Node]] = []
     where: dict[str, int] = {}  # node name to group index; placeholders are not grouped

@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import OptionError
+from ..errors import OptionError, first_line
 from ..files import write_file
 
 __all__ = ["FORMAT", "VERSION", "Baseline", "Diverged", "ProblemTrainer", "discounted_returns", "diverged_note",
-           "entropy_term", "epsilon", "first_line", "imitation_loss", "load_checkpoint", "one_thread", "pick",
+           "entropy_term", "epsilon", "imitation_loss", "load_checkpoint", "one_thread", "pick",
            "policy_gradient_loss", "reading", "save_checkpoint", "snapshot", "step_returns", "train_here"]
 
 FORMAT = "mapsched.policy"
@@ -286,12 +286,6 @@ def entropy_term(log_probs: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """``sum_t sum_a p log p`` over the valid actions: adding it with a positive weight raises entropy."""
     p = log_probs.exp()
     return (p * log_probs).masked_fill(~valid, 0.0).sum()
-
-
-def first_line(exc: BaseException) -> str:
-    """An exception's message, cut to its first line and 80 characters (its type if it has none)."""
-    text = str(exc).strip()
-    return text.splitlines()[0][:80] if text else type(exc).__name__
 
 
 def save_checkpoint(path: str, data: dict[str, Any]) -> None:
