@@ -405,8 +405,9 @@ def cmd_methods(args: argparse.Namespace) -> int:
                 print(f"{'':14s}   {o.name} (Python API only): {o.help}")
                 continue
             choices = f" (one of {', '.join(map(str, o.choices))})" if o.choices else ""
+            most = f"; at most {o.most:g}" if o.most is not None else ""
             print(f"{'':14s}   --{o.name.replace('_', '-')} {o.type.__name__}: {o.help}{choices};"
-                  f" default {o.default}")
+                  f" default {o.default}{most}")
     return 0
 
 
