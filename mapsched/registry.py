@@ -44,7 +44,7 @@ class Option:
                 v = value.lower() in ("1", "true", "yes", "on")
             else:
                 v = self.type(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: float(10**400)
             raise OptionError(
                 f"--{self.name.replace('_', '-')}: method {method!r} expects {self.type.__name__}, got {value!r}"
             ) from None

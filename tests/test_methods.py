@@ -90,6 +90,8 @@ def test_methods_listing_and_errors():
         solve(p, "heft", threads=10**20)
     with pytest.raises(OptionError, match="--t0: method 'sa' expects a finite non-negative number, got nan"):
         solve(p, "sa", t0=float("nan"))
+    with pytest.raises(OptionError, match="--t0: method 'sa' expects float"):
+        solve(p, "sa", t0=10**400)
 
 
 def test_progress_callback_and_history():
