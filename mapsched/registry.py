@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any
 
-from .errors import OptionError
+from .errors import OptionError, shown
 
 __all__ = ["Method", "Option", "get", "methods", "register"]
 
@@ -46,7 +46,7 @@ class Option:
                 v = self.type(value)
         except (TypeError, ValueError, OverflowError):  # OverflowError: float(10**400)
             raise OptionError(
-                f"--{self.name.replace('_', '-')}: method {method!r} expects {self.type.__name__}, got {value!r}"
+                f"--{self.name.replace('_', '-')}: method {method!r} expects {self.type.__name__}, got {shown(value)}"
             ) from None
         if self.type in (int, float):
             low_ok = v > 0 if self.positive else v >= 0
@@ -55,10 +55,10 @@ class Option:
                 kind = "positive" if self.positive else "non-negative"
                 most = "" if self.most is None else f", at most {self.most:g}"
                 raise OptionError(f"--{self.name.replace('_', '-')}: method {method!r} expects a finite {kind} "
-                                  f"number{most}, got {value!r}")
+                                  f"number{most}, got {shown(value)}")
         if self.choices is not None and v not in self.choices:
             raise OptionError(
-                f"--{self.name.replace('_', '-')}: expected one of {list(self.choices)}, got {value!r}"
+                f"--{self.name.replace('_', '-')}: expected one of {list(self.choices)}, got {shown(value)}"
             )
         return v
 
