@@ -21,7 +21,7 @@ from . import files, instances, interrupt, registry
 from .errors import HarnessError, InfeasibleError, MapschedError, OptionError, first_line
 from .files import check_output
 from .learned import MAX_HIDDEN, MAX_ROUNDS
-from .problem import COMPILE, MAX_BATCH, Problem
+from .problem import COMPILE, MAX_BATCH, MAX_DEVICES, Problem
 from .schedule import Schedule
 from .solve import DEFAULT_METHOD, MAX_THREADS, solve
 from .validate import validate
@@ -970,7 +970,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "takes them (comp / 1e10, comm / 1e10).")
     cv.add_argument("file")
     cv.add_argument("--from", dest="source", choices=("doppler",), required=True, help="the file's format")
-    cv.add_argument("--devices", type=_count(1), required=True, help="identical GPUs to run it on")
+    cv.add_argument("--devices", type=_count(1, MAX_DEVICES), required=True, help="identical GPUs to run it on")
     cv.add_argument("-o", "--output", required=True, help="problem file to write")
 
     b = sub.add_parser("bound", help="print a proved lower bound on the makespan")
@@ -1006,7 +1006,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--tasks", type=_count(1), default=None,
                    help="random-dag: tasks (default 1000); giph: GiPH's size knob v (default 10; alpha 0.3 gives "
                         "about 2v tasks)")
-    g.add_argument("--devices", type=_count(1), default=None,
+    g.add_argument("--devices", type=_count(1, MAX_DEVICES), default=None,
                    help="random-dag: devices (default 4); chainmm, ffnn, llama-block, llama-layer: the GPUs they are "
                         "sharded over (identical GPUs unless --system; default 4); giph: devices (default 20)")
     g.add_argument("--alpha", type=_positive_float, default=0.3, help="giph: graph shape (0.1 deep .. 0.3 wider)")

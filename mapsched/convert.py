@@ -34,7 +34,7 @@ import re
 
 from .errors import ProblemError
 from .jsonio import read_text
-from .problem import Device, Edge, Link, Problem, System, Task
+from .problem import MAX_DEVICES, Device, Edge, Link, Problem, System, Task
 
 __all__ = ["DOPPLER_BANDWIDTH", "DOPPLER_UNIT", "doppler_problem", "read_doppler"]
 
@@ -58,8 +58,8 @@ def doppler_problem(text: str, devices: int, name: str = "doppler", source: str 
     -----
     O(n + E) for n ops and E edges.
     """
-    if devices < 1:
-        raise ProblemError(f"--devices: expected at least 1, got {devices}")
+    if not 1 <= devices <= MAX_DEVICES:
+        raise ProblemError(f"--devices: expected 1 to {MAX_DEVICES}, got {devices}")
     lines = text.splitlines()
     if len(lines) < 4:
         raise ProblemError(f"{source}: {len(lines)} lines; a DOPPLER graph has a node count, the input ids, "

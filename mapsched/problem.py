@@ -168,6 +168,10 @@ BANDWIDTH = (1.0, 1e18)
 """Least and largest link bandwidth, in bytes per second."""
 MAX_BATCH = 100_000
 """Largest number of inputs (``objective.batch``) and batch size: throughput methods index by them."""
+MAX_DEVICES = 1024
+"""Most devices a problem may have: the link tables are devices x devices, and so are a list
+scheduler's per-edge transfer times (5,000 devices took HEFT 2.3 GB; a 300 KB file of
+20,000 would have taken some 37 GB)."""
 
 PROBLEM_FORMAT = "mapsched.problem/1"
 _PROBLEM_KEYS = {"format", "name", "objective", "devices", "links", "tasks", "edges", "calibration"}
@@ -318,6 +322,9 @@ class Problem:
         devices = list(system.devices)
         if not devices:
             raise ProblemError("devices: expected at least one device")
+        if len(devices) > MAX_DEVICES:
+            raise ProblemError(f"devices: {len(devices)} devices; mapsched takes at most {MAX_DEVICES} (its link "
+                               "tables are devices x devices)")
         self.device_index = _unique((d.name for d in devices), "devices")
         checked = []
         for k, d in enumerate(devices):

@@ -52,6 +52,8 @@ def test_command(tmp_path, capsys):
     for argv, message in [
         (["convert", str(src), "--devices", "4", "-o", str(out)], "--from"),
         (["convert", str(src), "--from", "tvm", "--devices", "4", "-o", str(out)], "invalid choice"),
+        (["convert", str(src), "--from", "doppler", "--devices", str(10**6), "-o", str(out)],
+         "--devices: expected an integer from 1 to 1024"),
         (["convert", str(src), "--from", "doppler", "--devices", "0", "-o", str(out)], "--devices"),
         (["convert", str(tmp_path / "nope.txt"), "--from", "doppler", "--devices", "2", "-o", str(out)],
          "nope.txt: cannot read"),

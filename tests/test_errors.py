@@ -64,6 +64,9 @@ CASES = [
     ("list as a task name", lambda d: d["edges"][7].update(src=[]), "edges[7].src: unknown task []"),
     ("list as a device name", lambda d: d["links"][0].update(a=[1]), "links[0].a: unknown device [1]"),
     ("huge name", lambda d: d["edges"].append({"src": "t1", "dst": "x" * 10**6}), "edges[15].dst: unknown task 'xxxxxxxxxxxx"),
+    # A file of a few hundred KB listing 20,000 devices would have taken tens of GB.
+    ("too many devices", lambda d: d["devices"].extend({"name": f"x{i}"} for i in range(1022)),
+     "devices: 1025 devices; mapsched takes at most 1024"),
 ]
 
 
