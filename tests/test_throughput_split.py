@@ -139,6 +139,22 @@ def test_walk_schedules_are_valid_and_no_better_than_the_optimum(p):
             assert s.makespan >= best * (1 - 1e-6) - 1e-6
 
 
+def test_walk_hints_no_job_of_a_size_the_step_has_no_room_for():
+    """Hypothesis found it: bheft's start has a job of 2 inputs that a step's model has no
+    option of that size for; hinting it raised a KeyError."""
+    from pathlib import Path
+
+    from mapsched import Problem
+
+    p = Problem.read(str(Path(__file__).parent / "data" / "walk_hint_of_a_size_without_room.json"))
+    chain = pick_chain(p, 0)
+    start = solve(p, "bheft")
+    best = solve(p, "exact", threads=1).makespan
+    for group in (False, True):
+        s = pipeline(p, chain, 1, start.makespan, 5.0, SolveContext(), start, group=group)
+        assert s is not None and validate(p, s) == [] and s.makespan >= best * (1 - 1e-6) - 1e-6
+
+
 def test_grouped_walk_pipelines_a_stack():
     """Batches of 2, 4, 6 and 8 over 8 inputs: the walk moves inputs in pairs, its schedule
     is valid, and split with it is never worse than without it."""

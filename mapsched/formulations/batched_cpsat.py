@@ -440,7 +440,9 @@ class CpSatBatched:
         stuck at the start on 102-task stacks). O(E m^2 L + n m L + L log L n)."""
         p, m = self.problem, self.model
         m.clear_hints()
-        at = {(i, u): (mask, s) for i, u, mask, s in jobs}
+        # A job of a size the model has no option for (hypothesis found one in a pipelined step's
+        # model) is left out: a hint is no constraint, and CP-SAT takes part of one.
+        at = {(i, u): (mask, s) for i, u, mask, s in jobs if mask.bit_count() in self.ticks.get((i, u), ())}
         label = list(range(p.L))
         owner = np.zeros((p.n, p.L), dtype=np.int64)
         for (i, u), (mask, _) in at.items():
