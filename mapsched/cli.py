@@ -728,34 +728,23 @@ def _model(ref: str, input_shape: str | None) -> tuple[Any, tuple[int, ...]]:
     return model, tuple(shape)
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not value > 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def _nonnegative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not value >= 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number of at least 0, got {text!r}")
-    return value
-
-
-def _bounded(parse: Callable[[str], float], most: float) -> Callable[[str], float]:
-    """An argparse type: ``parse``, then at most ``most``."""
-    def check(text: str) -> float:
-        value = parse(text)
+def _float(positive: bool = True, most: float = math.inf) -> Callable[[str], float]:
+    """An argparse type: a finite number above 0 (``positive``) or of at least 0, at most ``most``."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (value > 0 if positive else value >= 0) or math.isinf(value):
+            least = "a positive number" if positive else "a finite number of at least 0"
+            raise argparse.ArgumentTypeError(f"expected {least}, got {text!r}")
         if value > most:
             raise argparse.ArgumentTypeError(f"expected a number of at most {most:g}, got {text!r}")
         return value
-    return check
+    return parse
+
+
+_positive_float = _float()
 
 
 def _set_threads(torch: Any, args: argparse.Namespace) -> None:
@@ -1138,9 +1127,9 @@ def build_parser() -> argparse.ArgumentParser:
     tn.add_argument("--giph-features", action="store_true",
                     help="giph: the paper's 4 node features only (default adds the finish-time potential, the slack "
                          "and their rank)")
-    tn.add_argument("--lr", type=_bounded(_positive_float, 10.0), default=0.01,
+    tn.add_argument("--lr", type=_float(most=10.0), default=0.01,
                     help="giph: Adam's learning rate (default 0.01; at most 10)")
-    tn.add_argument("--entropy", type=_bounded(_nonnegative_float, 100.0), default=0.0,
+    tn.add_argument("--entropy", type=_float(positive=False, most=100.0), default=0.0,
                     help="giph: entropy bonus weight (default 0; at most 100)")
     tn.add_argument("--gamma", type=_probability, default=0.8, help="giph: the discount (default 0.8; GiPH's 0.97)")
     tn.add_argument("--eval-every", type=_count(1), default=10, help="giph: episodes between evaluations")
