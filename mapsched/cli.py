@@ -30,6 +30,10 @@ BUILTIN = "builtin:"
 MAX_RUNS = 10_000
 """Most warm-up or timed runs, retries, schedules or rounds the harness commands take: a
 count past it is a typo, which would otherwise run for days."""
+MAX_INT = 2**31 - 1
+"""The largest batch size or shape entry: torch's C++ side overflows past it."""
+MAX_TORCH_SEED = 2**63 - 1
+"""The largest seed ``torch.manual_seed`` takes."""
 DOPPLER_KINDS = ("chainmm", "ffnn", "llama-block", "llama-layer")
 """DOPPLER's workloads (``mapsched.generators.doppler``), sharded over ``--devices`` GPUs."""
 
@@ -635,8 +639,8 @@ def _giph(args: argparse.Namespace) -> Any:
 
     if args.experiment is None:
         for flag, seed in (("--seed", args.seed), ("--network-seed", args.network_seed)):
-            if seed is not None and seed >= 2**32:  # GiPH's draws come from numpy's RandomState
-                raise OptionError(f"{flag}: GiPH's generator takes a seed from 0 to {2**32 - 1}, got {seed}")
+            if seed is not None and seed > giph.MAX_SEED:
+                raise OptionError(f"{flag}: GiPH's generator takes a seed from 0 to {giph.MAX_SEED}, got {seed}")
         return giph.giph_instance(args.tasks or 10, args.alpha, args.conn_prob, args.seed, args.devices or 20,
                                   args.network_seed, args.type_prob)
     if args.experiment == "adapt":
@@ -675,7 +679,7 @@ def _harness() -> Any:
     return harness
 
 
-def _ints(text: str, flag: str, most: int = 2**31 - 1) -> list[int]:
+def _ints(text: str, flag: str, most: int = MAX_INT) -> list[int]:
     try:
         values = [int(v) for v in text.split(",")]
     except ValueError:
@@ -686,25 +690,29 @@ def _ints(text: str, flag: str, most: int = 2**31 - 1) -> list[int]:
 
 
 @contextlib.contextmanager
-def _model_input(shape: Sequence[int], what: str = "runs") -> Iterator[None]:
+def _model_input(shape: Sequence[int], what: str = "runs", rows: int | None = None) -> Iterator[None]:
     """The user's model failing on its input (a shape it does not take, or one too large
-    to allocate): one line naming --input-shape, not torch's traceback."""
+    to allocate): one line naming --input-shape, not torch's traceback. ``shape`` is the
+    one given; ``rows``, where the input ran with the problem's rows in place of its first."""
     try:
         yield
     except MapschedError:
         raise
     except (RuntimeError, ValueError, TypeError, IndexError, AssertionError, MemoryError, OverflowError) as exc:
-        raise OptionError(f"--input-shape: the model {what} on no input of shape {list(shape)} ({first_line(exc)}); "
-                          "give a shape it takes") from None
+        ran = ("" if rows is None or list(shape[:1]) == [rows]
+               else f" with its first dimension {rows}, the problem's inputs,")
+        raise OptionError(f"--input-shape: the model {what} on no input of shape {list(shape)}{ran} "
+                          f"({first_line(exc)}); give a shape it takes") from None
 
 
-def _checked_input(torch: Any, model: Any, shape: Sequence[int], seed: int) -> Any:
-    """A seeded random input of ``shape`` that ``model`` has run on once."""
+def _checked_input(torch: Any, model: Any, shape: Sequence[int], seed: int, rows: int | None = None) -> Any:
+    """A seeded random input of ``shape`` (with ``rows`` rows, if given) that ``model`` has run on once."""
     from .harness.graph import check_runnable
 
     check_runnable(model)
-    with _model_input(shape):
-        x = torch.randn(tuple(shape), generator=torch.Generator().manual_seed(seed))
+    with _model_input(shape, rows=rows):
+        x = torch.randn(tuple(shape) if rows is None else (rows, *shape[1:]),
+                        generator=torch.Generator().manual_seed(seed))
         with torch.inference_mode():
             model(x)
     return x
@@ -854,7 +862,7 @@ def _run_setup(harness: Any, torch: Any, args: argparse.Namespace) -> tuple[Prob
 
 def _inputs(torch: Any, model: Any, problem: Problem, shape: tuple[int, ...], seed: int) -> Any:
     """The seeded random inputs of ``run`` and of calibration: one row per input of ``problem``."""
-    return _checked_input(torch, model, (problem.L, *shape[1:]), seed)
+    return _checked_input(torch, model, shape, seed, problem.L)
 
 
 def _report(report: Any) -> None:
@@ -1069,7 +1077,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--train", action=argparse.BooleanOptionalAction, default=True,
                     help="the whole training step (default); --no-train: the forward pass alone")
     tr.add_argument("--input-shape", help="the whole batch's input shape, e.g. 8,128 (default: the model's)")
-    tr.add_argument("--batch-size", type=_count(1, 2**31 - 1), default=None,
+    tr.add_argument("--batch-size", type=_count(1, MAX_INT), default=None,
                     help="replace the input shape's first dimension")
     tr.add_argument("--system", default="cpu-t4-a100", help="system preset")
     tr.add_argument("-o", "--output", required=True)
@@ -1089,7 +1097,7 @@ def build_parser() -> argparse.ArgumentParser:
             parser.add_argument("schedule")
         parser.add_argument("--input-shape", help=shape_help)
         parser.add_argument("--no-cluster", action="store_true", help="as given to 'mapsched profile'")
-        parser.add_argument("--seed", type=_count(0, 2**63 - 1), default=0,
+        parser.add_argument("--seed", type=_count(0, MAX_TORCH_SEED), default=0,
                             help="seed of the random inputs (and schedules)")
         parser.add_argument("--threads", type=_count(1, MAX_THREADS), default=None,
                             help="torch intra-op threads (default: those the problem was profiled with; "
@@ -1138,7 +1146,7 @@ def build_parser() -> argparse.ArgumentParser:
     tn.add_argument("--stages", help="doppler: il, sim or il,sim (default; real: not implemented yet); placeto: sim")
     tn.add_argument("--episodes", type=_count(1), default=100,
                     help="episodes per stage (default 100); giph: episodes in all")
-    tn.add_argument("--seed", type=_count(0, 2**63 - 1), default=0)  # torch.manual_seed takes 64 bits
+    tn.add_argument("--seed", type=_count(0, MAX_TORCH_SEED), default=0)
     tn.add_argument("--time-limit", type=_seconds, default=None, help="seconds, start-up included")
     tn.add_argument("--hidden", type=_count(1, MAX_HIDDEN), help="embedding width (default: doppler 128, placeto 32)")
     tn.add_argument("--rounds", type=_count(1, MAX_ROUNDS),

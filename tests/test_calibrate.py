@@ -165,7 +165,8 @@ def test_cli_calibrate_writes_the_problem_and_refuses_other_threads(setup, tmp_p
     prob, out = tmp_path / "p.json", tmp_path / "c.json"
     p.write(str(prob))
     for flags, message in ((["--threads", "2"], "--threads"),
-                           (["--input-shape", "3"], "--input-shape: the model runs on no input of shape"),
+                           (["--input-shape", "3"], "--input-shape: the model runs on no input of shape [3] with its first "
+                                                     f"dimension {p.L}, the problem's inputs, ("),
                            (["--seed", str(2**64)], "--seed: expected an integer from 0")):
         assert main(["calibrate", MODEL, str(prob), "-o", str(out), *flags]) == 2
         err = capsys.readouterr().err

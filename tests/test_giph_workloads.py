@@ -121,6 +121,11 @@ def test_bad_parameters():
         giph_network(5, type_prob=1.5)
     with pytest.raises(ValueError, match="experiment"):
         giph_experiment("nope")
+    for seed in (-1, 2**32):  # numpy's RandomState takes 32 bits; its own message named no argument
+        with pytest.raises(ValueError, match="seed: GiPH's generator takes a seed from 0 to 4294967295"):
+            giph_graph(10, 0.3, seed=seed)
+        with pytest.raises(ValueError, match="seed: GiPH's generator"):
+            giph_network(5, seed=seed)
 
 
 def test_experiment_sets():

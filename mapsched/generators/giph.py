@@ -112,6 +112,16 @@ def _check(v: int, alpha: float, conn_prob: float, types: int) -> None:
         raise ValueError(f"types: expected at least 1 hardware type, got {types}")
 
 
+MAX_SEED = 2**32 - 1
+"""The largest seed: GiPH's draws come from numpy's ``RandomState``, which takes 32 bits."""
+
+
+def _seed(seed: int) -> int:
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"seed: GiPH's generator takes a seed from 0 to {MAX_SEED}, got {seed}")
+    return seed
+
+
 def giph_graph(
     v: int,
     alpha: float,
@@ -135,7 +145,7 @@ def giph_graph(
     (21, 13, (0, 3))
     """
     _check(v, alpha, conn_prob, types)
-    rs, py = np.random.RandomState(seed), random.Random(seed)
+    rs, py = np.random.RandomState(_seed(seed)), random.Random(seed)
     h_mean = math.sqrt(v) / alpha
     height = int(np.ceil(rs.uniform(h_mean * 0.8, h_mean * 1.2)))
     w_mean = alpha * math.sqrt(v)
@@ -227,7 +237,7 @@ def giph_network(m: int, seed: int = 0, *, type_prob: float = 0.2, speed: float 
         raise ValueError(f"types: expected at least 1 hardware type, got {types}")
     if not (speed > 0 and bw > 0 and delay >= 0 and 0 <= b_bw < 2 and 0 <= b_speed < 2):
         raise ValueError("speed, bw: expected positive; delay: >= 0; b_bw, b_speed: in [0, 2)")
-    dl, rate, sp, sup = _network(np.random.RandomState(seed), m, types, type_prob, speed, bw, delay, b_bw,
+    dl, rate, sp, sup = _network(np.random.RandomState(_seed(seed)), m, types, type_prob, speed, bw, delay, b_bw,
                                  b_speed)
     params = dict(m=m, seed=seed, type_prob=type_prob, speed=speed, bw=bw, delay=delay, b_bw=b_bw,
                   b_speed=b_speed, types=types)
