@@ -46,7 +46,10 @@ On a machine with a GPU, ``--devices cpu,cuda:0`` measures a real CPU and GPU in
 ``--save FILE`` writes, per model, objective and setting, one JSON line with the profiled
 problem, the calibration's schedules and measured makespans (with ``--as-cli``), and the
 scored schedules with theirs (and, with ``--noise``, their second measurement): what refitting
-the terms offline needs, without the machine.
+the terms offline needs, without the machine. ``--assembly`` ends with a table of the
+methods' schedules (not the random ones) with the ms each device's thread spent assembling
+its jobs' inputs (:attr:`mapsched.harness.Execution.assembly`): slices, concatenations,
+copies from the other device, which the problem's times do not hold.
 """
 
 from __future__ import annotations
@@ -157,6 +160,9 @@ def main() -> None:
                     help="profile's threshold on the spread of each measurement, which it re-measures and "
                          "refuses beyond (default: with --as-cli profile's, else 0.5)")
     ap.add_argument("--save", help="JSON lines file for the problems, schedules and measurements of every row")
+    ap.add_argument("--assembly", action="store_true",
+                    help="then a table of the methods' schedules: predicted, measured, and the ms each device's "
+                         "thread spent assembling inputs (the first round's run), which no task's time holds")
     args = ap.parse_args()
     devices = args.devices.split(",")
     torch.set_num_threads(args.threads or default_threads(devices) or torch.get_num_threads())
@@ -177,7 +183,7 @@ def main() -> None:
           + " scoring / calibration, same placement |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if args.noise else "")
           + "---:|")
-    every = []
+    every, assembled = [], []
     wrong = 0
     if args.save:
         Path(args.save).write_text("")  # appended to row by row, so that a cut run keeps its rows
@@ -230,6 +236,7 @@ def main() -> None:
                     rounds.append([run.makespan for run in runs])
                     if not k:
                         equal = sum(outputs_match(run.outputs, reference, devices) for run in runs)
+                        assembly = [run.assembly for run in runs]
                 wrong += len(scheduled) - equal
                 table = np.array(rounds)
                 meas_a = np.median(table[:args.rounds], axis=0)
@@ -240,12 +247,15 @@ def main() -> None:
                     ran = zip(report.names, report.schedules, report.measured) if report else ()
                     record = {"model": name, "objective": objective.kind, "setting": setting, "problem": p.to_dict(),
                               "fit": [{"name": n, "schedule": s.to_dict(), "measured": m} for n, s, m in ran],
-                              "scored": [{"schedule": s.to_dict(), "measured": float(m),
+                              "scored": [{"schedule": s.to_dict(), "measured": float(m), "assembly": assembly[k],
                                           "rounds": [float(v) for v in table[:args.rounds, k]],
                                           **({} if second is None else {"again": float(second[k])})}
                                          for k, (s, m) in enumerate(zip(scheduled, meas_a))]}
                     with open(args.save, "a") as saved:
                         saved.write(json.dumps(record) + "\n")
+                row = name if setting == "none" else f"{name}, {setting}"
+                assembled += [(row, objective.kind, s.method, s.makespan, float(m), assembly[k])
+                              for k, (s, m) in enumerate(zip(scheduled, meas_a)) if s.method != "random"]
                 for label, values in preds.items():
                     pred_a = np.array(values)
                     if labels[label] is None:
@@ -264,6 +274,12 @@ def main() -> None:
     meas_all = np.concatenate([b for _, b in every])
     print(f"\nall {len(pred_all)} schedules: Pearson r = {np.corrcoef(pred_all, meas_all)[0, 1]:.3f}, "
           f"Spearman rho = {spearmanr(pred_all, meas_all).statistic:.3f}; outputs differ in {wrong}")
+    if args.assembly:
+        print("\n| model | objective | schedule | predicted (ms) | measured (ms) | measured - predicted (ms) "
+              f"| input assembly (ms: {', '.join(devices)}) |\n|---|---|---|---:|---:|---:|---|")
+        for name, kind, method, pred, meas, spent in assembled:
+            print(f"| {name} | {kind} | {method} | {pred:.2f} | {meas:.2f} | {meas - pred:+.2f} "
+                  f"| {', '.join(f'{spent[d]:.2f}' for d in devices)} |")
     raise SystemExit(1 if wrong else 0)
 
 

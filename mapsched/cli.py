@@ -909,6 +909,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         rows.append(["throughput (inputs/s)", _fmt(predicted_thr, 6), _fmt(run.throughput, 6),
                      f"{run.throughput / predicted_thr:.2f}" if predicted_thr and run.throughput else "-"])
     print(_table(["", "predicted", "measured", "measured/predicted"], rows))
+    spent = ", ".join(f"{d} {ms:.3f}" for d, ms in run.assembly.items())
+    print(f"input assembly, on the devices' threads and in no task's time (ms): {spent}")
     print(f"outputs match the unscheduled model: {'yes' if same else 'NO'}")
     if args.output:
         run.measured.write(args.output)

@@ -261,6 +261,11 @@ def test_inputs_gathered_from_jobs_on_several_devices(name, profiled):
     run = execute(m, p, r, x, warmup=0)
     with torch.inference_mode():
         assert outputs_match(run.outputs, m(x), p.device_names)
+    assert set(run.assembly) == set(p.device_names) and min(run.assembly.values()) > 0
+    # everything on one device: the other's thread assembles nothing
+    two = p.with_objective(Objective("throughput", 2))
+    alone = execute(m, two, mapsched.decode(two, np.zeros((p.n, 2), dtype=int)), x[:2], warmup=0)
+    assert alone.assembly[p.device_names[1]] == 0.0
 
 
 def test_outputs_match_tolerance_follows_the_devices():
@@ -325,6 +330,7 @@ def test_cli_profile_solve_run(tmp_path, capsys):
                  "-o", str(tmp_path / "measured.json")]) == 0
     out = capsys.readouterr().out
     assert "predicted" in out and "outputs match the unscheduled model: yes" in out
+    assert "input assembly, on the devices' threads and in no task's time (ms): cpu:0 " in out
     assert json.loads((tmp_path / "measured.json").read_text())["method"] == "measured:heft"
 
 

@@ -51,11 +51,17 @@ class Execution:
         The schedule's own makespan (ms).
     outputs : Any
         The model's outputs for all inputs, on the CPU, in input order.
+    assembly : dict of str to float
+        Per device, the ms its thread spent in that run assembling its jobs' inputs
+        before running them (slices and concatenations of batch pieces, copies from the
+        other devices; on a GPU, queuing the copies): work that the problem gives no
+        device, since it has no term for it.
     """
 
     measured: Schedule
     predicted: float
     outputs: Any
+    assembly: dict[str, float]
 
     @property
     def makespan(self) -> float:
@@ -268,10 +274,11 @@ def _more(repeats: int | None, walls: list[float]) -> bool:
 
 
 def _measure(graph: CoarseGraph, devs: _Devices, jobs: list[Job], batch: Sequence[torch.Tensor], warmup: int,
-             repeats: int | None) -> tuple[list[tuple[float, dict[int, tuple[float, float]]]], dict[int, Done]]:
+             repeats: int | None) -> tuple[list[tuple[float, dict[int, tuple[float, float, float]]]], dict[int, Done]]:
     """``warmup`` untimed runs, then the timed ones (see :func:`_more`), with the garbage
-    collector paused: each run's wall ms and job times (s), and the last run's values."""
-    runs: list[tuple[float, dict[int, tuple[float, float]]]] = []
+    collector paused: each run's wall ms and job times (start, end, assembly; s), and the
+    last run's values."""
+    runs: list[tuple[float, dict[int, tuple[float, float, float]]]] = []
     walls: list[float] = []
     plan = _plan(graph, jobs, devs)
     paused = gc.isenabled()
@@ -286,7 +293,7 @@ def _measure(graph: CoarseGraph, devs: _Devices, jobs: list[Job], batch: Sequenc
             done = None
             done, wall = _launch(jobs, batch, devs, plan)
             walls.append(wall)
-            runs.append((wall, {j: (d.start, d.end) for j, d in done.items()}))
+            runs.append((wall, {j: (d.start, d.end, d.assembly) for j, d in done.items()}))
     finally:
         if paused:
             gc.enable()
@@ -361,6 +368,9 @@ def execute(model: nn.Module | CoarseGraph, problem: Problem, schedule: Schedule
     wall, times = runs[int(np.argsort([w for w, _ in runs])[len(runs) // 2])]
     measured = [Job(job.task, job.device, times[j][0] * 1000.0, times[j][1] * 1000.0, job.inputs)
                 for j, job in enumerate(jobs)]
+    assembly = dict.fromkeys(problem.device_names, 0.0)
+    for j, job in enumerate(jobs):
+        assembly[job.device] += times[j][2] * 1000.0
     seg_of = {s.name: k for k, s in enumerate(graph.segments)}
     owner: dict[str, dict[int, tuple[int, int]]] = {}
     for j, job in enumerate(jobs):
@@ -373,4 +383,4 @@ def execute(model: nn.Module | CoarseGraph, problem: Problem, schedule: Schedule
     result = Schedule.from_jobs(problem, measured, method=f"measured:{schedule.method}")
     result.makespan = wall
     result.throughput = 1000.0 * problem.L / wall if wall > 0 else None
-    return Execution(result, schedule.makespan, graph.output(values))
+    return Execution(result, schedule.makespan, graph.output(values), assembly)

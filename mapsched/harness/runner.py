@@ -37,6 +37,9 @@ class Done:
         The callable's outputs.
     start, end : float
         Seconds from the launch; on a GPU filled in from the events once the run is over.
+    assembly : float
+        Seconds the device's thread spent, before the callable, assembling its inputs (by
+        the host's clock; on a GPU the time to queue their copies).
     event, began : torch.cuda.Event or None
         On a GPU, recorded on the device's stream after and before the callable's kernels.
     """
@@ -44,6 +47,7 @@ class Done:
     values: list[Any]
     start: float
     end: float
+    assembly: float = 0.0
     event: Any = None
     began: Any = None
 
@@ -141,7 +145,7 @@ def launch(lines: dict[str, list[Step]], devices: dict[str, torch.device],
 
 def timed(call: Callable[..., Sequence[Any]], inputs: Callable[[dict[int, Any]], list[Any]],
           stream: Any = None) -> Callable[[dict[int, Any], float], Done]:
-    """A step's body: ``inputs(done)`` (untimed), then ``call(*inputs)`` timed.
+    """A step's body: ``inputs(done)`` (timed apart, as :attr:`Done.assembly`), then ``call(*inputs)`` timed.
 
     On the host the clock brackets the call. On a GPU (``stream``) the kernels are only
     queued: the loop goes on to queue the device's next job, and two CUDA events around
@@ -150,17 +154,20 @@ def timed(call: Callable[..., Sequence[Any]], inputs: Callable[[dict[int, Any]],
     """
 
     def host(done: dict[int, Any], t0: float) -> Done:
+        before = time.perf_counter()
         args = inputs(done)
-        start = time.perf_counter() - t0
+        start = time.perf_counter()
         out = list(call(*args))
-        return Done(out, start, time.perf_counter() - t0)
+        return Done(out, start - t0, time.perf_counter() - t0, start - before)
 
     def gpu(done: dict[int, Any], t0: float) -> Done:
+        before = time.perf_counter()
         args = inputs(done)
+        queued = time.perf_counter() - before
         began, event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         began.record(stream)
         out = list(call(*args))
         event.record(stream)
-        return Done(out, math.nan, math.nan, event, began)
+        return Done(out, math.nan, math.nan, queued, event, began)
 
     return host if stream is None else gpu
