@@ -154,9 +154,12 @@ def test_calibrated_prediction_is_near_the_measurement(setup, tmp_path):
     # whose speed drifted, that mean was 1.12-1.58 and single schedules 0.75-1.71. Asking
     # for predictions twice as near as the profiled ones flaked (0.66 against 0.42 in summed
     # |log ratio|): the profile is one moment's measurement, off by 1.0-4.5x in those runs,
-    # so where it happens to be near, halving its error is luck.
-    errors = [abs(np.log(execute(m, p, s, x, repeats=5).makespan / cal.predict(q, s)))
-              for _, s in cal.schedules(p, 3)]
+    # so where it happens to be near, halving its error is luck. Each schedule is measured in
+    # two rounds and its faster execution kept: another process on the cores only slows a run
+    # down, and one such spell failed this guard once in a batch of harness tests.
+    made = [s for _, s in cal.schedules(p, 3)]
+    runs = [[execute(m, p, s, x, repeats=5).makespan for s in made] for _ in range(2)]
+    errors = [abs(np.log(min(a, b) / cal.predict(q, s))) for s, a, b in zip(made, *runs)]
     assert np.mean(errors) <= np.log(2.0)
 
 
