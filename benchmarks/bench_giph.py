@@ -63,8 +63,9 @@ from mapsched.generators import (
 )
 from mapsched.heuristics.random_search import random_owner
 from mapsched.initial import initial_schedule
-from mapsched.learned.giph import _Static, load_policy, search, start_placement
+from mapsched.learned.giph import _Static, load_policy, search
 from mapsched.learned.reinforce import one_thread
+from mapsched.learned.starts import random_placement
 from mapsched.simulate import simulate
 
 PRESETS = {"vgg": vgg, "resnet": resnet, "inception": inception, "transformer": transformer}
@@ -127,7 +128,7 @@ def part_a_b(a, nets, pairs):
         for c, (g, nw) in enumerate(pairs):
             p = giph_problem(giph_graph(**g), giph_network(**nw))
             st, cp, steps = _Static(p), critical_path_bound(p), 2 * p.n
-            start = start_placement(p, np.random.default_rng(20))
+            start = random_placement(p, np.random.default_rng(20))
             traces = {}
             with one_thread():
                 for name, net in nets.items():
@@ -212,14 +213,14 @@ def part_d(a, net):
 
     for g in graphs:
         p = giph_problem(g, nets[0])
-        prev, _ = place(p, start_placement(p, np.random.default_rng(20)), a.seed)
+        prev, _ = place(p, random_placement(p, np.random.default_rng(20)), a.seed)
         for k, change in enumerate(changes):
             q = change.apply(p, giph_problem(g, nets[k + 1]))
             t = time.perf_counter()
             # the previous placement, tasks on removed devices placed afresh (what solve(initial=...) does)
             warm_map, warm = place(q, as_owner(q, initial_schedule(q, prev).schedule.mapping())[:, 0], a.seed + k)
             rows[k, 3] += time.perf_counter() - t
-            _, cold = place(q, start_placement(q, np.random.default_rng(20)), a.seed + k)
+            _, cold = place(q, random_placement(q, np.random.default_rng(20)), a.seed + k)
             heft = simulate(q, solve(q, "heft").mapping()).makespan
             rows[k, :3] += np.array([warm, cold, heft]) / critical_path_bound(q)
             p, prev = q, warm_map

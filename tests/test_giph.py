@@ -27,9 +27,9 @@ from mapsched.learned.giph import (  # noqa: E402
     load_policy,
     search,
     shipped_policy,
-    start_placement,
 )
 from mapsched.learned.reinforce import one_thread, save_checkpoint  # noqa: E402
+from mapsched.learned.starts import random_placement  # noqa: E402
 from mapsched.simulate import simulate  # noqa: E402
 
 
@@ -102,7 +102,7 @@ def test_every_variant_searches_feasible_placements(p, seed, cfg):
     with one_thread():
         torch.manual_seed(seed)
         st_ = _Static(p)
-        res = search(st_, GiphNet(cfg), start_placement(p, np.random.default_rng(seed)), 2 * p.n,
+        res = search(st_, GiphNet(cfg), random_placement(p, np.random.default_rng(seed)), 2 * p.n,
                      np.random.default_rng(seed))
     s = simulate(p, res.owner)
     assert validate(p, s) == [] and s.makespan == res.makespan

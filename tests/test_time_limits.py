@@ -5,6 +5,7 @@ The tolerances are generous (CI shares two cores); the exact figures are in
 benchmarks/bench_time_limits.py.
 """
 
+import subprocess
 import sys
 import time
 
@@ -148,3 +149,54 @@ def test_critical_path_search_leaves_room_for_its_last_move_and_decode(monkeypat
     p = random_dag(400, 4, 0)
     r = solve(p, "cp-search", time_limit=1.0)
     assert validate(p, r) == [] and len(calls) == 2  # the start, and one move
+
+
+LEARNED = [name for name in ("doppler", "placeto", "giph") if registry.get(name).available()]
+
+
+@pytest.mark.skipif(not LEARNED, reason="the learned methods need torch")
+def test_learned_methods_keep_a_limit_too_short_to_load_pytorch():
+    # A fresh interpreter, as the command line runs: loading PyTorch (and the first optimizer's
+    # torch._dynamo) would take seconds past a 1 s limit, so each method returns its placement
+    # before learning, found without PyTorch, and says so.
+    code = ("import sys, time\n"
+            "from mapsched import solve, validate\n"
+            "from mapsched.generators import random_dag\n"
+            "p = random_dag(60, 3, 0)\n"
+            f"for name in {LEARNED!r}:\n"
+            "    t = time.perf_counter()\n"
+            "    r = solve(p, name, time_limit=1.0)\n"
+            "    print(name, time.perf_counter() - t, validate(p, r) == [], 'loading PyTorch' in r.log)\n"
+            "print('torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    for line, name in zip(out, LEARNED):
+        method, seconds, valid, said = line.split()
+        assert method == name and float(seconds) <= slack(1.0) and valid == said == "True"
+    assert out[len(LEARNED)] == "False"
+
+
+@pytest.mark.skipif(not LEARNED, reason="the learned methods need torch")
+@pytest.mark.parametrize("name", LEARNED)
+def test_learned_methods_without_time_to_load_start_where_they_would(name, monkeypatch):
+    from mapsched.learned import starts
+
+    monkeypatch.setattr(starts, "load_seconds", lambda train: 1e9)  # as if PyTorch were not loaded
+    p = random_dag(30, 3, 0)
+    r = solve(p, name, time_limit=5.0, seed=2)
+    assert validate(p, r) == [] and "loading PyTorch may take" in r.log and r.status in ("feasible", "optimal")
+    if name == "giph":  # from an initial placement: that placement, never worse
+        start = solve(p, "heft")
+        s = solve(p, name, time_limit=5.0, initial=start)
+        assert s.mapping() == start.mapping() and "the initial placement it starts from" in s.log
+        assert "heft's placement" in solve(p, name, time_limit=5.0, start="heft").log
+
+
+@pytest.mark.skipif("doppler" not in LEARNED, reason="doppler needs torch")
+def test_doppler_has_its_fallback_before_the_deadline():
+    # Past the deadline before any rollout: Critical Path's assignment, found before training
+    # (not after the deadline); and a limit that does not bind trains as with none.
+    p = random_dag(40, 3, 1)
+    r = solve(p, "doppler", time_limit=0.01, seed=0, hidden=8, rounds=1)
+    assert validate(p, r) == [] and "Critical Path's assignment" in r.log
+    kw = dict(seed=3, episodes=2, hidden=8, rounds=1)
+    assert solve(p, "doppler", time_limit=600, **kw).jobs == solve(p, "doppler", **kw).jobs

@@ -4,6 +4,8 @@ This module registers the methods and imports nothing heavy, so that ``import ma
 and ``mapsched methods`` work without PyTorch; the torch modules (:mod:`.mpnn`,
 :mod:`.reinforce`, :mod:`.doppler`, :mod:`.placeto`, :mod:`.giph`) load when a method runs,
 and without PyTorch the method stops with one line saying ``pip install 'mapsched[torch]'``.
+Under a time limit too short to load PyTorch, they return their placement before any
+learning instead (:mod:`.starts`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from ..errors import OptionError
 from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
+from .starts import no_time_to_load, unlearned
 
 __all__ = ["MAX_HIDDEN", "MAX_ROUNDS", "torch_module"]
 
@@ -58,6 +61,8 @@ def torch_module(name: str, method: str) -> ModuleType:
 def doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None, stages: str, hidden: int,
             rounds: int) -> Schedule:
     """DOPPLER (Yao et al. 2025), Stages I and II: :func:`mapsched.learned.doppler.solve_doppler`."""
+    if no_time_to_load(ctx, train=True):
+        return unlearned(problem, ctx, "doppler")
     return torch_module("doppler", "doppler").solve_doppler(problem, ctx, policy, episodes, stages, hidden, rounds)
 
 
@@ -79,6 +84,8 @@ def doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None, stage
 )
 def placeto(problem: Problem, ctx: Any, policy: str, episodes: int | None, hidden: int, rounds: int) -> Schedule:
     """Placeto (Addanki et al. 2019): :func:`mapsched.learned.placeto.solve_placeto`."""
+    if no_time_to_load(ctx, train=True):
+        return unlearned(problem, ctx, "placeto")
     return torch_module("placeto", "placeto").solve_placeto(problem, ctx, policy, episodes, hidden, rounds)
 
 
@@ -104,4 +111,6 @@ def placeto(problem: Problem, ctx: Any, policy: str, episodes: int | None, hidde
 )
 def giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: float, greedy: bool, start: str) -> Schedule:
     """GiPH (Hu et al. 2023): :func:`mapsched.learned.giph.solve_giph`."""
+    if no_time_to_load(ctx, train=False):
+        return unlearned(problem, ctx, "giph", start)
     return torch_module("giph", "giph").solve_giph(problem, ctx, policy, ratio, noise, greedy, start)

@@ -105,6 +105,7 @@ from .reinforce import (
     step_returns,
     train_here,
 )
+from .starts import fallback_ctx
 
 __all__ = ["STAGES", "Config", "Placer", "Selector", "Trainer", "parse_stages", "solve_doppler"]
 
@@ -557,10 +558,17 @@ def solve_doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None,
     """The ``doppler`` method (registered in :mod:`mapsched.learned`): see its option help."""
     p = problem
     names = parse_stages(stages)
+    first = None
+    if ctx.time_limit is not None:  # the fallback in hand before the deadline, not computed after it
+        from ..heuristics.critical_path import critical_path
+
+        first = critical_path(p, fallback_ctx(ctx), runs=1)
     trainer = train_here(Trainer, p, ctx, "doppler", policy, episodes, names,
                          Config(hidden=hidden, rounds=rounds), DEFAULT_EPISODES)
     assignment, note = trainer.best_assignment, None
-    if assignment is None:
+    if assignment is None and first is not None:
+        assignment, note = first.mapping(), "no rollout of the policy finished; Critical Path's assignment"
+    elif assignment is None:
         assignment, note = _fallback(p, trainer.env)
     try:
         s = simulate(p, assignment if isinstance(assignment, dict) else np.asarray(assignment), method="doppler")

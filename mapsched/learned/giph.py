@@ -98,13 +98,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..bounds.simple import critical_path_bound
-from ..decoder import as_owner
 from ..errors import InfeasibleError, OptionError
 from ..problem import Problem
 from ..relocation import RelocationCosts
 from ..schedule import Schedule
 from ..simulate import simulate
 from .reinforce import Diverged, discounted_returns, load_checkpoint, one_thread, pick, reading, snapshot
+from .starts import giph_start, random_placement
 
 __all__ = ["NODE_FEATURES", "GIPH_NODE_FEATURES", "EDGE_FEATURES", "VARIANTS", "Config", "GiphNet", "GpNet",
            "Search", "Trainer", "advantages", "gpnet", "load_policy", "search", "shipped_policy", "solve_giph"]
@@ -494,22 +494,6 @@ def search(st: _Static, net: GiphNet, owner: np.ndarray, steps: int, rng: np.ran
     return out
 
 
-def start_placement(p: Problem, rng: np.random.Generator) -> np.ndarray:
-    """A random placement that fits memory and links (GiPH starts from a random one), or the
-    feasibility repair's when 100 draws do not."""
-    from ..construct import repaired_owner
-    from ..heuristics.random_search import random_owner
-
-    for _ in range(100):
-        owner = random_owner(p, rng)[:, 0]
-        try:
-            simulate(p, owner)
-            return owner
-        except InfeasibleError:
-            continue
-    return repaired_owner(p)
-
-
 # ---------------------------------------------------------------- policies on file
 
 
@@ -624,7 +608,7 @@ class Trainer:
         network = e.train_networks[int(rng.integers(len(e.train_networks)))]
         st = self._problem(graph, network)
         self.net.train()
-        res = search(st, self.net, start_placement(st.p, rng), max(1, round(self.cfg.ratio * st.p.n)), rng,
+        res = search(st, self.net, random_placement(st.p, rng), max(1, round(self.cfg.ratio * st.p.n)), rng,
                      train=True)
         if res.log_probs:
             adv = torch.tensor(advantages(res.rewards, self.cfg.gamma), dtype=torch.float32)
@@ -645,7 +629,7 @@ class Trainer:
         with torch.no_grad():
             for k, (graph, network) in enumerate(self.eval_specs):
                 st = self._problem(graph, network)
-                res = search(st, self.net, start_placement(st.p, np.random.default_rng(20)),
+                res = search(st, self.net, random_placement(st.p, np.random.default_rng(20)),
                              max(1, round(self.cfg.ratio * st.p.n)), np.random.default_rng(k))
                 slrs.append(res.makespan / st.cp)
         value = float(np.mean(slrs))
@@ -720,14 +704,7 @@ def solve_giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: flo
     with one_thread():
         net, _ = load_policy(policy)
         st = _Static(p)
-        if ctx.initial is not None:
-            owner, origin = as_owner(p, ctx.initial.mapping())[:, 0], "the initial"
-        elif start == "heft":
-            from ..heuristics.heft import heft
-
-            owner, origin = as_owner(p, heft(p, ctx).mapping())[:, 0], "heft's"
-        else:
-            owner, origin = start_placement(p, ctx.rng), "a random"
+        owner, origin = giph_start(p, ctx, start)
         steps = max(1, round(ratio * p.n))
         try:
             with torch.no_grad():

@@ -1,0 +1,112 @@
+"""Where the learned methods start, without PyTorch, and what they return when a time limit
+leaves no time to load it.
+
+Loading PyTorch takes seconds, counted in a solve's time limit like every solver's loading:
+on this project's 2-core machines 1.6 s for ``torch`` and 0.25 s for mapsched's modules on
+it, then 1.3-2.0 s more for ``torch._dynamo``, which the first optimizer loads (``doppler``
+and ``placeto`` train; ``giph`` only runs its policy). A learned method started with less time
+left than what it still has to load (:data:`LOADS`) returns its placement before any
+learning, found here without PyTorch, rather than overrun the limit by the load:
+
+- ``doppler``: Critical Path's assignment (its imitation teacher), best of as many randomised
+  runs as the limit allows;
+- ``placeto``: a random placement that fits (where its episodes start);
+- ``giph``: its start placement (:func:`giph_start`).
+
+The log says so. Once these are loaded in the process, the methods always run.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ..errors import InfeasibleError
+from ..problem import Problem
+from ..schedule import Schedule
+from ..simulate import simulate
+
+__all__ = ["LOADS", "fallback_ctx", "giph_start", "load_seconds", "no_time_to_load", "random_placement",
+           "unlearned"]
+
+LOADS = (("torch", 2.5), ("torch._dynamo", 2.0))
+"""Seconds that loading each may take, at most (the measured times, with a margin): PyTorch
+with mapsched's modules on it, then what a first optimizer loads."""
+
+
+def load_seconds(train: bool) -> float:
+    """Seconds still to load before a learned method runs (``train``: one that trains)."""
+    return sum(seconds for name, seconds in LOADS[:2 if train else 1] if name not in sys.modules)
+
+
+def no_time_to_load(ctx: Any, train: bool) -> bool:
+    """Whether ``ctx``'s time limit leaves less than what is still to load (:func:`load_seconds`),
+    PyTorch being installed (else the method says how to install it)."""
+    from importlib.util import find_spec
+
+    need = load_seconds(train) if ctx.time_limit is not None else 0.0
+    return need > 0 and ctx.remaining() < need and find_spec("torch") is not None
+
+
+def random_placement(p: Problem, rng: np.random.Generator) -> np.ndarray:
+    """A random placement that fits memory and links (GiPH starts from a random one), or the
+    feasibility repair's when 100 draws do not. O(draws (n m + E) log n).
+
+    >>> import numpy as np, mapsched
+    >>> p = mapsched.instances.load("topcuoglu2002")
+    >>> random_placement(p, np.random.default_rng(0)).shape
+    (10,)
+    """
+    from ..construct import repaired_owner
+    from ..heuristics.random_search import random_owner
+
+    for _ in range(100):
+        owner = random_owner(p, rng)[:, 0]
+        try:
+            simulate(p, owner)
+            return owner
+        except InfeasibleError:
+            continue
+    return repaired_owner(p)
+
+
+def giph_start(p: Problem, ctx: Any, start: str) -> tuple[np.ndarray, str]:
+    """GiPH's start placement as a device index per task, and its name for the log: the
+    solve's initial placement if it has one, else HEFT's (``start="heft"``) or a random one."""
+    from ..decoder import as_owner
+
+    if ctx.initial is not None:
+        return as_owner(p, ctx.initial.mapping())[:, 0], "the initial"
+    if start == "heft":
+        from ..heuristics.heft import heft
+
+        return as_owner(p, heft(p, ctx).mapping())[:, 0], "heft's"
+    return random_placement(p, ctx.rng), "a random"
+
+
+def unlearned(p: Problem, ctx: Any, method: str, start: str = "random") -> Schedule:
+    """``method``'s placement before any learning, found without PyTorch (see the module
+    docstring), with a log line saying why."""
+    if method == "doppler":
+        from ..heuristics.critical_path import critical_path
+
+        s, what = critical_path(p, ctx, runs=50), "Critical Path's assignment (its imitation teacher)"
+    elif method == "giph":
+        owner, origin = giph_start(p, ctx, start)
+        s = ctx.initial if ctx.initial is not None else simulate(p, owner, method=method)
+        what = f"{origin} placement it starts from"
+    else:
+        s, what = simulate(p, random_placement(p, ctx.rng), method=method), "a random placement"
+    need = load_seconds(method != "giph")
+    s.log += (f"{method}: the time limit left less than the {need:g} s that loading PyTorch may take; "
+              f"{what}, with no learning\n")
+    return s
+
+
+def fallback_ctx(ctx: Any) -> Any:
+    """``ctx`` with a generator of its own, so that a fallback found first does not change the
+    draws of what follows it."""
+    return replace(ctx, rng=np.random.default_rng(0))
