@@ -72,6 +72,7 @@ def _run_one(case: Case, method: str, time_limit: float, options: dict[str, Any]
     ``threads`` 0: the worker's share (:func:`mapsched.distributed.task_threads`)."""
     import time
 
+    from . import registry
     from .distributed import task_threads
     from .solve import solve
     from .split import full_bound
@@ -85,6 +86,11 @@ def _run_one(case: Case, method: str, time_limit: float, options: dict[str, Any]
         t0 = time.perf_counter()
         b = full_bound(p, time_limit)
         return row | {"lower_bound": b.value, "rule": b.rule, "seconds": time.perf_counter() - t0}
+    needs = registry.get(method)
+    if "torch" in needs.requires and needs.available():  # loaded once a process, not in every run's limit
+        from .learned import load
+
+        load()
     try:
         r = solve(p, method, time_limit=time_limit, seed=0, threads=threads, **options)
     except InfeasibleError as exc:

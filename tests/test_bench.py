@@ -78,3 +78,19 @@ def test_cli_bench_smoke(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "| instance | met | heft | sa | exact | split | bound |" in out and (tmp_path / "smoke.jsonl").exists()
     assert main(["bench", "nope"]) == 2
+
+
+def test_a_sweep_loads_a_learned_method_outside_its_runs_limit():
+    # In a fresh interpreter, as a sweep's worker: the run loads PyTorch first, so a limit too
+    # short for the load still gets a learned result, not the placement from before learning.
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from mapsched.bench import Case, _run_one\n"
+            "from mapsched.generators import random_wired\n"
+            "row = _run_one(Case('a', random_wired, {'n': 6, 'seed': 1}), 'giph', 1.0, {})\n"
+            "print('torch._dynamo' in sys.modules, 'makespan' in row, row['seconds'] < 1.5)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "True", "True"]

@@ -5,7 +5,7 @@ and ``mapsched methods`` work without PyTorch; the torch modules (:mod:`.mpnn`,
 :mod:`.reinforce`, :mod:`.doppler`, :mod:`.placeto`, :mod:`.giph`) load when a method runs,
 and without PyTorch the method stops with one line saying ``pip install 'mapsched[torch]'``.
 Under a time limit too short to load PyTorch, they return their placement before any
-learning instead (:mod:`.starts`).
+learning instead (:mod:`.starts`); :func:`load` loads it beforehand.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from ..errors import OptionError
 from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
-from .starts import no_time_to_load, unlearned
+from .starts import load, no_time_to_load, unlearned
 
-__all__ = ["MAX_HIDDEN", "MAX_ROUNDS", "torch_module"]
+__all__ = ["MAX_HIDDEN", "MAX_ROUNDS", "load", "torch_module"]
 
 MAX_HIDDEN = 4096
 """Widest embedding a new policy takes (the defaults are 32-128; past this a network of

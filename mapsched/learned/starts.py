@@ -13,7 +13,8 @@ learning, found here without PyTorch, rather than overrun the limit by the load:
 - ``placeto``: a random placement that fits (where its episodes start);
 - ``giph``: its start placement (:func:`giph_start`).
 
-The log says so. Once these are loaded in the process, the methods always run.
+The log says so. Once these are loaded in the process, the methods always run: a sweep or a
+server that times its solves calls :func:`load` first (``mapsched bench`` does).
 """
 
 from __future__ import annotations
@@ -29,12 +30,21 @@ from ..problem import Problem
 from ..schedule import Schedule
 from ..simulate import simulate
 
-__all__ = ["LOADS", "fallback_ctx", "giph_start", "load_seconds", "no_time_to_load", "random_placement",
+__all__ = ["LOADS", "fallback_ctx", "giph_start", "load", "load_seconds", "no_time_to_load", "random_placement",
            "unlearned"]
 
 LOADS = (("torch", 2.5), ("torch._dynamo", 2.0))
 """Seconds that loading each may take, at most (the measured times, with a margin): PyTorch
 with mapsched's modules on it, then what a first optimizer loads."""
+
+
+def load() -> None:
+    """Load what the learned methods load before they run (:data:`LOADS`), so that no time limit
+    afterwards in this process pays for it. Needs PyTorch."""
+    from importlib import import_module
+
+    for name in ("mapsched.learned.doppler", "mapsched.learned.placeto", "mapsched.learned.giph", "torch._dynamo"):
+        import_module(name)
 
 
 def load_seconds(train: bool) -> float:
