@@ -571,11 +571,14 @@ def cmd_train(args: argparse.Namespace) -> int:
                 if best < math.inf:
                     bar(time.perf_counter() - args.started, best)
 
+            trainer.until = deadline  # rollouts stop there, the first evaluation's too (2,000 tasks: tens of s)
             try:
                 if trainer.best_policy is None:
                     trainer.evaluate()
                 trainer.run(stages, args.episodes, deadline, progress, save, args.checkpoint_every,
                             stop=interrupt.requested)
+            except reinforce.Cut:  # mid-rollout at the deadline: the best policy so far stands
+                pass
             except reinforce.Diverged:
                 raise OptionError(f"train: {method}'s policy diverged after {sum(trainer.done.values())} episodes "
                                   "(its action probabilities are no longer finite); train again with another "
@@ -584,6 +587,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         save()
     done = sum(trainer.done[s] for s in stages)
     note = " (interrupted)" if stopped else " (time limit)" if done < len(stages) * args.episodes else ""
+    if trainer.best_policy is None:
+        note += ", before its first evaluation ended: the file holds the policy as it started"
     print(f"trained {method} {', '.join(f'{s} {trainer.done[s]}/{args.episodes}' for s in stages)} episodes{note}: "
           f"greedy policy {_fmt(trainer.eval_makespan, 6)} ms, best assignment seen {_fmt(trainer.best_makespan, 6)} "
           f"ms; wrote {args.output}")
@@ -628,8 +633,10 @@ def _train_giph(args: argparse.Namespace) -> int:
             stopped = interrupt.requested()
         save()
     note = " (interrupted)" if stopped else " (time limit)" if trainer.done < args.episodes else ""
+    cut = len(trainer.eval_specs) - trainer.evaluated
+    cases = f" on {trainer.evaluated} of {len(trainer.eval_specs)} cases (the time limit)" if cut else ""
     print(f"trained giph {trainer.done}/{args.episodes} episodes on {suite}{note}: best evaluation SLR "
-          f"{_fmt(trainer.eval_slr, 4)}; wrote {args.output}")
+          f"{_fmt(trainer.eval_slr, 4)}{cases}; wrote {args.output}")
     return 130 if stopped else 0
 
 

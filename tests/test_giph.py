@@ -170,6 +170,12 @@ def test_cli_train_resume_solve_and_refusals(tmp_path, capsys):
     assert "1/1 episodes on single" in capsys.readouterr().out
     assert main(["train", "giph", "--episodes", "2", "-o", pt, "--resume", *args]) == 0
     assert "2/2 episodes" in capsys.readouterr().out
+    # a time limit within the first evaluation: the cases done count, and the line says how many
+    cut = str(tmp_path / "cut.pt")
+    assert main(["train", "giph", "--episodes", "5", "-o", cut, "--time-limit", "0.05", "--suite", "single",
+                 "--eval-cases", "5"]) == 0
+    said = capsys.readouterr().out
+    assert "best evaluation SLR" in said and "on 1 of 5 cases (the time limit)" in said
     cfg = load_policy(pt)[0].cfg  # kept by --resume
     assert cfg.node_features == GIPH_NODE_FEATURES and cfg.gamma == 0.9
     assert main(["solve", prob, "-m", "giph", "--policy", pt, "-o", out]) == 0

@@ -150,3 +150,19 @@ def test_cli_train_resume_and_solve_with_policy(problem, tmp_path, capsys):
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1
     assert not (tmp_path / "x.pt").exists()
+
+
+def test_cli_train_keeps_its_time_limit_within_the_first_evaluation(tmp_path, capsys):
+    # One evaluation of 400 tasks re-embeds the graph 400 times (seconds): the time limit
+    # stops it mid-rollout, and the file holds the policy as it started.
+    import time
+
+    prob, pt = str(tmp_path / "p.json"), str(tmp_path / "p.pt")
+    random_dag(400, 3, seed=0).write(prob)
+    t0 = time.perf_counter()
+    assert main(["train", "placeto", prob, "--episodes", "50", "--time-limit", "1", "-o", pt]) == 0
+    assert time.perf_counter() - t0 < 3.0
+    out = capsys.readouterr().out
+    assert "(time limit), before its first evaluation ended" in out and "sim 0/50" in out
+    assert main(["solve", prob, "-m", "placeto", "--policy", pt, "--time-limit", "1", "-o",
+                 str(tmp_path / "s.json")]) == 0

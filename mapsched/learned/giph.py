@@ -589,6 +589,7 @@ class Trainer:
         self.eval_slr, self.best_policy = math.inf, None
         self.curve: list[tuple[int, float]] = []
         self.seconds = 0.0
+        self.evaluated = len(self.eval_specs)  # cases in the best policy's evaluation
         self._cache: dict[str, _Static] = {}
 
     def _problem(self, graph: dict[str, Any], network: dict[str, Any]) -> _Static:
@@ -621,18 +622,27 @@ class Trainer:
         self.done += 1
         return res.makespan / st.cp
 
-    def evaluate(self) -> float:
+    def evaluate(self, deadline: float = math.inf) -> float:
         """Mean best SLR of the current policy on the evaluation cases (each from its seed-20
-        random start, actions drawn from a fixed seed); keeps the policy if it is the best so far."""
+        random start, actions drawn from a fixed seed); keeps the policy if it is the best so far.
+        Past ``deadline`` (``time.perf_counter()``) no further case starts: the first policy's
+        evaluation keeps the cases done (:attr:`evaluated`), a later one is dropped (NaN), as it
+        does not compare with whole ones."""
         self.net.eval()
         slrs = []
         with torch.no_grad():
             for k, (graph, network) in enumerate(self.eval_specs):
+                if slrs and time.perf_counter() >= deadline:
+                    break
                 st = self._problem(graph, network)
                 res = search(st, self.net, random_placement(st.p, np.random.default_rng(20)),
                              max(1, round(self.cfg.ratio * st.p.n)), np.random.default_rng(k))
                 slrs.append(res.makespan / st.cp)
         value = float(np.mean(slrs))
+        if len(slrs) < len(self.eval_specs):
+            if self.best_policy is not None:
+                return math.nan
+            self.evaluated = len(slrs)
         self.curve.append((self.done, value))
         if value < self.eval_slr or self.best_policy is None:
             self.eval_slr, self.best_policy = value, snapshot(self.net)
@@ -646,13 +656,13 @@ class Trainer:
         episodes and at the end; ``progress(episodes done, best eval SLR)`` after each episode."""
         try:
             if self.best_policy is None:
-                self.evaluate()
+                self.evaluate(deadline)
             while self.done < episodes and time.perf_counter() + self.seconds < deadline and not stop():
                 started = time.perf_counter()
                 self.episode()
                 self.seconds = time.perf_counter() - started
                 if self.done % self.cfg.eval_every == 0 or self.done == episodes:
-                    self.evaluate()
+                    self.evaluate(deadline)
                 if progress is not None:
                     progress(self.done, self.eval_slr)
                 if checkpoint is not None and checkpoint_every and self.done % checkpoint_every == 0:

@@ -51,7 +51,7 @@ def reading(flag: str, what: str = "the policy file is damaged") -> Iterator[Non
 
 
 class Cut(Exception):
-    """A rollout reached its trainer's :attr:`ProblemTrainer.until`, the solve's deadline."""
+    """A rollout reached its trainer's :attr:`ProblemTrainer.until`: a solve's deadline, or ``mapsched train``'s."""
 
 
 class Diverged(ArithmeticError):
