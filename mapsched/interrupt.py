@@ -20,8 +20,11 @@ Examples
 >>> with interrupt.graceful():
 ...     interrupt.request()  # as a Ctrl-C would
 ...     r = mapsched.solve(p, "sa", time_limit=60)
->>> interrupt.requested(), r.solve_seconds < 60, mapsched.validate(p, r)
+...     stopped = interrupt.requested()
+>>> stopped, r.solve_seconds < 60, mapsched.validate(p, r)
 (True, True, [])
+>>> interrupt.requested()  # the stop ended with the block: later solves run
+False
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ _lock = threading.Lock()
 
 
 def requested() -> bool:
-    """Whether a stop was requested since the last :func:`graceful` began."""
+    """Whether a stop was requested and is in force: within a :func:`graceful` block, since
+    it began; a block clears the request as it ends (and one made outside any block)."""
     return _requested.is_set()
 
 
@@ -72,7 +76,9 @@ def on_stop(stop: Callable[[], object]) -> Iterator[None]:
 @contextmanager
 def graceful(prog: str = "mapsched") -> Iterator[None]:
     """Within the block, the first SIGINT or SIGTERM calls :func:`request`; a second one
-    prints one line and exits with status 130. Only from the main thread."""
+    prints one line and exits with status 130. The request ends with the block (read
+    :func:`requested` within it), so that a later solve in the process is not stopped by it.
+    Only from the main thread."""
     _requested.clear()
     read, write = os.pipe()
     os.set_blocking(write, False)
@@ -99,3 +105,4 @@ def graceful(prog: str = "mapsched") -> Iterator[None]:
         os.close(write)
         watcher.join()
         os.close(read)
+        _requested.clear()
