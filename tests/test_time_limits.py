@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import problems
 
-from mapsched import Objective, registry, solve, validate
+from mapsched import Objective, OptionError, registry, solve, validate
 from mapsched import bounds as quick_bounds
 from mapsched.bounds import critical_path_bound, work_bound
 from mapsched.closure import Closure
@@ -184,6 +184,8 @@ def test_learned_methods_without_time_to_load_start_where_they_would(name, monke
     p = random_dag(30, 3, 0)
     r = solve(p, name, time_limit=5.0, seed=2)
     assert validate(p, r) == [] and "loading PyTorch may take" in r.log and r.status in ("feasible", "optimal")
+    with pytest.raises(OptionError, match="--policy: no file 'nope.pt'"):  # a typo is refused all the same
+        solve(p, name, time_limit=5.0, policy="nope.pt")
     if name == "giph":  # from an initial placement: that placement, never worse
         start = solve(p, "heft")
         s = solve(p, name, time_limit=5.0, initial=start)

@@ -29,6 +29,7 @@ import torch
 
 from ..errors import OptionError, first_line
 from ..files import write_file
+from .starts import check_policy_file
 
 __all__ = ["FORMAT", "VERSION", "Baseline", "Diverged", "ProblemTrainer", "discounted_returns", "diverged_note",
            "entropy_term", "epsilon", "imitation_loss", "load_checkpoint", "one_thread", "pick",
@@ -300,10 +301,9 @@ def load_checkpoint(path: str, method: str, devices: int | None, flag: str = "--
     """Read a checkpoint of ``method``, refusing in one line (an :class:`OptionError` naming
     ``flag``) a missing or corrupt file, another format or method, or a policy trained for
     another number of devices than ``devices`` (None: any)."""
+    check_policy_file(path, method, flag)
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise OptionError(f"{flag}: no file {path!r}; train one with 'mapsched train {method}'") from None
     except Exception as exc:  # torch raises many kinds of error on a damaged file
         reason = "unreadable" if isinstance(exc, OSError) else "damaged, or not written by mapsched"
         raise OptionError(f"{flag}: {path!r} is not a readable policy file ({reason}); train one with "

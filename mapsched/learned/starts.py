@@ -19,19 +19,20 @@ server that times its solves calls :func:`load` first (``mapsched bench`` does).
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from ..errors import InfeasibleError
+from ..errors import InfeasibleError, OptionError
 from ..problem import Problem
 from ..schedule import Schedule
 from ..simulate import simulate
 
-__all__ = ["LOADS", "fallback_ctx", "giph_start", "load", "load_seconds", "no_time_to_load", "random_placement",
-           "unlearned"]
+__all__ = ["LOADS", "check_policy_file", "fallback_ctx", "giph_start", "load", "load_seconds", "no_time_to_load",
+           "random_placement", "unlearned"]
 
 LOADS = (("torch", 2.5), ("torch._dynamo", 2.0))
 """Seconds that loading each may take, at most (the measured times, with a margin): PyTorch
@@ -59,6 +60,13 @@ def no_time_to_load(ctx: Any, train: bool) -> bool:
 
     need = load_seconds(train) if ctx.time_limit is not None else 0.0
     return need > 0 and ctx.remaining() < need and find_spec("torch") is not None
+
+
+def check_policy_file(path: str, method: str, flag: str = "--policy") -> None:
+    """Refuse in one line a policy file that is not there: what can be checked of it without
+    PyTorch, so that a solve that returns before loading it still refuses a typo."""
+    if path and not os.path.isfile(path):
+        raise OptionError(f"{flag}: no file {path!r}; train one with 'mapsched train {method}'")
 
 
 def random_placement(p: Problem, rng: np.random.Generator) -> np.ndarray:
