@@ -18,7 +18,7 @@ from __future__ import annotations
 import gc
 import heapq
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -61,7 +61,7 @@ class Execution:
     measured: Schedule
     predicted: float
     outputs: Any
-    assembly: dict[str, float]
+    assembly: dict[str, float] = field(default_factory=dict)
 
     @property
     def makespan(self) -> float:
