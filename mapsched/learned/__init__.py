@@ -17,7 +17,7 @@ from ..errors import OptionError
 from ..problem import Problem
 from ..registry import Option, register
 from ..schedule import Schedule
-from .starts import check_policy_file, load, no_time_to_load, unlearned
+from .starts import before_loading, load
 
 __all__ = ["MAX_HIDDEN", "MAX_ROUNDS", "load", "torch_module"]
 
@@ -61,9 +61,8 @@ def torch_module(name: str, method: str) -> ModuleType:
 def doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None, stages: str, hidden: int,
             rounds: int) -> Schedule:
     """DOPPLER (Yao et al. 2025), Stages I and II: :func:`mapsched.learned.doppler.solve_doppler`."""
-    check_policy_file(policy, "doppler")
-    if no_time_to_load(ctx, train=True):
-        return unlearned(problem, ctx, "doppler")
+    if (unlearned := before_loading(problem, ctx, "doppler", policy)) is not None:
+        return unlearned
     return torch_module("doppler", "doppler").solve_doppler(problem, ctx, policy, episodes, stages, hidden, rounds)
 
 
@@ -85,9 +84,8 @@ def doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None, stage
 )
 def placeto(problem: Problem, ctx: Any, policy: str, episodes: int | None, hidden: int, rounds: int) -> Schedule:
     """Placeto (Addanki et al. 2019): :func:`mapsched.learned.placeto.solve_placeto`."""
-    check_policy_file(policy, "placeto")
-    if no_time_to_load(ctx, train=True):
-        return unlearned(problem, ctx, "placeto")
+    if (unlearned := before_loading(problem, ctx, "placeto", policy)) is not None:
+        return unlearned
     return torch_module("placeto", "placeto").solve_placeto(problem, ctx, policy, episodes, hidden, rounds)
 
 
@@ -113,7 +111,6 @@ def placeto(problem: Problem, ctx: Any, policy: str, episodes: int | None, hidde
 )
 def giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: float, greedy: bool, start: str) -> Schedule:
     """GiPH (Hu et al. 2023): :func:`mapsched.learned.giph.solve_giph`."""
-    check_policy_file(policy, "giph")
-    if no_time_to_load(ctx, train=False):
-        return unlearned(problem, ctx, "giph", start)
+    if (unlearned := before_loading(problem, ctx, "giph", policy, start)) is not None:
+        return unlearned
     return torch_module("giph", "giph").solve_giph(problem, ctx, policy, ratio, noise, greedy, start)

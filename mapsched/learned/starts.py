@@ -31,12 +31,14 @@ from ..problem import Problem
 from ..schedule import Schedule
 from ..simulate import simulate
 
-__all__ = ["LOADS", "check_policy_file", "fallback_ctx", "giph_start", "load", "load_seconds", "no_time_to_load",
-           "random_placement", "unlearned"]
+__all__ = ["LOADS", "TRAINING", "before_loading", "check_policy_file", "fallback_ctx", "giph_start", "load",
+           "load_seconds", "no_time_to_load", "random_placement", "unlearned"]
 
 LOADS = (("torch", 2.5), ("torch._dynamo", 2.0))
 """Seconds that loading each may take, at most (the measured times, with a margin): PyTorch
 with mapsched's modules on it, then what a first optimizer loads."""
+TRAINING = ("doppler", "placeto")
+"""The learned methods that train in a solve, and so load what an optimizer loads."""
 
 
 def load() -> None:
@@ -105,6 +107,14 @@ def giph_start(p: Problem, ctx: Any, start: str) -> tuple[np.ndarray, str]:
     return random_placement(p, ctx.rng), "a random"
 
 
+def before_loading(p: Problem, ctx: Any, method: str, policy: str, start: str = "random") -> Schedule | None:
+    """What a learned method does before it loads PyTorch: refuse a missing ``policy`` file,
+    then return its placement before learning (:func:`unlearned`) where the time limit
+    leaves no time to load; None where it goes on to load and run."""
+    check_policy_file(policy, method)
+    return unlearned(p, ctx, method, start) if no_time_to_load(ctx, method in TRAINING) else None
+
+
 def unlearned(p: Problem, ctx: Any, method: str, start: str = "random") -> Schedule:
     """``method``'s placement before any learning, found without PyTorch (see the module
     docstring), with a log line saying why."""
@@ -118,7 +128,7 @@ def unlearned(p: Problem, ctx: Any, method: str, start: str = "random") -> Sched
         what = f"{origin} placement it starts from"
     else:
         s, what = simulate(p, random_placement(p, ctx.rng), method=method), "a random placement"
-    need = load_seconds(method != "giph")
+    need = load_seconds(method in TRAINING)
     s.log += (f"{method}: the time limit left less than the {need:g} s that loading PyTorch may take; "
               f"{what}, with no learning\n")
     return s
