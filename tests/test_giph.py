@@ -28,7 +28,7 @@ from mapsched.learned.giph import (  # noqa: E402
     search,
     shipped_policy,
 )
-from mapsched.learned.reinforce import one_thread, save_checkpoint  # noqa: E402
+from mapsched.learned.reinforce import load_checkpoint, one_thread, save_checkpoint  # noqa: E402
 from mapsched.learned.starts import random_placement  # noqa: E402
 from mapsched.simulate import simulate  # noqa: E402
 
@@ -159,6 +159,28 @@ def test_five_training_episodes_change_the_weights(tmp_path, variant, rounds, fe
     net, data = load_policy(path)  # a file of GiPH's 4 node features (as shipped before) loads as trained
     assert net.cfg.node_features == features and data["features"]["node"] == list(features)
     assert all(torch.equal(t.best_policy[k], v) for k, v in net.state_dict().items())
+
+
+def test_a_cut_first_evaluation_compares_on_its_own_cases(tmp_path):
+    small = GiphExperiment("small", tuple(dict(v=4, alpha=0.6, conn_prob=0.2, seed=s) for s in range(3)), (),
+                           tuple(dict(m=m, seed=s) for m, s in ((4, 0), (5, 1))), ())
+    with one_thread():
+        t = Trainer(Config(eval_cases=3), "multi", seed=3)
+        t.exp = small
+        t.eval_specs = [(small.train_graphs[g], small.train_networks[g % 2]) for g in range(3)]
+        first = t.evaluate(deadline=0.0)  # past the deadline: one case, which is kept
+        assert t.evaluated == 1 and t.eval_slr == first
+        path = str(tmp_path / "cut.pt")
+        save_checkpoint(path, t.checkpoint())
+        again = Trainer.resume(load_checkpoint(path, "giph", None), "multi")
+        assert again.evaluated == 1 and again.eval_slr == first
+        t.eval_slr = first - 0.5  # a cut best better on its one case: a whole evaluation does not replace it
+        whole = t.evaluate()
+        assert t.evaluated == 1 and t.eval_slr == first - 0.5 and t.curve == [(0, first), (0, whole)]
+        t.eval_slr = first  # as good on that case, and evaluated on all three: replaces it
+        assert t.evaluate() == whole and t.evaluated == 3 and t.eval_slr == whole
+        assert np.isnan(t.evaluate(deadline=0.0))  # a cut later evaluation does not compare: dropped
+        assert t.evaluated == 3 and t.eval_slr == whole
 
 
 def test_cli_train_resume_solve_and_refusals(tmp_path, capsys):

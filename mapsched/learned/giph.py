@@ -627,7 +627,8 @@ class Trainer:
         random start, actions drawn from a fixed seed); keeps the policy if it is the best so far.
         Past ``deadline`` (``time.perf_counter()``) no further case starts: the first policy's
         evaluation keeps the cases done (:attr:`evaluated`), a later one is dropped (NaN), as it
-        does not compare with whole ones."""
+        does not compare with whole ones; a whole one replaces a cut best where its mean over
+        the cut one's cases is no higher."""
         self.net.eval()
         slrs = []
         with torch.no_grad():
@@ -644,8 +645,12 @@ class Trainer:
                 return math.nan
             self.evaluated = len(slrs)
         self.curve.append((self.done, value))
-        if value < self.eval_slr or self.best_policy is None:
-            self.eval_slr, self.best_policy = value, snapshot(self.net)
+        # A best from a cut first evaluation compares on its own cases, and gives way to a
+        # whole evaluation at least as good there.
+        prefix = float(np.mean(slrs[:self.evaluated]))
+        if (self.best_policy is None or prefix < self.eval_slr
+                or (len(slrs) > self.evaluated and prefix <= self.eval_slr)):
+            self.eval_slr, self.best_policy, self.evaluated = value, snapshot(self.net), len(slrs)
         return value
 
     def run(self, episodes: int, deadline: float = math.inf, progress: Callable[[int, float], None] | None = None,
@@ -679,7 +684,7 @@ class Trainer:
             "method": "giph", "config": {**asdict(self.cfg), "node_features": list(self.cfg.node_features)},
             "devices": 0, "suite": self.suite,
             "features": {"node": list(self.cfg.node_features), "edge": list(EDGE_FEATURES)},
-            "policy": self.best_policy or snapshot(self.net), "eval_slr": self.eval_slr,
+            "policy": self.best_policy or snapshot(self.net), "eval_slr": self.eval_slr, "evaluated": self.evaluated,
             "curve": [list(c) for c in self.curve],
             "resume": {"net": snapshot(self.net), "opt": self.opt.state_dict(), "done": self.done, "seed": self.seed,
                        "rng": json.dumps(self.rng.bit_generator.state)},
@@ -699,6 +704,7 @@ class Trainer:
             t.rng.bit_generator.state = json.loads(state["rng"])
             t.done = state["done"]
             t.best_policy, t.eval_slr = data["policy"], data["eval_slr"]
+            t.evaluated = int(data.get("evaluated", len(t.eval_specs)))  # absent from files before it was kept
             t.curve = [(int(a), float(b)) for a, b in data["curve"]]
         return t
 
