@@ -74,13 +74,19 @@ def test_batched_log_probs_match_the_rollout(problem, trained):
     assert (plc_logp.exp() * ~valid).sum() == 0 and (sel_logp.exp() * ~mask).sum() == 0
 
 
+def _teacher(env):
+    """A rollout by the Critical Path rule itself: first of tied ops (by b-level) and devices (by start)."""
+    return env.rollout(lambda cands: max(range(len(cands)), key=lambda k: env.b[cands[k]]),
+                       lambda v, feats, valid: min((f[4], d) for d, f in enumerate(feats) if valid[d])[1])
+
+
 def test_soft_teacher_targets():
     # The PLC target weighs each device by how much later it would start the op: 1 on the
     # earliest, exp(-delay / op time) on a device a neighbour keeps busy a little, ~0 on one
     # that needs a transfer many op times long.
     p = ffnn(4)
     b_level = graph_tensors(p).b_level
-    rec = _Env(p, b_level, 1.0).teacher()
+    rec = _teacher(_Env(p, b_level, 1.0))
     first, second = rec.plc_target[0], rec.plc_target[1]
     assert first == [1.0] * 4  # the first source: every device idle
     busy = rec.devices[0]
@@ -92,7 +98,7 @@ def test_soft_teacher_targets():
     parent = rec.devices[rec.ops.index(int(p.src[p.in_edges[rec.ops[child]][0]]))]
     assert rec.plc_target[child][parent] == 1.0 and max(rec.plc_target[child]) == 1.0
     assert sum(rec.plc_target[child]) < 1 + 1e-6
-    hard = _Env(p, b_level, 0.0).teacher()  # temperature 0: the exact ties only (the paper's target)
+    hard = _teacher(_Env(p, b_level, 0.0))  # temperature 0: the exact ties only (the paper's target)
     assert hard.plc_target[1] == [0.0 if d == busy else 1.0 for d in range(4)]
 
 
@@ -199,6 +205,25 @@ def test_dead_ends_are_avoided_or_repaired():
     for seed in range(3):
         r = solve(p, "doppler", seed=seed, episodes=2, hidden=8, rounds=1)
         assert validate(p, r) == [] and r.makespan == 2
+
+
+def test_without_a_finished_rollout_the_answer_is_critical_paths(monkeypatch):
+    # Every rollout dead-ends (as where memory and links leave an op no device), with no time limit:
+    # Critical Path's assignment, found after training, and the log says so.
+    from mapsched.learned import doppler
+
+    rollout = doppler._Env.rollout
+
+    def dead_end(self, select, place):
+        rec = rollout(self, select, place)
+        rec.assignment = None
+        return rec
+
+    monkeypatch.setattr(doppler._Env, "rollout", dead_end)
+    p = ffnn(4)
+    r = solve(p, "doppler", seed=0, episodes=2, hidden=8, rounds=1)
+    assert validate(p, r) == [] and "no rollout of the policy finished; Critical Path's assignment" in r.log
+    assert r.makespan == solve(p, "critical-path", seed=0, runs=1).makespan
 
 
 def test_without_torch_the_method_says_how_to_install_it():

@@ -315,11 +315,6 @@ class _Env:
         rec.assignment = dev
         return rec
 
-    def teacher(self) -> Record:
-        """The Critical Path rule itself (first of tied ops and devices): the fallback assignment."""
-        return self.rollout(lambda cands: int(np.argmax([self.b[c] for c in cands])),
-                            lambda v, feats, valid: min((f[4], d) for d, f in enumerate(feats) if valid[d])[1])
-
 
 class Trainer(ProblemTrainer):
     """DOPPLER's policies on one problem: rollouts, Stage I and II updates, evaluation, checkpoints.
@@ -539,37 +534,27 @@ class Trainer(ProblemTrainer):
         return t
 
 
-def _fallback(p: Problem, env: _Env) -> tuple[list[int] | None, str]:
-    """The Critical Path rule's assignment, for when no rollout finished (time limit, or memory and
-    links leaving an op no device); dead-ended too, the feasibility repair finishes it."""
-    rec = env.teacher()
-    if rec.assignment is not None:
-        return rec.assignment, "no rollout of the policy finished; Critical Path's assignment"
-    from ..construct import repair_placement
-
-    owner = np.full(p.n, -1, dtype=np.int64)
-    owner[rec.ops] = rec.devices
-    s = repair_placement(p, owner)
-    return s.mapping(), "no rollout finished and Critical Path dead-ended; the feasibility repair's assignment"
-
-
 def solve_doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None, stages: str, hidden: int,
                   rounds: int) -> Schedule:
     """The ``doppler`` method (registered in :mod:`mapsched.learned`): see its option help."""
     p = problem
     names = parse_stages(stages)
-    first = None
-    if ctx.time_limit is not None:  # the fallback in hand before the deadline, not computed after it
+
+    def fallback() -> Schedule:
+        """Critical Path's assignment (one run; repaired where it dead-ends on memory or links),
+        on a generator of its own, so that finding it does not change the training's draws."""
         from ..heuristics.critical_path import critical_path
 
-        first = critical_path(p, fallback_ctx(ctx), runs=1)
+        return critical_path(p, fallback_ctx(ctx), runs=1)
+
+    # Under a time limit the fallback is found first, so that it is in hand at the deadline.
+    first = None if ctx.time_limit is None else fallback()
     trainer = train_here(Trainer, p, ctx, "doppler", policy, episodes, names,
                          Config(hidden=hidden, rounds=rounds), DEFAULT_EPISODES)
     assignment, note = trainer.best_assignment, None
-    if assignment is None and first is not None:
-        assignment, note = first.mapping(), "no rollout of the policy finished; Critical Path's assignment"
-    elif assignment is None:
-        assignment, note = _fallback(p, trainer.env)
+    if assignment is None:  # no rollout finished: the time limit, or memory and links left an op no device
+        assignment = (first if first is not None else fallback()).mapping()
+        note = "no rollout of the policy finished; Critical Path's assignment"
     try:
         s = simulate(p, assignment if isinstance(assignment, dict) else np.asarray(assignment), method="doppler")
     except InfeasibleError as exc:  # cannot happen: every device was checked before being offered
