@@ -18,7 +18,8 @@ independent module solves, ``--window 0``, whose subproblems are independent):
    warmed up (imports) by two small solves before any timing.
 3. Dask's overhead per task through the same path (``DaskExecutor.submit`` with the
    problem shared once): no-op tasks, all in flight at once (per task) and one at a
-   time (round trip); goal: under 10 ms. And the CPU the idle cluster takes (this
+   time (round trip); goal: under 10 ms. The CPU the tasks in flight take, of this process
+   and of the workers, per task. And the CPU the idle cluster takes (this
    process, with the scheduler and the nannies, and the workers), which on 2 cores comes
    out of the solves.
 
@@ -99,31 +100,33 @@ def list_schedule(durations: list[float], workers: int) -> float:
     return max(free)
 
 
-def _cpu_seconds() -> float:
-    """CPU seconds of this process and its children so far (the workers and nannies of a
-    LocalCluster, alive or not)."""
+def _cpu_seconds() -> tuple[float, float]:
+    """CPU seconds so far of this process (the client, and on ``local:N`` the scheduler and the
+    nannies) and of its children (the workers of a LocalCluster, alive or not)."""
     import psutil  # a dependency of distributed
 
     me = psutil.Process()
-    return time.process_time() + sum(sum(c.cpu_times()[:2]) for c in me.children(recursive=True))
+    return time.process_time(), sum(sum(c.cpu_times()[:2]) for c in me.children(recursive=True))
 
 
-def overhead(executor, problem, n: int, idle: float = 5.0) -> tuple[float, float, float]:
-    """Milliseconds per no-op task: all ``n`` in flight at once, and one at a time; and the
-    CPU milliseconds a second of the cluster idle (this process and the worker processes)."""
+def overhead(executor, problem, n: int, idle: float = 5.0) -> tuple[float, ...]:
+    """Milliseconds per no-op task: all ``n`` in flight at once, and one at a time; the CPU
+    milliseconds per task in flight of this process and of the workers; and the CPU
+    milliseconds a second of the cluster idle (this process and the worker processes)."""
     shared = executor.share(problem)
     executor.submit(_noop, shared).result()  # the problem reaches the workers
-    c0 = _cpu_seconds()
+    c0 = sum(_cpu_seconds())
     time.sleep(idle)
-    quiet = 1e3 * (_cpu_seconds() - c0) / idle
-    t0 = time.perf_counter()
+    quiet = 1e3 * (sum(_cpu_seconds()) - c0) / idle
+    (mine, theirs), t0 = _cpu_seconds(), time.perf_counter()
     for f in [executor.submit(_noop, shared) for _ in range(n)]:
         f.result()
     flight = (time.perf_counter() - t0) / n
+    mine, theirs = (1e3 * (b - a) / n for a, b in zip((mine, theirs), _cpu_seconds()))
     t0 = time.perf_counter()
     for _ in range(n):
         executor.submit(_noop, shared).result()
-    return 1e3 * flight, 1e3 * (time.perf_counter() - t0) / n, quiet
+    return 1e3 * flight, 1e3 * (time.perf_counter() - t0) / n, mine, theirs, quiet
 
 
 def cluster_runs(p, channels: int, workers: int, repeats: int, opts: dict) -> list[tuple]:
@@ -192,7 +195,7 @@ def main() -> None:
             wall[k, w], r, timed, _ = sorted(runs, key=lambda x: x[0])[len(runs) // 2]
             results[k, w], times[k, w], tasks[k, w] = r, timed.subproblems, len(timed.seconds)
     with connect("local:2") as ex:
-        flight, trip, idle = overhead(ex, next(iter(problems.values())), args.noop)
+        flight, trip, mine, theirs, idle = overhead(ex, next(iter(problems.values())), args.noop)
 
     chunks = "split's default" if args.chunk_seconds is None else f"{args.chunk_seconds:g}"
     print(f"## split through Dask, {args.modules} modules of {args.nodes} nodes, {args.module_threads} solver "
@@ -217,9 +220,10 @@ def main() -> None:
               + f" | {spans[0] / spans[-1]:.1f}x |")
 
     print(f"\n## Dask's overhead per task (local:2, {args.noop} no-op tasks, the problem shared)\n")
-    print("| all in flight (ms/task) | one at a time (ms/task) | idle (CPU ms a second) |")
-    print("|---:|---:|---:|")
-    print(f"| {flight:.2f} | {trip:.2f} | {idle:.0f} |")
+    print("| all in flight (ms/task) | one at a time (ms/task) | CPU in flight, this process (ms/task) "
+          "| CPU in flight, the workers (ms/task) | idle (CPU ms a second) |")
+    print("|---:|---:|---:|---:|---:|")
+    print(f"| {flight:.2f} | {trip:.2f} | {mine:.2f} | {theirs:.2f} | {idle:.0f} |")
 
 
 if __name__ == "__main__":
