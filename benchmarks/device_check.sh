@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks of the fidelity issue as one command, for a session lent a GPU machine
-# (about 8 minutes on an H200): the CUDA tests, then bench_harness's CUDA rows through the
+# (not yet run on one; run E's single round took 273 s for four of the six models on an H200,
+# BENCHMARKS.md): the CUDA tests, then bench_harness's CUDA rows through the
 # README's flow (tasks as CUDA graphs, one round, with the input assembly table), saved.
 #
 #     bash benchmarks/device_check.sh OUTDIR
