@@ -278,11 +278,7 @@ def cmd_adapt(args: argparse.Namespace, extra: Sequence[str]) -> int:
     options = _method_options(extra)
     options["initial"] = schedule
     _relocation(args, options)
-    if args.problem_output:
-        changed.write(args.problem_output)
-        print(f"wrote the changed problem, devices {', '.join(changed.device_names)}, to {args.problem_output}",
-              file=sys.stderr)
-    return _solve_and_write(args, changed, options)
+    return _solve_and_write(args, changed, options, args.problem_output)
 
 
 def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
@@ -299,8 +295,10 @@ def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
         return _solve_and_write(args, problem, options)
 
 
-def _solve_and_write(args: argparse.Namespace, problem: Problem, options: dict[str, Any]) -> int:
-    """Solve with the command's method, limit and seed; write or print the schedule."""
+def _solve_and_write(args: argparse.Namespace, problem: Problem, options: dict[str, Any],
+                     problem_output: str | None = None) -> int:
+    """Solve with the command's method, limit and seed; write or print the schedule, and with
+    it, to ``problem_output``, the problem solved (none of them when the solve fails)."""
     with ProgressBar(args.method or "solve", args.time_limit) as bar, interrupt.graceful():
         try:
             # Kept back: writing the schedule and freeing the process's objects, 20-30 µs a job.
@@ -321,6 +319,10 @@ def _solve_and_write(args: argparse.Namespace, problem: Problem, options: dict[s
             print("mapsched: interrupted, and the schedule in hand is not valid; nothing written",
                   file=sys.stderr)
             return 130
+    if problem_output:
+        problem.write(problem_output)
+        print(f"wrote the changed problem, devices {', '.join(problem.device_names)}, to {problem_output}",
+              file=sys.stderr)
     if args.output:
         result.write(args.output)
         print(_summary(result))

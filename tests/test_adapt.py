@@ -108,3 +108,20 @@ def test_adapt_command(tmp_path):
         code, _, err = run("adapt", prob, sched, *bad, "-o", tmp_path / "x.json")
         assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err, err
         assert not (tmp_path / "x.json").exists()
+
+
+def test_adapt_writes_neither_file_when_the_change_leaves_no_mapping(tmp_path):
+    # Each device holds three of the eight tasks: three devices fit them, two do not.
+    p = mapsched.generators.random_dag(8, 3, seed=1)
+    data = p.to_dict()
+    for d in data["devices"]:
+        d["memory"] = 100.0
+    for t in data["tasks"]:
+        t["weight_bytes"] = 30.0
+    prob, sched = tmp_path / "p.json", tmp_path / "s.json"
+    mapsched.Problem.from_dict(data).write(str(prob))
+    assert run("solve", prob, "-m", "heft", "-o", sched)[0] == 0
+    new, newp = tmp_path / "new.json", tmp_path / "newp.json"
+    code, _, err = run("adapt", prob, sched, "--remove", "d0", "--problem-output", newp, "-o", new)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "memory" in err, err
+    assert not new.exists() and not newp.exists()
