@@ -257,10 +257,11 @@ def _relocation(args: argparse.Namespace, options: dict[str, Any]) -> None:
 
 
 def cmd_adapt(args: argparse.Namespace, extra: Sequence[str]) -> int:
-    outputs = [o for o in (args.output, args.problem_output) if o]
-    for o in outputs:
-        check_output(o, [args.problem, args.schedule] + ([args.relocation] if args.relocation else []))
-    if len(set(outputs)) < len(outputs):
+    inputs = [args.problem, args.schedule] + ([args.relocation] if args.relocation else [])
+    for flag, path in (("-o", args.output), ("--problem-output", args.problem_output)):
+        if path is not None:
+            check_output(path, inputs, flag)
+    if args.output and args.problem_output and os.path.realpath(args.output) == os.path.realpath(args.problem_output):
         raise OptionError("--problem-output: the same file as -o; give two files")
     if not args.remove and not args.add:
         raise OptionError("--remove/--add: no device change given; name a device to remove or add")

@@ -104,7 +104,11 @@ def test_adapt_command(tmp_path):
     assert q.device_names == ("d0", "d1", "d3", "d5") and validate(q, Schedule.read(str(new))) == []
     for bad, needle in ((["--remove", "zz"], "--remove: unknown device 'zz'"),
                         (["--add", "d9"], "--add: expected NEW=OLD"),
-                        ([], "no device change given")):
+                        ([], "no device change given"),
+                        (["--remove", "d2", "--problem-output", tmp_path / "no" / "p.json"],
+                         "--problem-output: no folder"),
+                        (["--remove", "d2", "--problem-output", f"{tmp_path}/./x.json"],
+                         "--problem-output: the same file as -o")):
         code, _, err = run("adapt", prob, sched, *bad, "-o", tmp_path / "x.json")
         assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err, err
         assert not (tmp_path / "x.json").exists()
