@@ -34,6 +34,9 @@ MAX_INT = 2**31 - 1
 """The largest batch size or shape entry: torch's C++ side overflows past it."""
 MAX_TORCH_SEED = 2**63 - 1
 """The largest seed ``torch.manual_seed`` takes."""
+MAX_SIZE = 10**7
+"""The most tasks, modules, nodes, channels or layers ``generate`` takes: a problem of more
+tasks does not fit in memory, and a larger count overflowed NumPy's array sizes."""
 DOPPLER_KINDS = ("chainmm", "ffnn", "llama-block", "llama-layer")
 """DOPPLER's workloads (``mapsched.generators.doppler``), sharded over ``--devices`` GPUs."""
 
@@ -1005,14 +1008,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("-o", "--output", required=True)
     g.add_argument("--seed", type=_count(0), default=0)
     g.add_argument("--batch", type=_count(1), default=1, help="inputs L; above 1 the objective is throughput")
-    g.add_argument("--modules", type=_count(1), default=1, help="stack: modules")
-    g.add_argument("--nodes", type=_count(1), default=10, help="stack: nodes per module (N)")
-    g.add_argument("--channels", type=_count(1), default=1, help="stack: edges between consecutive modules")
+    g.add_argument("--modules", type=_count(1, MAX_SIZE), default=1, help="stack: modules")
+    g.add_argument("--nodes", type=_count(1, MAX_SIZE), default=10, help="stack: nodes per module (N)")
+    g.add_argument("--channels", type=_count(1, MAX_SIZE), default=1, help="stack: edges between consecutive modules")
     g.add_argument("--variant", choices=("sdep", "wdep"), default="sdep", help="stack: channel wiring")
     g.add_argument("--graph", choices=("er", "ws", "ba"), default="er", help="stack: random graph model")
     g.add_argument("--system", default="cpu-t4-a100", help="system preset (gpt3: multi-node unless given)")
-    g.add_argument("--layers", type=_count(1), default=12, help="gpt3, transformer-train: decoder layers")
-    g.add_argument("--tasks", type=_count(1), default=None,
+    g.add_argument("--layers", type=_count(1, MAX_SIZE), default=12, help="gpt3, transformer-train: decoder layers")
+    g.add_argument("--tasks", type=_count(1, MAX_SIZE), default=None,
                    help="random-dag: tasks (default 1000); giph: GiPH's size knob v (default 10; alpha 0.3 gives "
                         "about 2v tasks)")
     g.add_argument("--devices", type=_count(1, MAX_DEVICES), default=None,
@@ -1181,8 +1184,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     start; called from Python with ``argv``, from this call."""
     started = STARTED if argv is None else time.perf_counter()
     parser = build_parser()
+    command = None
     try:
         args, extra = parser.parse_known_args(argv)
+        command = args.command
         args.started = started
         if args.command in ("solve", "adapt"):
             return (cmd_solve if args.command == "solve" else cmd_adapt)(args, extra)
@@ -1201,6 +1206,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mapsched: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:  # files are written whole or not at all, so nothing is left half-written
+        print(f"mapsched: error: out of memory in '{command}'; give a smaller problem (tasks, devices, batch) "
+              "or a lighter method, or run it on a machine with more memory", file=sys.stderr)
+        return 2
     except BrokenPipeError:  # the reader went away (``mapsched methods | head``): not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush cannot fail again
         return 0

@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+import mapsched.generators
 from mapsched import Schedule, instances, validate
 from mapsched.cli import main
 
@@ -56,11 +57,26 @@ def test_solve_prints_json_without_output(capsys):
     (["bound", "builtin:topcuoglu2002", "--time-limit", "-3"], "--time-limit: expected a positive number"),
     (["bound", "builtin:topcuoglu2002", "--window-time", "0"], "--window-time: expected a positive number"),
     (["methods", "--what"], "unrecognized arguments"),
+    # NumPy refused the array size in a traceback.
+    (["generate", "random-dag", "-o", "x.json", "--tasks", str(2**70)], "--tasks: expected an integer from 1 to"),
+    (["generate", "stack", "-o", "x.json", "--nodes", str(10**8)], "--nodes: expected an integer from 1 to"),
 ])
 def test_user_errors_are_one_line_exit_2(capsys, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and err.startswith("mapsched: error:")
+
+
+def test_out_of_memory_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    def huge(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(mapsched.generators, "random_dag", huge)
+    out = tmp_path / "p.json"
+    assert main(["generate", "random-dag", "--tasks", "10", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mapsched: error: out of memory in 'generate'") and err.count("\n") == 1
+    assert not out.exists()
 
 
 def test_bound_text_and_json(capsys):
