@@ -43,6 +43,8 @@ class Option:
                     raise ValueError
                 v = value.lower() in ("1", "true", "yes", "on")
             else:
+                if self.type is int and isinstance(value, float) and not value.is_integer():
+                    raise ValueError  # int() would drop the fraction
                 v = self.type(value)
         except (TypeError, ValueError, OverflowError):  # OverflowError: float(10**400)
             raise OptionError(

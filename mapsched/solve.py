@@ -96,11 +96,16 @@ def solve(
             f"--method: {method!r} does not handle the {problem.objective.kind} objective; "
             f"it handles {', '.join(m.objectives)}"
         )
-    if time_limit is not None and not time_limit > 0:
+    real = (int, float, np.integer, np.floating)
+    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, real)
+                                   or not time_limit > 0):
         raise OptionError(f"--time-limit: expected a positive number of seconds, got {time_limit!r}")
-    if threads is not None and not 0 <= threads <= MAX_THREADS:
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, np.integer))
+                                or not 0 <= threads <= MAX_THREADS):
         raise OptionError(f"--threads: expected a number of threads from 0 (every core) to {MAX_THREADS}, "
                           f"got {threads!r}")
+    if callback is not None and not callable(callback):
+        raise OptionError(f"callback: expected a function of (seconds, makespan), got {callback!r}")
     opts = m.parse_options(options)
     if initial is not None and not m.initial:
         takes = ", ".join(x.name for x in registry.all_methods() if x.initial)
