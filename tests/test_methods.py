@@ -89,14 +89,13 @@ def test_methods_listing_and_errors():
     with pytest.raises(OptionError, match="--threads: expected a number of threads from 0 .every core. to 1024"):
         solve(p, "heft", threads=10**20)
     # A string, a fraction, a function that is none: each was a TypeError or was taken as another value.
-    with pytest.raises(OptionError, match="--time-limit: expected a positive number of seconds, got '5'"):
-        solve(p, "heft", time_limit="5")
-    with pytest.raises(OptionError, match="--threads: expected a number of threads .* got 2.5"):
-        solve(p, "exact", threads=2.5)
-    with pytest.raises(OptionError, match="--samples: method 'random' expects int, got 1.5"):
-        solve(p, "random", samples=1.5)
-    with pytest.raises(OptionError, match="callback: expected a function"):
-        solve(p, "heft", callback=5)
+    for method, kwargs, message in [("heft", {"time_limit": "5"}, "--time-limit: expected a positive number of "
+                                     "seconds, got '5'"),
+                                    ("exact", {"threads": 2.5}, "--threads: expected a number of threads .* got 2.5"),
+                                    ("random", {"samples": 1.5}, "--samples: method 'random' expects int, got 1.5"),
+                                    ("heft", {"callback": 5}, "callback: expected a function")]:
+        with pytest.raises(OptionError, match=message):
+            solve(p, method, **kwargs)
     assert solve(p, "random", samples=3.0, seed=0).makespan == solve(p, "random", samples=3, seed=0).makespan
     with pytest.raises(OptionError, match="--t0: method 'sa' expects a finite non-negative number, got nan"):
         solve(p, "sa", t0=float("nan"))
