@@ -640,10 +640,8 @@ class Trainer:
                              max(1, round(self.cfg.ratio * st.p.n)), np.random.default_rng(k))
                 slrs.append(res.makespan / st.cp)
         value = float(np.mean(slrs))
-        if len(slrs) < len(self.eval_specs):
-            if self.best_policy is not None:
-                return math.nan
-            self.evaluated = len(slrs)
+        if len(slrs) < len(self.eval_specs) and self.best_policy is not None:
+            return math.nan
         self.curve.append((self.done, value))
         # A best from a cut first evaluation compares on its own cases, and gives way to a
         # whole evaluation at least as good there.
