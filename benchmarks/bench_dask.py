@@ -118,11 +118,11 @@ def overhead(executor, problem, n: int, idle: float = 5.0) -> tuple[float, ...]:
     c0 = sum(_cpu_seconds())
     time.sleep(idle)
     quiet = 1e3 * (sum(_cpu_seconds()) - c0) / idle
-    (mine, theirs), t0 = _cpu_seconds(), time.perf_counter()
+    before, t0 = _cpu_seconds(), time.perf_counter()
     for f in [executor.submit(_noop, shared) for _ in range(n)]:
         f.result()
     flight = (time.perf_counter() - t0) / n
-    mine, theirs = (1e3 * (b - a) / n for a, b in zip((mine, theirs), _cpu_seconds()))
+    mine, theirs = (1e3 * (b - a) / n for a, b in zip(before, _cpu_seconds()))
     t0 = time.perf_counter()
     for _ in range(n):
         executor.submit(_noop, shared).result()
