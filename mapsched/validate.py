@@ -11,6 +11,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -89,7 +90,9 @@ def validate(problem: Problem, schedule: Schedule) -> list[Violation]:
         b = len(j.inputs)
         if 0 < b < len(p.batch_pos) and p.batch_pos[b] >= 0:
             want = p.lat[i, u, p.batch_pos[b]]
-            if np.isfinite(want) and abs((j.end - j.start) - want) > tolerance(want):
+            # plus the rounding of the times: at 1e12 ms a double steps by 1e-4 ms, more than a
+            # short job's own tolerance
+            if np.isfinite(want) and abs((j.end - j.start) - want) > tolerance(want) + 4 * math.ulp(j.end):
                 out.append(Violation(
                     2, f"job of {j.task!r} on {j.device!r} lasts {j.end - j.start:g} ms, "
                     f"its latency at batch size {b} is {want:g} ms"))

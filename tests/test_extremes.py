@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import problems
 
-from mapsched import Objective, Problem, solve, validate
+from mapsched import Device, Edge, Job, Link, Objective, Problem, Schedule, System, Task, solve, validate
 from mapsched.formulations.common import capped
 from mapsched.formulations.relaxation import relaxation_bound
 from mapsched.generators import random_dag, random_wired, stack
@@ -72,6 +72,19 @@ def test_capped_lowers_finite_times_only():
     assert (q.dur[1:] == p.dur[1:]).all() and (q.lat[..., 0] == q.dur).all()
     assert q.comm[0, 0, 2] == float("inf")  # no link stays no link
     assert (q.can_run == p.can_run).all()
+
+
+@pytest.mark.parametrize("method", ["heft", "met", "greedy", "exact"])
+def test_a_short_job_after_the_longest_link_is_valid(method):
+    # t1 can only start after 1e12 ms, where a double steps by 1e-4 ms: its 6.8 ms could not
+    # be met within the latency's own tolerance, 6.8e-6 ms, so every schedule was refused
+    p = Problem([Task("t0", {"d0": 1.0}), Task("t1", {"d1": 6.8})], [Edge("t0", "t1", 0)],
+                System((Device("d0"), Device("d1")), (Link("d0", "d1", 1e9, latency=MAX_MS),)))
+    s = solve(p, method, time_limit=5)
+    assert s.makespan > MAX_MS and validate(p, s) == []
+    late = s.jobs[1].start
+    wrong = Schedule.from_jobs(p, [s.jobs[0], Job("t1", "d1", late, late + 6.9)])
+    assert [v.rule for v in validate(p, wrong)] == [2]  # a wrong duration is still refused
 
 
 @pytest.mark.parametrize("backend", ["cpsat", "highs"])
