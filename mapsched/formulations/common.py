@@ -346,24 +346,29 @@ def edge_comm(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
 
 def retime(problem: Problem, owner: np.ndarray, starts: np.ndarray, **kwargs: Any) -> Schedule:
     """Re-time a solver's answer exactly: decode its mapping in the order of its start
-    times (ties in topological order), appending on each device. Each job then starts
-    no later than the solver put it, up to the solver's rounding and tolerances."""
+    times (ties in topological order), each job in the first gap of its device that fits
+    it. Each job then starts no later than the solver put it, up to the solver's rounding
+    and tolerances."""
     # Taking the ready task that starts first is the start order whenever that order is
-    # topological, and stays topological when solver tolerances blur zero-length jobs.
-    return Decoder(problem, ready_order(problem, -np.asarray(starts, dtype=float))).schedule(owner, **kwargs)
+    # topological, and stays topological when solver tolerances blur zero-length jobs. Gaps
+    # are filled because the start order alone can put a zero-length job, which started with
+    # a long one, after it, and delay what follows (never later than appending: O(log n) more).
+    order = ready_order(problem, -np.asarray(starts, dtype=float))
+    return Decoder(problem, order, insertion=True).schedule(owner, **kwargs)
 
 
 def retime_jobs(problem: Problem, jobs: list[tuple[int, int, int, Any]], **kwargs: Any) -> Schedule:
     """Re-time batched jobs ``(task, device, input mask, key)`` exactly, one job at a time in
-    the order of their keys (the solver's starts), so each device keeps the solver's job
-    order. A job whose parents' jobs (for its inputs) are not placed yet waits for them,
-    so solver tolerances can never reorder a precedence."""
+    the order of their keys (the solver's starts), each in the first gap of its device that
+    fits it (as :func:`retime`: no job later than appending in that order puts it). A job
+    whose parents' jobs (for its inputs) are not placed yet waits for them, so solver
+    tolerances can never reorder a precedence."""
     p = problem
     pos = np.empty(p.n, dtype=np.int64)
     pos[p.topo] = np.arange(p.n)
     queue = sorted(jobs, key=lambda j: (j[3], pos[j[0]]))
     held = [0] * p.n  # input masks placed so far, per task
-    b = Builder(p, check=False)
+    b = Builder(p, insertion=True, check=False)
     while queue:
         k = next((k for k, (i, _, mask, _) in enumerate(queue)
                   if all(held[q] & mask == mask for q in p.pred[i])), None)
