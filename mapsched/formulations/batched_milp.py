@@ -39,9 +39,8 @@ from ..problem import Problem
 from ..schedule import Schedule
 from ..splits import batch_options
 from ..units import byte_unit
-from ..validate import floating_bound
 from .common import HIGHS_BYTES, Plugin, apply_plugins, capped
-from .milp import run_highs
+from .milp import proved_bound, run_highs
 
 __all__ = ["MilpBatched"]
 
@@ -151,7 +150,7 @@ class MilpBatched:
         """Solve with HiGHS; same result dict as the CP-SAT model (no progress callback)."""
         res, text, optimal = run_highs(self.m, time_limit, threads, True, log, detect_symmetry)
         out: dict[str, Any] = {"jobs": None, "log": text, "optimal": optimal,
-                               "bound": floating_bound(res.best_objective_bound)}
+                               "bound": proved_bound(res, optimal)}
         if res.best_feasible_objective is not None:
             res.solution_loader.load_vars()
             p, m = self.problem, self.m

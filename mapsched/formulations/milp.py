@@ -289,6 +289,16 @@ def run_highs(model: pyo.ConcreteModel, time_limit: float | None, threads: int, 
     return res, text, res.termination_condition == TerminationCondition.optimal
 
 
+def proved_bound(res: Any, optimal: bool) -> float | None:
+    """The lower bound a HiGHS result proves (:func:`~mapsched.validate.floating_bound`). A
+    model solved in presolve ends optimal with a dual bound of -inf: its objective is then
+    the bound."""
+    bound = res.best_objective_bound
+    if optimal and res.best_feasible_objective is not None and (bound is None or not math.isfinite(bound)):
+        bound = res.best_feasible_objective
+    return floating_bound(bound)
+
+
 def solve_model(
     model: pyo.ConcreteModel,
     time_limit: float | None = None,
@@ -305,7 +315,7 @@ def solve_model(
     """
     res, text, optimal = run_highs(model, time_limit, threads, warmstart, log, detect_symmetry)
     out: dict[str, Any] = {"owner": None, "starts": None, "objective": res.best_feasible_objective,
-                           "bound": floating_bound(res.best_objective_bound), "log": text, "optimal": optimal}
+                           "bound": proved_bound(res, optimal), "log": text, "optimal": optimal}
     if res.best_feasible_objective is not None:
         res.solution_loader.load_vars()
         n = len(model.s)
