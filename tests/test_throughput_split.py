@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 from strategies import problems
 
-from mapsched import Objective, solve, validate
+from mapsched import Device, Objective, Problem, System, Task, solve, validate
 from mapsched.formulations import batched_cpsat
 from mapsched.formulations.batched_cpsat import CpSatBatched
 from mapsched.formulations.batched_milp import MilpBatched
@@ -212,3 +212,12 @@ def test_grouped_improve_keeps_a_valid_schedule_no_worse():
     assert validate(p, better) == [] and better.makespan <= s.makespan
     assert grouped_improve(p, start, SolveContext(), 1.0) is start or all(
         len(j.inputs) % 2 == 0 for j in start.jobs)  # a start that splits a pair is returned as it is
+
+
+def test_split_of_a_zero_makespan():
+    # a start of 0 ms set the walk's resolution to 1e18 ticks per ms, and its first step's
+    # 5 ms horizon then past CP-SAT's range: an OptionError on --resolution, never given
+    p = Problem([Task("t0", {"d0": 5.0, "d1": {"1": 0.0, "2": 0.0}})], [],
+                System((Device("d0"), Device("d1", batch_sizes=(1, 2))), ()), Objective("throughput", 2))
+    s = solve(p, "split", time_limit=5, workers=1)
+    assert validate(p, s) == [] and s.makespan == 0.0 and s.status == "optimal"

@@ -108,7 +108,8 @@ def pipeline(problem: Problem, chain: ModuleChain, window: int, upper: float, st
     Returns
     -------
     Schedule or None
-        None when a step finds no schedule (memory left too tight, or no time).
+        None when a step finds no schedule (memory left too tight, or no time), and when
+        ``upper`` is 0 ms, which no schedule improves (nor could it set a resolution).
 
     Notes
     -----
@@ -116,6 +117,8 @@ def pipeline(problem: Problem, chain: ModuleChain, window: int, upper: float, st
     whose window reaches the end of the chain, one after another,
     and a re-timing of the placed jobs after each: O(T (model + n L)) besides the solves.
     """
+    if upper <= 0.0:
+        return None
     g = group_size(problem) if group else 1
     if g > 1 and (p := grouped(problem, g)) is not None:
         if hint is not None:  # kept if its jobs hold whole groups
