@@ -253,3 +253,13 @@ def test_a_valid_initial_schedule_is_never_made_worse_nor_changed(p, seed):
     r = solve(p, "giph", seed=seed, initial=start)
     assert validate(p, r) == [] and r.makespan <= start.makespan + 1e-9
     assert start.to_json() == before
+
+
+def test_giph_when_every_task_takes_no_time():
+    # its log divided by the critical path, 0 ms here: ZeroDivisionError
+    from mapsched import Device, Problem, System, Task
+
+    p = Problem([Task("t0", {"d0": 0.0}), Task("t1", {"d0": 0.0, "d1": 0.0})], [],
+                System((Device("d0"), Device("d1")), ()))
+    s = solve(p, "giph", seed=0, time_limit=5)
+    assert validate(p, s) == [] and s.makespan == 0.0 and "SLR 1\n" in s.log

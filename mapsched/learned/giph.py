@@ -222,6 +222,10 @@ class _Static:
         self.pos[np.asarray(p.topo, dtype=np.int64)] = np.arange(p.n)
         self.cp = critical_path_bound(p)
 
+    def slr(self, makespan: float) -> float:
+        """``makespan`` over the critical path (GiPH's SLR); 1 where both are 0 ms."""
+        return makespan / self.cp if self.cp > 0 else (1.0 if makespan <= 0 else math.inf)
+
 
 def _slack(st: _Static, owner: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Per task, how much later it could end without delaying the makespan, its device order
@@ -620,7 +624,7 @@ class Trainer:
             loss.backward()
             self.opt.step()
         self.done += 1
-        return res.makespan / st.cp
+        return st.slr(res.makespan)
 
     def evaluate(self, deadline: float = math.inf) -> float:
         """Mean best SLR of the current policy on the evaluation cases (each from its seed-20
@@ -638,7 +642,7 @@ class Trainer:
                 st = self._problem(graph, network)
                 res = search(st, self.net, random_placement(st.p, np.random.default_rng(20)),
                              max(1, round(self.cfg.ratio * st.p.n)), np.random.default_rng(k))
-                slrs.append(res.makespan / st.cp)
+                slrs.append(st.slr(res.makespan))
         value = float(np.mean(slrs))
         if len(slrs) < len(self.eval_specs) and self.best_policy is not None:
             return math.nan
@@ -730,7 +734,7 @@ def solve_giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: flo
     s = simulate(p, res.owner, method="giph")
     s.log += (f"giph: {len(res.history) - 1} of {steps} steps from {origin} "
               f"placement ({res.history[0]:.6g}), policy {policy or 'shipped'}; best {s.makespan:.6g}, SLR "
-              f"{s.makespan / st.cp:.4g}\n")
+              f"{st.slr(s.makespan):.4g}\n")
     if ctx.initial is not None and ctx.objective(ctx.initial) < ctx.objective(s):  # never worse than the start
         ctx.initial.log += s.log
         return ctx.initial
