@@ -511,6 +511,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     check_output(args.output)
     objective = Objective("throughput", args.batch) if args.batch > 1 else Objective()
+    if args.system is not None and args.kind in ("giph", "random-dag"):
+        raise OptionError(f"--system: {args.kind} draws its own devices; leave --system out (--devices sets their "
+                          "number)")
+    preset = generators.platform(args.system or "cpu-t4-a100")
+    given = generators.platform(args.system) if args.system is not None else None
     if args.kind == "giph":
         if args.batch > 1:
             raise OptionError("--batch: GiPH's workloads are latency problems (one input); leave --batch at 1")
@@ -518,24 +523,22 @@ def cmd_generate(args: argparse.Namespace) -> int:
     elif args.kind == "random-dag":
         p = generators.random_dag(args.tasks or 1000, args.devices or 4, args.seed, objective=objective)
     elif args.kind in ("vgg", "resnet", "inception", "transformer"):
-        p = getattr(generators, args.kind)(platform=generators.platform(args.system), objective=objective,
+        p = getattr(generators, args.kind)(platform=preset, objective=objective,
                                            seed=args.seed)
     elif args.kind == "transformer-train":
         if args.batch > 1:
             raise OptionError("--batch: transformer-train is one training step (latency); its batch of 8 sequences "
                               "is inside the op shapes")
-        p = generators.transformer_train(args.layers, platform=generators.platform(args.system), seed=args.seed)
+        p = generators.transformer_train(args.layers, platform=preset, seed=args.seed)
     elif args.kind in DOPPLER_KINDS:
         if args.batch > 1:
             raise OptionError(f"--batch: {args.kind} is one forward pass (latency), its batch inside the op shapes")
-        system = generators.platform(args.system) if args.system != "cpu-t4-a100" else None
-        p = getattr(generators, args.kind.replace("-", "_"))(args.devices or 4, platform=system, seed=args.seed)
+        p = getattr(generators, args.kind.replace("-", "_"))(args.devices or 4, platform=given, seed=args.seed)
     elif args.kind == "gpt3":
-        system = generators.platform(args.system) if args.system != "cpu-t4-a100" else None
-        p = generators.gpt3(args.layers, platform=system, objective=objective, seed=args.seed)
+        p = generators.gpt3(args.layers, platform=given, objective=objective, seed=args.seed)
     else:
         p = generators.stack(args.modules, args.nodes, args.channels, args.variant, args.graph, args.seed,
-                             generators.platform(args.system), objective)
+                             preset, objective)
     p.write(args.output)
     print(f"wrote {p!r} to {args.output}")
     return 0
@@ -1013,7 +1016,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--channels", type=_count(1, MAX_SIZE), default=1, help="stack: edges between consecutive modules")
     g.add_argument("--variant", choices=("sdep", "wdep"), default="sdep", help="stack: channel wiring")
     g.add_argument("--graph", choices=("er", "ws", "ba"), default="er", help="stack: random graph model")
-    g.add_argument("--system", default="cpu-t4-a100", help="system preset (gpt3: multi-node unless given)")
+    g.add_argument("--system", default=None,
+                   help="system preset (default cpu-t4-a100; gpt3: multi-node unless given; chainmm, ffnn, "
+                        "llama-block, llama-layer: identical GPUs unless given; not for random-dag, giph)")
     g.add_argument("--layers", type=_count(1, MAX_SIZE), default=12, help="gpt3, transformer-train: decoder layers")
     g.add_argument("--tasks", type=_count(1, MAX_SIZE), default=None,
                    help="random-dag: tasks (default 1000); giph: GiPH's size knob v (default 10; alpha 0.3 gives "

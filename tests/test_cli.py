@@ -209,3 +209,19 @@ def test_generate_doppler_workloads(tmp_path, capsys):
     assert Problem.read(str(out)).m == 5
     assert main(["generate", "ffnn", "--batch", "4", "-o", str(out)]) == 2
     assert "--batch: ffnn is one forward pass" in capsys.readouterr().err
+
+
+def test_generate_takes_the_default_preset_when_given(tmp_path, capsys):
+    # --system was compared with its default's name, so giving cpu-t4-a100 was as not giving it
+    from mapsched import Problem
+
+    out = tmp_path / "p.json"
+    assert main(["generate", "chainmm", "--devices", "2", "--system", "cpu-t4-a100", "-o", str(out)]) == 0
+    assert Problem.read(str(out)).device_names != ("gpu0", "gpu1")
+    assert main(["generate", "gpt3", "--layers", "1", "--system", "cpu-t4-a100", "-o", str(out)]) == 0
+    assert Problem.read(str(out)).m == 3  # not the multi-node preset's 30
+    out.unlink()
+    for kind in ("random-dag", "giph"):  # they drew their own devices and ignored it
+        assert main(["generate", kind, "--system", "cpu-t4-a100", "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"--system: {kind} draws its own devices" in err and err.count("\n") == 1 and not out.exists()
