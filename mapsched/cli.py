@@ -939,7 +939,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     prob_help = "problem file (mapsched.problem/1), or builtin:NAME"
 
-    s = sub.add_parser("solve", help="solve a problem and write a schedule",
+    # No abbreviations where method options follow: sa's --init was read as --initial.
+    s = sub.add_parser("solve", help="solve a problem and write a schedule", allow_abbrev=False,
                        epilog="Method options follow as --name value; see 'mapsched methods'.")
     s.add_argument("problem", help=prob_help)
     _solve_arguments(s)
@@ -948,7 +949,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--relocation", metavar="FILE", help=_RELOCATION_HELP)
     s.add_argument("--dask", metavar="ADDRESS", type=_dask_address, help=_DASK_HELP + " (-m split)")
 
-    ad = sub.add_parser("adapt", help="re-place a schedule after devices are removed or added",
+    ad = sub.add_parser("adapt", help="re-place a schedule after devices are removed or added", allow_abbrev=False,
                         epilog="Method options follow as --name value; see 'mapsched methods'.")
     ad.add_argument("problem", help=prob_help)
     ad.add_argument("schedule", help="the schedule in use, placed before the change")

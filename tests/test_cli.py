@@ -225,3 +225,11 @@ def test_generate_takes_the_default_preset_when_given(tmp_path, capsys):
         assert main(["generate", kind, "--system", "cpu-t4-a100", "-o", str(out)]) == 2
         err = capsys.readouterr().err
         assert f"--system: {kind} draws its own devices" in err and err.count("\n") == 1 and not out.exists()
+
+
+def test_a_method_option_is_not_read_as_an_abbreviated_command_option(tmp_path):
+    # argparse took sa's --init for solve's --initial, and failed to read a file named 'met'
+    out = tmp_path / "s.json"
+    assert main(["solve", "builtin:topcuoglu2002", "-m", "sa", "--init", "met", "--iterations", "10",
+                 "-o", str(out)]) == 0
+    assert Schedule.read(str(out)).method == "sa"
