@@ -110,6 +110,12 @@ def _run_one(case: Case, method: str, time_limit: float, options: dict[str, Any]
     return row
 
 
+_ROW_START = b'{"instance": '  # how every row begins (json.dumps of _run_one's dict)
+# Fields the tables compute with: each a finite number where present.
+_NUMBERS = ("tasks", "inputs", "makespan", "throughput", "lower_bound", "seconds", "simulated", "critical_path",
+            "slr", "slr_simulated")
+
+
 def read_rows(path: str) -> list[dict[str, Any]]:
     """The rows of a JSON Lines results file (none if it does not exist).
 
@@ -137,20 +143,32 @@ def read_rows(path: str) -> list[dict[str, Any]]:
         if not (isinstance(row, dict) and isinstance(row.get("instance"), str) and isinstance(row.get("method"), str)):
             raise MapschedError(f"{path}, line {k}: not a results row ({detail}); remove the line, or pass another "
                                 "-o/--output")
+        for key in _NUMBERS:
+            v = row.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+                raise MapschedError(f"{path}, line {k}: '{key}' is {v!r}, not a finite number; remove the line, or "
+                                    "pass another -o/--output")
         rows.append(row)
     return rows
 
 
 def _cut_short_row(path: str) -> None:
     """Remove what follows the last newline of ``path``: the part of a row that a stopped
-    sweep did not finish writing, which the next row would otherwise be appended to."""
+    sweep did not finish writing, which the next row would otherwise be appended to.
+    Anything else there (another file given as the results) is refused, not cut."""
     if not os.path.exists(path) or not os.path.getsize(path):
         return
     with open(path, "rb+") as fh:
         fh.seek(-1, os.SEEK_END)
         if fh.read(1) != b"\n":  # only then is the whole file read, to find its last newline
             fh.seek(0)
-            fh.truncate(fh.read().rfind(b"\n") + 1)
+            data = fh.read()
+            cut = data.rfind(b"\n") + 1
+            piece = data[cut:cut + len(_ROW_START)]
+            if not _ROW_START.startswith(piece):
+                raise MapschedError(f"{path}: its last line is neither a results row nor one cut short; pass "
+                                    "another -o/--output")
+            fh.truncate(cut)
 
 
 def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers: int = 1, threads: int = 0,

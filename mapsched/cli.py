@@ -469,21 +469,33 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if not os.path.isfile(args.suites):
             raise OptionError(f"--suites: no file {args.suites!r}; give the path of a Python file defining SUITES")
         spec = importlib.util.spec_from_file_location("mapsched_suites", args.suites)
+        if spec is None or spec.loader is None:
+            raise OptionError(f"--suites: {args.suites!r} is not a Python file; give a .py file defining SUITES")
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:  # the user's code: its first line of error, as ours are
+            first = (str(exc).splitlines() or [""])[0]
+            raise OptionError(f"--suites: running {args.suites!r} failed: {type(exc).__name__}: {first}") from None
         SUITES = getattr(module, "SUITES", None)
         if not isinstance(SUITES, dict):
             raise OptionError(f"--suites: {args.suites!r} defines no SUITES dictionary")
     if args.suite not in SUITES:
         raise OptionError(f"suite: unknown suite {args.suite!r}; expected one of {sorted(SUITES)}")
     suite = SUITES[args.suite]
+    if not isinstance(suite, bench.Suite) or not suite.cases or not suite.methods:
+        raise OptionError(f"suite: SUITES[{args.suite!r}] is not a mapsched.bench.Suite with cases and methods")
+    out = args.output or f"{suite.name}.jsonl"
+    plot = f"{os.path.splitext(out)[0]}-quality.png"  # beside the rows, never on them
+    inputs = [args.suites] if args.suites else []
+    check_output(out, inputs)
+    check_output(plot, [*inputs, out])
     known = registry.methods()
     objective = suite.cases[0].build().objective.kind
     methods = tuple(m for m in suite.methods
                     if m == bench.BOUND or (m in known and objective in registry.get(m).objectives))
     suite = bench.Suite(suite.name, suite.cases, methods, args.time_limit or suite.time_limit, suite.options,
                         suite.description)
-    out = args.output or f"{suite.name}.jsonl"
     with _cluster(args.dask) as executor, \
             ProgressBar(f"bench {suite.name}, runs left", None, enabled=sys.stderr.isatty()) as bar:
         rows = bench.run_suite(suite, out, executor, workers=args.workers, threads=args.threads,
@@ -498,8 +510,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if "exact" in methods and "split" in methods:
         print("\n" + bench.runtime_table(rows))
     try:
-        bench.plot_quality(rows, f"{suite.name}-quality.png")
-        print(f"\nwrote {suite.name}-quality.png; raw rows in {out}")
+        bench.plot_quality(rows, plot)
+        print(f"\nwrote {plot}; raw rows in {out}")
     except MapschedError as exc:
         print(f"\nno plot: {exc}; raw rows in {out}")
     return 0
@@ -1041,7 +1053,8 @@ def build_parser() -> argparse.ArgumentParser:
     bn = sub.add_parser("bench", help="run a benchmark suite (resumable) and print its tables")
     bn.add_argument("suite")
     bn.add_argument("--suites", help="a Python file defining SUITES, run as code (default: the built-in suites)")
-    bn.add_argument("-o", "--output", help="JSON Lines results (default SUITE.jsonl); rows there are kept")
+    bn.add_argument("-o", "--output", help="JSON Lines results (default SUITE.jsonl); rows there are kept. The "
+                    "quality plot goes beside it, as NAME-quality.png")
     bn.add_argument("--workers", type=_count(0, MAX_THREADS), default=1, help="runs at once (0: one per core)")
     bn.add_argument("--threads", type=_count(0, MAX_THREADS), default=0,
                     help="solver threads per run (0: the cores shared out)")

@@ -94,3 +94,38 @@ def test_a_sweep_loads_a_learned_method_outside_its_runs_limit():
             "print('torch._dynamo' in sys.modules, 'makespan' in row, row['seconds'] < 1.5)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "True", "True"]
+
+
+def test_bench_refuses_what_is_not_its_results_before_any_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    suites = tmp_path / "mine.py"
+    suites.write_text("from mapsched.suites import SUITES")  # no newline at its end
+    victim = tmp_path / "victim.json"
+    victim.write_text('{"my": "data"}')  # read as a row cut short, and truncated
+    row = json.dumps({"instance": "a", "method": "met", "makespan": 1.0, "lower_bound": "x"}) + "\n"
+    (tmp_path / "bad.jsonl").write_text(row)  # the tables raised TypeError on it
+    cases = [
+        (["-o", str(victim)], "its last line is neither a results row nor one cut short"),
+        (["--suites", str(suites), "-o", str(suites)], "is the input"),
+        (["-o", "nodir/rows.jsonl"], "no folder"),  # a traceback, after every run
+        (["-o", "bad.jsonl"], "'lower_bound' is 'x', not a finite number"),
+    ]
+    for argv, message in cases:
+        assert main(["bench", "smoke", *argv]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+    assert victim.read_text() == '{"my": "data"}' and suites.read_text() == "from mapsched.suites import SUITES"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "mine.py", "victim.json"]
+
+
+@pytest.mark.parametrize("code, message", [
+    ("SUITES = {\n", "running '{}' failed: SyntaxError"),
+    ('SUITES = {"smoke": 3}\n', "is not a mapsched.bench.Suite"),
+    ('from mapsched.bench import Suite\nSUITES = {"smoke": Suite("e", (), ("heft",), 1.0)}\n', "with cases"),
+])
+def test_bench_refuses_a_bad_suites_file_in_one_line(tmp_path, capsys, code, message):
+    suites = tmp_path / "s.py"
+    suites.write_text(code)
+    assert main(["bench", "smoke", "--suites", str(suites), "-o", str(tmp_path / "r.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert message.format(suites) in err and err.count("\n") == 1 and not (tmp_path / "r.jsonl").exists()
