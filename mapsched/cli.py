@@ -383,13 +383,15 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _noise(text: str) -> float:
-    """An argparse type: a non-negative, finite number."""
+    """An argparse type: a number from 0 to :data:`mapsched.simulate.MAX_NOISE`."""
+    from .simulate import MAX_NOISE
+
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not 0 <= value < math.inf:
-        raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}")
+    if not 0 <= value <= MAX_NOISE:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to {MAX_NOISE:g}, got {text!r}")
     return value
 
 

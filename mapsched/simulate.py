@@ -51,7 +51,9 @@ from .errors import InfeasibleError, OptionError
 from .problem import Problem
 from .schedule import Schedule
 
-__all__ = ["simulate"]
+__all__ = ["MAX_NOISE", "simulate"]
+
+MAX_NOISE = 5.0  # the largest lognormal sigma: its median factor, exp(-12.5), is already ~0
 
 
 def _owner(problem: Problem, mapping: Any) -> list[int]:
@@ -93,7 +95,8 @@ def simulate(
         ``{device: inputs}``, as :meth:`Schedule.mapping` gives).
     noise : float
         With ``noise > 0`` each task's duration is its latency times ``exp(noise * z - noise**2 / 2)``,
-        z standard normal (a lognormal factor of mean 1), drawn from ``rng``. Transfers keep
+        z standard normal (a lognormal factor of mean 1), drawn from ``rng``; at most
+        :data:`MAX_NOISE`. Transfers keep
         their times. The jobs then last their drawn durations, so the schedule is a timeline
         and its makespan, not one the validator accepts (rule 2 checks durations).
     rng : numpy.random.Generator or int, optional
@@ -141,6 +144,9 @@ def simulate(
                           "this problem's objective is throughput")
     if not noise >= 0.0 or noise == float("inf"):
         raise OptionError(f"--noise: expected a non-negative number, got {noise!r}")
+    if noise > MAX_NOISE:
+        raise OptionError(f"--noise: at most {MAX_NOISE:g}, got {noise!r}: a lognormal sigma past it draws nearly "
+                          "every duration as 0 (and from about 30 they overflow)")
     if noise_model not in ("lognormal", "giph"):
         raise OptionError(f"noise_model: expected 'lognormal' or 'giph', got {noise_model!r}")
     if noise_model == "giph" and noise > 1:

@@ -187,8 +187,9 @@ def test_simulate_refusals_write_nothing(tmp_path, capsys):
     capsys.readouterr()
     for argv, message in [
         ([str(sched)], "task 't5' has inputs on no device"),
-        ([str(sched), "--noise", "-1"], "--noise: expected a non-negative number"),
-        ([str(sched), "--noise", "nan"], "--noise: expected a non-negative number"),
+        ([str(sched), "--noise", "-1"], "--noise: expected a number from 0 to 5"),
+        ([str(sched), "--noise", "nan"], "--noise: expected a number from 0 to 5"),
+        ([str(sched), "--noise", "1e308", "--seed", "2"], "--noise: expected a number from 0 to 5"),  # hung
         ([str(tmp_path / "missing.json")], "missing.json"),
     ]:
         assert main(["simulate", "builtin:topcuoglu2002", *argv, "-o", str(out)]) == 2

@@ -93,6 +93,10 @@ def test_refusals_name_the_task():
         simulate(p, {**full, "w": "c"})
     with pytest.raises(OptionError, match="--noise"):
         simulate(p, full, noise=-1)
+    # past 30 the draws overflowed to NaN durations, on which the event loop never ended
+    with pytest.raises(OptionError, match="--noise: at most 5"):
+        simulate(p, full, noise=1e308, rng=2)
+    assert np.isfinite(simulate(p, full, noise=5.0, rng=2).makespan)
     q = Problem([Task("x", {"a": 1}), Task("y", {"a": 1, "b": 1}, weight_bytes=10)], [Edge("x", "y", 1)],
                 System((Device("a"), Device("b", memory=5))))
     with pytest.raises(InfeasibleError, match="task 'x' cannot run on device 'b'"):
