@@ -476,3 +476,14 @@ def test_module_detection_stops_at_its_deadline():
     assert late.width == 1 and sorted(i for mod in late.modules for i in mod) == list(range(p.n))
     with pytest.raises(TimeoutError, match="past the deadline"):
         k_edge_classes(p.graph.to_undirected(), 3, deadline=time.perf_counter())
+
+
+def test_full_bound_within_a_limit_spent_by_module_detection():
+    # Finding the modules of 1,000 tasks takes longer than 1 ms: the relaxation's share of
+    # what was left came out negative, and relaxation_bound raised ValueError (a traceback
+    # from 'mapsched bound --time-limit 1' on 2,000 tasks)
+    from mapsched.generators import random_dag
+
+    p = random_dag(1000, 4, 0)
+    b = full_bound(p, time_limit=0.001)
+    assert 0 < b.value <= solve(p, "heft").makespan

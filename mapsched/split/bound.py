@@ -302,10 +302,17 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
     # A chain of one module whose bound is the quick bounds of the whole problem would only repeat them.
     chained = len(chain.modules) > 1 or (latency and problem.n <= BOUND_SOLVE_TASKS)
     relaxed = problem.n <= (RELAXATION_TASKS if latency else BATCHED_TASKS)
-    # A share each for the relaxation, the chain and the last rules (windows, or stages and two parts).
-    share = (deadline - time.perf_counter()) / (relaxed + chained + 1)
+    # A share each for the relaxation, the chain and the last rules (windows, or stages and two
+    # parts), of what is left when it starts (at least 0.01 s: a short limit can be spent by now).
+    parts = relaxed + chained + 1
+
+    def share_now() -> float:
+        return max(0.01, (deadline - time.perf_counter()) / parts)
+
     # Throughput: the batched relaxation once, with its mixed-integer stage, not also in lower_bound.
-    rules = [lower_bound(problem, share if not latency else time_limit, batched=latency)]
+    rules = [lower_bound(problem, share_now() if not latency else max(0.01, deadline - time.perf_counter()),
+                         batched=latency)]
+    share = share_now()
     if relaxed and latency:
         rules.append(Bound(relaxation_bound(problem, time_limit=share), "relaxation"))
     elif relaxed:
