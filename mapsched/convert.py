@@ -34,7 +34,7 @@ import re
 
 from .errors import ProblemError
 from .jsonio import read_text
-from .problem import MAX_DEVICES, Device, Edge, Link, Problem, System, Task
+from .problem import MAX_BYTES, MAX_DEVICES, MAX_MS, Device, Edge, Link, Problem, System, Task
 
 __all__ = ["DOPPLER_BANDWIDTH", "DOPPLER_UNIT", "doppler_problem", "read_doppler"]
 
@@ -44,6 +44,17 @@ DOPPLER_BANDWIDTH = 1000 * DOPPLER_UNIT
 """Bytes per second of every link, so that ``comm`` bytes take ``comm / 1e10`` (ms units)."""
 
 _INT = re.compile(r"[0-9]+")
+_DIGITS = 30  # more than any count, id or in-range cost has (comp up to 1e22); int() stops at 4,300
+
+
+def _ints(line: str, where: str) -> list[int]:
+    """The runs of digits of ``line`` as integers, one too long for any value refused."""
+    runs = _INT.findall(line)
+    for run in runs:
+        if len(run) > _DIGITS:
+            raise ProblemError(f"{where}: a number of {len(run)} digits; DOPPLER's counts, ids and costs have at "
+                               f"most {_DIGITS}")
+    return [int(run) for run in runs]
 
 
 def doppler_problem(text: str, devices: int, name: str = "doppler", source: str = "doppler file") -> Problem:
@@ -67,8 +78,8 @@ def doppler_problem(text: str, devices: int, name: str = "doppler", source: str 
     total = _INT.fullmatch(lines[0].strip())
     if total is None:
         raise ProblemError(f"{source} line 1: expected the number of nodes, got {lines[0].strip()[:40]!r}")
-    inputs, src, dst = (list(map(int, _INT.findall(line))) for line in lines[1:4])
-    n = int(total.group()) - len(inputs)
+    inputs, src, dst = (_ints(line, f"{source} line {k}") for k, line in enumerate(lines[1:4], 2))
+    n = _ints(total.group(), f"{source} line 1")[0] - len(inputs)
     if n < 1:
         raise ProblemError(f"{source} line 1: {total.group()} nodes, {len(inputs)} of them inputs (line 2): "
                            "no op is left")
@@ -85,11 +96,14 @@ def doppler_problem(text: str, devices: int, name: str = "doppler", source: str 
     gpus = tuple(f"gpu{u}" for u in range(devices))
     tasks, comm = [], []
     for i, line in enumerate(ops):
-        nums = _INT.findall(line)
+        nums = _ints(line, f"{source} line {5 + i}")
         if len(nums) < 2:
             raise ProblemError(f"{source} line {5 + i}: expected 'comp,comm' for op {i}, got {line.strip()[:40]!r}")
-        tasks.append(Task(names[i], {g: int(nums[0]) / DOPPLER_UNIT for g in gpus}))
-        comm.append(float(int(nums[1])))
+        if nums[0] / DOPPLER_UNIT > MAX_MS or nums[1] > MAX_BYTES:
+            raise ProblemError(f"{source} line {5 + i}: op {i}'s comp {nums[0]} or comm {nums[1]} is past "
+                               f"{MAX_MS * DOPPLER_UNIT:.0e} or {MAX_BYTES:.0e}, the problem format's ranges")
+        tasks.append(Task(names[i], {g: nums[0] / DOPPLER_UNIT for g in gpus}))
+        comm.append(float(nums[1]))
     edges = [Edge(names[a], names[b], comm[a]) for a, b in dict.fromkeys(zip(src, dst))]
     links = tuple(Link(a, b, DOPPLER_BANDWIDTH) for k, a in enumerate(gpus) for b in gpus[k + 1:])
     return Problem(tasks, edges, System(tuple(Device(g) for g in gpus), links), name=name)

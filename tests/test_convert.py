@@ -36,6 +36,10 @@ def test_reads_doppler_units():
     ("3\n0\n0\n1\n1,4\n", "1 op lines after line 4, expected 2"),
     ("3\n0\n0\n1\n1,4\nfour\n", "line 6: expected 'comp,comm' for op 1"),
     ("3\n0\n0, 1\n1, 0\n1,4\n1,4\n", "cycle"),
+    # Python's int() raised past 4,300 digits, and float() past 1e308 (tracebacks)
+    ("3" + "0" * 5000 + "\n0\n0\n1\n1,4\n1,4\n", "line 1: a number of 5001 digits"),
+    ("3\n0\n0\n1\n1,4\n1,4" + "0" * 400 + "\n", "line 6: a number of 401 digits"),
+    ("3\n0\n0\n1\n1,4\n1,4" + "0" * 25 + "\n", "line 6: op 1's comp 1 or comm 4" + "0" * 25 + " is past"),
 ])
 def test_bad_files_one_line(text, message):
     with pytest.raises(ProblemError, match=re.escape(message)):
