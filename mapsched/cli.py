@@ -24,7 +24,7 @@ from .learned import MAX_HIDDEN, MAX_ROUNDS
 from .problem import COMPILE, MAX_BATCH, MAX_DEVICES, Problem
 from .schedule import Schedule
 from .solve import DEFAULT_METHOD, MAX_THREADS, solve
-from .validate import validate
+from .validate import tolerance, validate
 
 BUILTIN = "builtin:"
 MAX_RUNS = 10_000
@@ -364,7 +364,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     problem = load_problem(args.problem)
     schedule = Schedule.read(args.schedule)
     result = simulate(problem, schedule.mapping(), args.noise, args.seed, args.noise_model,
-                      method=f"simulate: {schedule.method or 'schedule'}", lower_bound=schedule.lower_bound)
+                      method=f"simulate: {schedule.method or 'schedule'}")
+    # The schedule's bound is this problem's only if it was solved for it, and one above the
+    # timeline is false (or, with noise, bounds another timeline): kept otherwise.
+    if schedule.problem == problem.name and schedule.lower_bound is not None \
+            and schedule.lower_bound <= result.makespan + tolerance(result.makespan):
+        result.lower_bound = schedule.lower_bound
     result.write(args.output)
     print(f"static makespan {_fmt(schedule.makespan, 6)} ms, work-conserving {_fmt(result.makespan, 6)} ms"
           f"{f' (noise {args.noise:g}, seed {args.seed}; durations drawn)' if args.noise else ''}; "

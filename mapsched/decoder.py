@@ -414,6 +414,9 @@ def as_owner(problem: Problem, mapping: Any) -> np.ndarray:
                 for lo in inputs:
                     if not 0 <= lo < L:
                         raise InfeasibleError(f"mapping[{task!r}]: input {lo} is not in 0..{L - 1}")
+                    if owner[i, lo] >= 0:  # the last device named would silently win
+                        raise InfeasibleError(f"mapping[{task!r}]: input {lo} is on both "
+                                              f"{problem.device_names[owner[i, lo]]!r} and {dev!r}")
                     owner[i, lo] = problem.device_index[dev]
         missing = np.flatnonzero((owner < 0).any(axis=1))
         if len(missing):

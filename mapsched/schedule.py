@@ -26,13 +26,15 @@ _SCHEDULE_KEYS = {
 _JOB_KEYS = {"task", "device", "start", "end", "inputs"}
 
 
-def _num(value: Any, where: str, *, optional: bool = False) -> float | None:
+def _num(value: Any, where: str, *, optional: bool = False, least: float = -math.inf) -> float | None:
     if value is None and optional:
         return None
     # A schedule's times are finite (the writer refuses others): an infinite end would pass
     # the parse and break every reader of the times downstream.
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(real(value)):
         raise ScheduleError(f"{where}: expected a finite number, got {shown(value)}")
+    if value < least:
+        raise ScheduleError(f"{where}: expected a number of at least {least:g}, got {shown(value)}")
     return float(value)
 
 
@@ -168,6 +170,9 @@ class Schedule:
         interrupted = data.get("interrupted", False)
         if not isinstance(interrupted, bool):
             raise err(f"interrupted: expected true or false, got {shown(interrupted)}")
+        if interrupted and status == "optimal":
+            raise err("interrupted: a schedule stopped before its end is not proved optimal; its status is "
+                      "'feasible'")
         for key in ("problem", "method"):
             if not isinstance(data.get(key, ""), str):
                 raise err(f"{key}: expected a string, got {shown(data[key])}")
@@ -179,9 +184,9 @@ class Schedule:
             lower_bound=_num(data.get("lower_bound"), "lower_bound", optional=True),
             status=status,
             method=data.get("method", ""),
-            solve_seconds=_num(data.get("solve_seconds", 0.0), "solve_seconds"),
+            solve_seconds=_num(data.get("solve_seconds", 0.0), "solve_seconds", least=0.0),
             interrupted=interrupted,
-            relocation_cost=_num(data.get("relocation_cost"), "relocation_cost", optional=True),
+            relocation_cost=_num(data.get("relocation_cost"), "relocation_cost", optional=True, least=0.0),
         )
 
     @classmethod

@@ -160,4 +160,9 @@ def validate(problem: Problem, schedule: Schedule) -> list[Violation]:
         thr = 1000.0 * L / schedule.makespan
         if abs(schedule.throughput - thr) > tolerance(thr):
             out.append(Violation(7, f"throughput is {schedule.throughput:g}, 1000 * L / makespan is {thr:g}"))
+    # A lower bound above a valid schedule's own objective is false (mapsched addition).
+    reached = schedule.makespan + (schedule.relocation_cost or 0.0)
+    if not out and schedule.lower_bound is not None and schedule.lower_bound > reached + tolerance(reached):
+        out.append(Violation(7, f"lower_bound {schedule.lower_bound:g} is above what this valid schedule reaches, "
+                                f"{reached:g}: it bounds nothing"))
     return out

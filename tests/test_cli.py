@@ -176,6 +176,11 @@ def test_simulate_retimes_a_schedule(tmp_path, capsys):
     assert s.mapping() == static.mapping() and s.lower_bound == static.lower_bound
     assert main(["simulate", "builtin:topcuoglu2002", str(sched), "-o", str(out), "--noise", "0.2", "--seed", "1"]) == 0
     assert "noise 0.2" in capsys.readouterr().out
+    # another problem's schedule: its bound was copied, 768 ms above a 12 ms timeline
+    data = json.loads(sched.read_text()) | {"problem": "another", "lower_bound": 1e6}
+    sched.write_text(json.dumps(data))
+    assert main(["simulate", "builtin:topcuoglu2002", str(sched), "-o", str(out)]) == 0
+    assert Schedule.read(str(out)).lower_bound is None
 
 
 def test_simulate_refusals_write_nothing(tmp_path, capsys):

@@ -91,6 +91,9 @@ def test_refusals_name_the_task():
         simulate(p, [0, 0, 0, -1, 0, 0, 0])
     with pytest.raises(InfeasibleError, match="unknown device 'c'"):
         simulate(p, {**full, "w": "c"})
+    # a latency task given two devices ran on the last one named
+    with pytest.raises(InfeasibleError, match=r"mapping\['w'\]: input 0 is on both 'a' and 'b'"):
+        simulate(p, {**full, "w": {"a": (0,), "b": (0,)}})
     with pytest.raises(OptionError, match="--noise"):
         simulate(p, full, noise=-1)
     # past 30 the draws overflowed to NaN durations, on which the event loop never ended

@@ -108,6 +108,27 @@ def test_rule7_makespan_and_throughput():
     assert rules(dataclasses.replace(GOOD, throughput=99.0)) == [7]
 
 
+def test_a_lower_bound_above_a_valid_schedule_is_refused():
+    # validate accepted a bound of 1e6 on this 127 ms schedule: no proof can hold it
+    assert validate(P, dataclasses.replace(GOOD, lower_bound=127.0)) == []
+    bad = validate(P, dataclasses.replace(GOOD, lower_bound=1e6))
+    assert [v.rule for v in bad] == [7] and "bounds nothing" in bad[0].message
+    # a solve with relocation costs bounds the makespan plus that cost
+    assert validate(P, dataclasses.replace(GOOD, lower_bound=130.0, relocation_cost=5.0)) == []
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"status": "optimal", "interrupted": True}, "interrupted: a schedule stopped before its end"),
+    ({"relocation_cost": -1.0}, "relocation_cost: expected a number of at least 0"),
+    ({"solve_seconds": -0.5}, "solve_seconds: expected a number of at least 0"),
+])
+def test_schedule_fields_that_contradict_the_format_are_refused(edit, message):
+    from mapsched import Schedule, ScheduleError
+
+    with pytest.raises(ScheduleError, match=message):
+        Schedule.from_dict(GOOD.to_dict() | edit)
+
+
 def test_every_violation_is_reported():
     j1 = job("t1")
     # t1 starts before 0, lasts too long, overlaps and delays its children; t5 is on no device
