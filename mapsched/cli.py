@@ -439,7 +439,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from .plot import check_format
+
     check_output(args.output)
+    check_format(args.output)  # before the solves, not after them
     problem = instances.load(args.instance)
     print(f"{problem!r}")
     results = [solve(problem, m.name, args.time_limit, args.seed)

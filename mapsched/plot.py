@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import MapschedError, OptionError
+from .errors import MapschedError, OptionError, ScheduleError
 from .files import write_file
 from .problem import Problem
 from .schedule import Schedule
@@ -89,6 +89,11 @@ def gantt(problem: Problem, schedule: Schedule, path: str | None = None, title: 
     plt = _pyplot()
     fmt = check_format(path) if path is not None else None
     rows = {d: k for k, d in enumerate(problem.device_names)}
+    for k, j in enumerate(schedule.jobs):  # such a job would be left out of the chart, unsaid
+        if j.task not in problem.task_index or j.device not in rows or not all(0 <= x < problem.L for x in j.inputs):
+            raise ScheduleError(f"jobs[{k}]: task {j.task!r}, device {j.device!r} or inputs {list(j.inputs)} are not "
+                                f"this problem's ({problem.n} tasks, {problem.m} devices, {problem.L} input(s)); "
+                                "plot a schedule with its own problem")
     fig, ax = plt.subplots(figsize=(10, 1.2 + 0.6 * problem.m))
     cmap = plt.get_cmap("tab20")
     holder = {}
@@ -96,10 +101,7 @@ def gantt(problem: Problem, schedule: Schedule, path: str | None = None, title: 
     if summarised:
         _summary(ax, problem, schedule, rows, cmap)
     for j in [] if summarised else schedule.jobs:
-        y = rows.get(j.device)
-        if y is None:
-            continue
-        ti = problem.task_index.get(j.task, 0)
+        y, ti = rows[j.device], problem.task_index[j.task]
         ax.barh(y, j.end - j.start, left=j.start, height=0.6, color=cmap(ti % 20), edgecolor="black", lw=0.5)
         label = j.task if problem.L == 1 else f"{j.task}\n{list(j.inputs)}"
         if problem.n <= 60:

@@ -102,6 +102,17 @@ def test_plot_and_demo(tmp_path, capsys):
     assert main(["demo", "--time-limit", "2", "-o", str(demo_png)]) == 0
     out = capsys.readouterr().out
     assert "single-best" in out and " NO " not in out and demo_png.exists()
+    # a job on a device the problem lacks was left out of the chart, unsaid
+    data = json.loads(s.read_text())
+    data["jobs"][0]["device"] = "zz"
+    s.write_text(json.dumps(data))
+    assert main(["plot", str(s), "--problem", "builtin:topcuoglu2002", "-o", str(tmp_path / "h.png")]) == 2
+    err = capsys.readouterr().err
+    assert "jobs[0]: task 't1', device 'zz'" in err and err.count("\n") == 1 and not (tmp_path / "h.png").exists()
+    # an image format it cannot write is refused before the solves, not after them
+    assert main(["demo", "-o", str(tmp_path / "demo.xyz")]) == 2
+    captured = capsys.readouterr()
+    assert "-o" in captured.err and captured.err.count("\n") == 1 and "single-best" not in captured.out
 
 
 def test_entry_point_has_no_traceback(tmp_path):
