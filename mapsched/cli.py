@@ -230,8 +230,8 @@ def _dask_address(text: str) -> str:
     return text
 
 
-_RELOCATION_HELP = ("with --initial: what moving a task costs (a mapsched.relocation/1 file: start-up ms, bytes "
-                    "migrated, runs to amortise over); methods auto, sa, ea, giph minimise the makespan plus it")
+_RELOCATION_HELP = ("what moving a task costs (a mapsched.relocation/1 file: start-up ms, bytes migrated, runs to "
+                    "amortise over); methods auto, sa, ea, giph minimise the makespan plus it")
 _DASK_HELP = "run on a dask.distributed cluster: tcp://HOST:PORT of its scheduler, or local:N worker processes"
 
 
@@ -268,6 +268,10 @@ def cmd_adapt(args: argparse.Namespace, extra: Sequence[str]) -> int:
         raise OptionError("--problem-output: the same file as -o; give two files")
     if not args.remove and not args.add:
         raise OptionError("--remove/--add: no device change given; name a device to remove or add")
+    if args.method in registry.methods() and not registry.get(args.method).initial:
+        takes = ", ".join(x.name for x in registry.all_methods() if x.initial)
+        raise OptionError(f"--method: {args.method!r} does not start from a placement, so it cannot re-place the "
+                          f"schedule in use; these do: {takes}")
     problem = load_problem(args.problem)
     schedule = Schedule.read(args.schedule)
     like = {}
@@ -968,7 +972,7 @@ def build_parser() -> argparse.ArgumentParser:
     _solve_arguments(s)
     s.add_argument("--initial", metavar="SCHEDULE", help="start from this schedule's placement (latency; "
                    "methods auto, cp-search, sa, ea, exact, split, giph)")
-    s.add_argument("--relocation", metavar="FILE", help=_RELOCATION_HELP)
+    s.add_argument("--relocation", metavar="FILE", help="with --initial: " + _RELOCATION_HELP)
     s.add_argument("--dask", metavar="ADDRESS", type=_dask_address, help=_DASK_HELP + " (-m split)")
 
     ad = sub.add_parser("adapt", help="re-place a schedule after devices are removed or added", allow_abbrev=False,
@@ -980,7 +984,7 @@ def build_parser() -> argparse.ArgumentParser:
     ad.add_argument("--add", action="append", default=[], metavar="NEW=OLD",
                     help="a new device, a copy of device OLD (repeat for more)")
     ad.add_argument("--problem-output", metavar="FILE", help="also write the changed problem")
-    ad.add_argument("--relocation", metavar="FILE", help=_RELOCATION_HELP)
+    ad.add_argument("--relocation", metavar="FILE", help="from the schedule in use: " + _RELOCATION_HELP)
     _solve_arguments(ad)
 
     v = sub.add_parser("validate", help="check a schedule against every rule")
@@ -1014,7 +1018,9 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bound", help="print a proved lower bound on the makespan")
     b.add_argument("problem", help=prob_help)
     b.add_argument("--json", action="store_true")
-    b.add_argument("--fast", action="store_true", help="only the quick bounds: critical path, total work, load LP")
+    b.add_argument("--fast", action="store_true",
+                   help="only the quick bounds: critical path, total work, load LP, and the interval load LP "
+                        "(latency) or the batched relaxation's LP (throughput)")
     b.add_argument("--time-limit", type=_seconds, default=60.0,
                    help="seconds for the relaxation, module-chain and window bounds")
     b.add_argument("--window-time", type=_seconds, default=1.0,

@@ -108,7 +108,9 @@ def test_adapt_command(tmp_path):
                         (["--remove", "d2", "--problem-output", tmp_path / "no" / "p.json"],
                          "--problem-output: no folder"),
                         (["--remove", "d2", "--problem-output", f"{tmp_path}/./x.json"],
-                         "--problem-output: the same file as -o")):
+                         "--problem-output: the same file as -o"),
+                        # the message named an --initial that adapt does not have
+                        (["--remove", "d2", "-m", "heft"], "--method: 'heft' does not start from a placement")):
         code, _, err = run("adapt", prob, sched, *bad, "-o", tmp_path / "x.json")
         assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err, err
         assert not (tmp_path / "x.json").exists()
