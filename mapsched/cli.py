@@ -1050,8 +1050,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "llama-block, llama-layer: identical GPUs unless given; not for random-dag, giph)")
     g.add_argument("--layers", type=_count(1, MAX_SIZE), default=12, help="gpt3, transformer-train: decoder layers")
     g.add_argument("--tasks", type=_count(1, MAX_SIZE), default=None,
-                   help="random-dag: tasks (default 1000); giph: GiPH's size knob v (default 10; alpha 0.3 gives "
-                        "about 2v tasks)")
+                   help="random-dag: tasks (default 1000); giph: GiPH's size knob v (default 10), about v + "
+                        "sqrt(v) / (2 alpha) + 2 tasks (18 for v = 10 at alpha 0.3, 64 for v = 50)")
     g.add_argument("--devices", type=_count(1, MAX_DEVICES), default=None,
                    help="random-dag: devices (default 4); chainmm, ffnn, llama-block, llama-layer: the GPUs they are "
                         "sharded over (identical GPUs unless --system; default 4); giph: devices (default 20)")

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from . import registry
+from . import interrupt, registry
 from .context import Progress, SolveContext
 from .errors import OptionError
 from .problem import Problem
@@ -170,4 +170,6 @@ def solve(
         result.status = "optimal"
     elif result.relocation_cost is not None:  # a method's own proof is of the makespan alone
         result.status = "feasible"
+    if interrupt.requested():  # stopped within interrupt.graceful(): the best so far (FORMAT.md)
+        result.status, result.interrupted = "feasible", True
     return result

@@ -179,6 +179,21 @@ def test_interrupt_writes_the_best_schedule_and_exits_130(tmp_path, capsys, sig,
     assert solve(BASE, "exact", time_limit=30).status == "optimal"
 
 
+def test_graceful_from_python_marks_the_result_as_the_command_does():
+    # the README's 'with mapsched.interrupt.graceful(): mapsched.solve(...)': its result was
+    # neither marked interrupted nor feasible, as the command's file is
+    p = generators.stack(10, 10, 4)
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with interrupt.graceful():
+            s = solve(p, "sa", time_limit=60, iterations=100_000_000)
+    finally:
+        timer.cancel()
+    assert s.interrupted and s.status == "feasible" and s.solve_seconds < 30 and validate(p, s) == []
+    assert not solve(BASE, "heft").interrupted  # outside the block, no longer
+
+
 def _handles(pid, sig):
     """Whether process ``pid`` catches ``sig`` yet (Linux: the SigCgt mask of /proc/PID/status)."""
     with open(f"/proc/{pid}/status") as fh:
