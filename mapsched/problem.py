@@ -208,10 +208,12 @@ def _positive_int(value: Any, where: str, *, text: bool = False) -> int:
     """Check that ``value`` is an integer in 1 .. MAX_BATCH; ``text`` also takes its decimal
     string (the batch-size keys of latency tables, which JSON writes as strings)."""
     if text and isinstance(value, str):
-        try:
-            value = int(value)
-        except ValueError:
-            raise ProblemError(f"{where}: expected a positive integer, got {shown(value)}") from None
+        # Only the decimal digits str(int) writes: "01", " 1", "+1" or other scripts' digits
+        # would be a second key for one batch size, of which one time silently won.
+        if not (value.isascii() and value.isdigit() and str(int(value)) == value):
+            raise ProblemError(f"{where}: expected a positive integer written as str(n) writes it, got "
+                               f"{shown(value)}")
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= MAX_BATCH:
         raise ProblemError(f"{where}: expected an integer from 1 to {MAX_BATCH}, got {shown(value)}")
     return int(value)
@@ -413,12 +415,12 @@ class Problem:
                         f"expected one of {sorted(self.device_index)}"
                     )
                 if isinstance(val, Mapping):
-                    lat[dev] = {
-                        _positive_int(b, f"{where}.latency.{dev} (batch size {shown(b)})", text=True): _number(
-                            v, f"{where}.latency.{dev}.{b}", bounds=(0.0, MAX_MS), unit=" ms"
-                        )
-                        for b, v in val.items()
-                    }
+                    lat[dev] = {}
+                    for b, v in val.items():
+                        size = _positive_int(b, f"{where}.latency.{dev} (batch size {shown(b)})", text=True)
+                        if size in lat[dev]:  # 1 and "1" from Python
+                            raise ProblemError(f"{where}.latency.{dev}: batch size {size} given twice; give it once")
+                        lat[dev][size] = _number(v, f"{where}.latency.{dev}.{b}", bounds=(0.0, MAX_MS), unit=" ms")
                 else:
                     lat[dev] = {1: _number(val, f"{where}.latency.{dev}", bounds=(0.0, MAX_MS), unit=" ms")}
             sizes = [

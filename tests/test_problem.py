@@ -60,6 +60,19 @@ def test_batched_latency_table_and_defaults():
     assert p.mem[0] == np.inf and p.mem[1] == 100
 
 
+@pytest.mark.parametrize("table, message", [
+    ({"01": 1, "1": 2}, "expected a positive integer written as str(n) writes it, got '01'"),
+    ({" 1": 1}, "got ' 1'"), ({"+1": 1}, "got '+1'"), ({"\u0661": 1}, "got '\u0661'"),
+    ({1: 1, "1": 2}, "batch size 1 given twice"),
+])
+def test_a_batch_size_has_one_key(table, message):
+    # "01" and "1" were both batch size 1, and the last time read silently won
+    from mapsched import Task
+
+    with pytest.raises(ProblemError, match=re.escape(message)):
+        Problem([Task("x", {"a": table})], [], System((Device("a"),)))
+
+
 @given(problems(throughput=None))
 def test_problem_round_trips(p):
     q = Problem.from_json(p.to_json())
