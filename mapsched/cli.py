@@ -1160,7 +1160,10 @@ def build_parser() -> argparse.ArgumentParser:
                                  "add up to 100 ms)")
         parser.add_argument("--compile", choices=COMPILE, default=None,
                             help="how each task runs (default: as profiled); must be the profile's")
-    rn.add_argument("-o", "--output", help="write the measured jobs as a schedule file")
+    rn.add_argument("-o", "--output",
+                    help="write the measured jobs as a schedule file: a timeline, not a valid schedule (its jobs "
+                         "last what they measured, and its makespan is the run's wall time, to the last output "
+                         "gathered, past the last job's end)")
     cb.add_argument("--schedules", type=_count(1, MAX_RUNS), default=6, help="schedules to run (default 6)")
     cb.add_argument("--rounds", type=_count(1, MAX_RUNS), default=None,
                     help="executions of each schedule, in rounds over all of them, the median fitted (default 3)")
