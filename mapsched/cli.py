@@ -771,7 +771,15 @@ def _model(ref: str, input_shape: str | None) -> tuple[Any, tuple[int, ...]]:
         build = getattr(importlib.import_module(module), factory)
     except (ImportError, AttributeError) as exc:
         raise OptionError(f"model: cannot load {ref!r} ({exc}); check the module path and factory name") from None
-    model = build()
+    try:
+        model = build()
+    except Exception as exc:  # the user's code: its first line of error, as ours are
+        raise OptionError(f"model: {ref}() failed: {type(exc).__name__}: {first_line(exc)}; a factory takes "
+                          "no arguments and returns an nn.Module") from None
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        raise OptionError(f"model: {ref}() returned a {type(model).__name__}, not a torch.nn.Module")
     shape = _ints(input_shape, "--input-shape") if input_shape else getattr(model, "input_shape", None)
     if shape is None:
         raise OptionError("--input-shape: the model sets no input_shape; give one, e.g. --input-shape 1,3,224,224")

@@ -80,6 +80,9 @@ def test_cli_trace_end_to_end(tmp_path, capsys):
 @pytest.mark.parametrize("argv,message", [
     (["trace", MODEL, "--system", "tpu-pod", "-o", "x.json"], "unknown system preset"),
     (["trace", "mapsched.harness.models:nope", "-o", "x.json"], "cannot load"),
+    # a factory that returns no module, or needs arguments: tracebacks
+    (["trace", "builtins:dict", "--input-shape", "1,4", "-o", "x.json"], "builtins:dict() returned a dict, not"),
+    (["trace", "operator:add", "-o", "x.json"], "operator:add() failed: TypeError"),
     (["trace", MODEL, "--input-shape", "2,x", "-o", "x.json"], "--input-shape"),
     (["trace", MODEL, "--input-shape", "2,16,3", "-o", "x.json"], "make_fx could not trace"),
     (["profile", MODEL, "--devices", "cpu", "-o", "x.json"], "meta device"),
