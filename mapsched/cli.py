@@ -570,9 +570,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+_TRAIN_ONLY = {"giph": ("suite", "variant", "mp_rounds", "giph_features", "lr", "entropy", "gamma", "eval_every",
+                        "eval_cases"),
+               "doppler, placeto": ("stages", "hidden", "rounds")}
+"""The options of ``train`` that only some of its methods read."""
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from .learned import torch_module
 
+    defaults = vars(build_parser().parse_args(["train", args.method, "-o", "-"]))
+    for methods, names in _TRAIN_ONLY.items():
+        for name in names:
+            if args.method not in methods and getattr(args, name) != defaults[name]:
+                raise OptionError(f"--{name.replace('_', '-')}: an option of {methods} training, which "
+                                  f"{args.method} does not read; leave it out")
     if args.method == "giph":
         return _train_giph(args)
     if args.problem is None or args.suite is not None:

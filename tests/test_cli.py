@@ -51,6 +51,11 @@ def test_solve_prints_json_without_output(capsys):
     (["train", "giph", "-o", "x.pt", "--lr", "1e300"], "--lr: expected a number of at most 10"),
     (["train", "doppler", "builtin:topcuoglu2002", "-o", "x.pt", "--seed", str(2**63)],
      "--seed: expected an integer from 0 to 9223372036854775807"),
+    # options another method reads were accepted and ignored
+    (["train", "doppler", "builtin:topcuoglu2002", "-o", "x.pt", "--lr", "5"],
+     "--lr: an option of giph training, which doppler does not read"),
+    (["train", "placeto", "builtin:topcuoglu2002", "-o", "x.pt", "--suite", "multi"], "--suite: an option of giph"),
+    (["train", "giph", "-o", "x.pt", "--stages", "il"], "--stages: an option of doppler, placeto training"),
     (["solve", "builtin:nope"], "unknown built-in instance"),
     (["frobnicate"], "invalid choice"),
     (["bound"], "required"),
