@@ -846,6 +846,11 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.threads is None:  # emulated devices at PyTorch's default would each run a team on every core
         args.threads = harness.default_threads(devices)
     _set_threads(torch, args)
+    sizes = _ints(args.batch_sizes, "--batch-sizes", MAX_BATCH)
+    if min(sizes) > args.batch:  # refused before the profile's minutes, not after them
+        need = ("a latency problem (--batch 1) runs each task at batch size 1" if args.batch == 1
+                else f"--batch {args.batch} needs a batch size of at most {args.batch}")
+        raise OptionError(f"--batch-sizes: {need}; include one, e.g. --batch-sizes 1,2,4")
     model, shape = _model(args.model, args.input_shape)
     objective = Objective("throughput", args.batch) if args.batch > 1 else Objective()
     example = _checked_input(torch, model, shape, 0)
@@ -857,7 +862,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         # Re-measurements are announced as they start, one line each, as the run goes on.
         warnings.simplefilter("always", harness.NoisyMeasurementWarning)
         warnings.showwarning = show
-        result = harness.profile_report(model, example, devices, _ints(args.batch_sizes, "--batch-sizes", MAX_BATCH),
+        result = harness.profile_report(model, example, devices, sizes,
                                         cluster=not args.no_cluster, warmup=args.warmup, repeats=args.repeats,
                                         objective=objective, name=args.model.partition(":")[2],
                                         max_spread=args.max_spread, retries=args.retries,

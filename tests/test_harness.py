@@ -357,6 +357,9 @@ def test_cli_profile_no_calibrate_writes_the_profiled_times(tmp_path, capsys):
     (["profile", "mapsched.harness.models:resnet", "--devices", "tpu", "-o", "x.json"], "unknown device 'tpu'"),
     (["profile", "mapsched.harness.models:resnet", "--batch-sizes", "1,x", "-o", "x.json"], "--batch-sizes"),
     (["profile", "mapsched.harness.models:resnet", "--input-shape", "0,3", "-o", "x.json"], "--input-shape"),
+    # refused after the whole profile, naming tasks[0] and memory
+    (["profile", "mapsched.harness.models:resnet", "--batch-sizes", "2", "-o", "x.json"],
+     "--batch-sizes: a latency problem (--batch 1) runs each task at batch size 1"),
 ])
 def test_cli_errors_are_one_line(argv, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
