@@ -409,8 +409,14 @@ def cmd_bound(args: argparse.Namespace) -> int:
     from .split import full_bound
 
     p = load_problem(args.problem)
-    with _cluster(None if args.fast else args.dask) as executor:
-        b = lower_bound(p) if args.fast else full_bound(p, _left(args), args.window_time, executor)
+    dask = None if args.fast else args.dask
+    with _cluster(dask) as executor:
+        reserve = 0.0
+        if dask is not None and dask.startswith("local:"):
+            from .distributed import LOCAL_CLOSE
+
+            reserve = LOCAL_CLOSE  # closing the cluster is within the limit too
+        b = lower_bound(p) if args.fast else full_bound(p, _left(args, reserve), args.window_time, executor)
     if args.json:
         print(json.dumps({"lower_bound": b.value, "rule": b.rule}))
     else:

@@ -271,3 +271,21 @@ def test_scheduler_lost_mid_sweep_keeps_the_finished_rows(tmp_path):
         run_suite(suite, out, _KillAfter(executor, 3, scheduler))
     rows = read_rows(out)
     assert 3 <= len(rows) < 12 and all("makespan" in r for r in rows)
+
+
+def test_bound_keeps_the_closing_of_a_local_cluster_within_its_limit(monkeypatch, capsys):
+    # 'bound --dask local:2 --time-limit 10' ended after 10.5-11 s: the cluster's close, after
+    # the bound, was not within the limit
+    import mapsched.split
+    from mapsched.bounds import Bound
+
+    given = []
+
+    def bound(problem, time_limit, window_time_limit, executor):
+        given.append(time_limit)
+        return Bound(1.0, "test")
+
+    monkeypatch.setattr(mapsched.split, "full_bound", bound)
+    assert main(["bound", "builtin:topcuoglu2002", "--dask", "local:1", "--time-limit", "30"]) == 0
+    assert "lower bound 1 ms (test)" in capsys.readouterr().out
+    assert 0 < given[0] <= 30 - mdist.LOCAL_CLOSE
