@@ -26,6 +26,10 @@ from .validate import Violation, validate
 # use, so that reading, validating and ``mapsched --help`` start at once.
 _LAZY = {"bounds": "bounds", "coarsen": "coarsen", "formulations": "formulations", "generators": "generators",
          "heuristics": "heuristics", "split": "split", "lower_bound": "bounds"}
+# Submodules the documentation names as mapsched.X.f (PyTorch's harness and learned methods,
+# Dask's executor among them): on first use too, not in __all__, so that * imports none.
+_LAZY |= {name: name for name in ("bench", "convert", "distributed", "harness", "interrupt", "learned", "plot",
+                                  "relocation", "simulate", "suites", "symmetry")}
 
 
 def __getattr__(name: str) -> Any:
