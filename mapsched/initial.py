@@ -109,9 +109,12 @@ def initial_schedule(problem: Problem, initial: Any) -> Initial:
     if afresh == 0 and decoder.infeasibility(owner[:, None]) is None:
         s = decoder.schedule(owner[:, None])
         # A valid schedule of this very problem keeps its own timing when that is better; a copy,
-        # since methods may return it and solve() fills in the result's fields.
+        # since methods may return it and solve() fills in the result's fields. Not its bound
+        # or status: valid here, it may have been solved for another problem (before devices
+        # were added), whose bound need not hold for this one.
         if isinstance(initial, Schedule) and initial.makespan < s.makespan and not validate(p, initial):
-            s = replace(initial, jobs=list(initial.jobs), history=list(initial.history))
+            s = replace(initial, jobs=list(initial.jobs), history=list(initial.history), lower_bound=None,
+                        status="feasible")
         return Initial(s, 0, 0, mapping)
     # The others go where they finish first among the kept ones, as HEFT would place them
     # (the construction falls back to the feasibility repair if memory or links dead-end).
