@@ -495,8 +495,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         try:
             spec.loader.exec_module(module)
         except Exception as exc:  # the user's code: its first line of error, as ours are
-            first = (str(exc).splitlines() or [""])[0]
-            raise OptionError(f"--suites: running {args.suites!r} failed: {type(exc).__name__}: {first}") from None
+            raise OptionError(f"--suites: running {args.suites!r} failed: {type(exc).__name__}: "
+                              f"{first_line(exc)}") from None
         SUITES = getattr(module, "SUITES", None)
         if not isinstance(SUITES, dict):
             raise OptionError(f"--suites: {args.suites!r} defines no SUITES dictionary")
@@ -555,8 +555,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     elif args.kind == "random-dag":
         p = generators.random_dag(args.tasks or 1000, args.devices or 4, args.seed, objective=objective)
     elif args.kind in ("vgg", "resnet", "inception", "transformer"):
-        p = getattr(generators, args.kind)(platform=preset, objective=objective,
-                                           seed=args.seed)
+        p = getattr(generators, args.kind)(platform=preset, objective=objective, seed=args.seed)
     elif args.kind == "transformer-train":
         if args.batch > 1:
             raise OptionError("--batch: transformer-train is one training step (latency); its batch of 8 sequences "
