@@ -96,9 +96,9 @@ def simulate(
     noise : float
         With ``noise > 0`` each task's duration is its latency times ``exp(noise * z - noise**2 / 2)``,
         z standard normal (a lognormal factor of mean 1), drawn from ``rng``; at most
-        :data:`MAX_NOISE`. Transfers keep
-        their times. The jobs then last their drawn durations, so the schedule is a timeline
-        and its makespan, not one the validator accepts (rule 2 checks durations).
+        :data:`MAX_NOISE`. Transfers keep their times. The jobs then last their drawn
+        durations, so the schedule is a timeline and its makespan, not one the validator
+        accepts (rule 2 checks durations).
     rng : numpy.random.Generator or int, optional
         The source of the noise (a seed is accepted); default seed 0.
     noise_model : str
