@@ -118,5 +118,8 @@ def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_lim
         if edges:
             parts.append(f"the missing links under edges {', '.join(edges[:5])}{' ...' if len(edges) > 5 else ''}")
         why = " together with ".join(parts) or "the batch sizes the devices support"
+        if edges and p.L > 1:  # the links' rule here is stricter than the format's: no proof
+            raise InfeasibleError(f"no mapping of the {p.n} tasks found that keeps each edge's inputs off unlinked "
+                                  f"devices altogether: {why} rule(s) every such one out")
         raise InfeasibleError(f"no mapping of the {p.n} tasks exists: {why} rule(s) every one out")
     raise InfeasibleError(f"no feasible mapping found within {time_limit:g} s (memory and links are tight)")

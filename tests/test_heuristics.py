@@ -183,3 +183,19 @@ def test_construct_refuses_an_order_that_is_not_topological():
         with pytest.raises(ValueError, match=match):
             construct(p, order, rule, insertion=True)
     assert validate(p, construct(p, p.topo.tolist(), rule, insertion=True)) == []
+
+
+def test_ea_on_throughput_where_only_input_by_input_links_fit():
+    # Input 0 runs a and b on d0, input 1 on d1; b's fastest device d2 has no link. ea's
+    # repair, whose counts keep an edge's inputs off unlinked devices altogether, found
+    # none and said that no mapping exists
+    from mapsched import Link, Objective
+
+    p = Problem([Task("a", {"d0": 1.0, "d1": 1.0}), Task("b", {"d0": 5.0, "d1": 5.0, "d2": {"1": 0.5, "2": 0.5}})],
+                [Edge("a", "b", 100)],
+                System((Device("d0"), Device("d1"), Device("d2", batch_sizes=(1, 2))),
+                       (Link("d0", "d1", 1e6, directed=True),)), Objective("throughput", 2))
+    s = solve(p, "ea", seed=0)
+    assert validate(p, s) == [] and s.makespan == pytest.approx(6.0)
+    with pytest.raises(InfeasibleError, match="found that keeps each edge's inputs off unlinked devices"):
+        feasible_counts(p)

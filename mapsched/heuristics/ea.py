@@ -12,16 +12,25 @@ from __future__ import annotations
 import numpy as np
 
 from ..context import SolveContext
+from ..errors import InfeasibleError
 from ..problem import Problem
-from ..registry import Option, register
+from ..registry import Option, get, register
 from ..schedule import Schedule
 from .search import MappingSpace
 
 
 def start_mapping(problem: Problem) -> np.ndarray:
-    """The biased start: the fastest mapping, made feasible."""
+    """The biased start: the fastest mapping, made feasible (for throughput, BHEFT's where
+    the repair finds none)."""
     space = MappingSpace(problem)
-    return space.feasible(space.fastest())
+    try:
+        return space.feasible(space.fastest())
+    except InfeasibleError:
+        if problem.L == 1:
+            raise
+        # The repair's counts keep a parent's and a child's inputs off unlinked devices
+        # altogether (mapsched.feasibility): a mapping that pairs them input by input may exist.
+        return space.from_schedule(get("bheft").fn(problem, SolveContext()))
 
 
 @register(
