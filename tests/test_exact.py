@@ -401,3 +401,19 @@ def test_highs_keeps_the_proof_of_a_model_solved_in_presolve():
     r = exact(p, "highs", time_limit=30)
     assert r.status == "optimal" and r.makespan == pytest.approx(8.35)
     assert r.lower_bound == pytest.approx(8.35, rel=1e-6)
+
+
+@pytest.mark.parametrize("throughput", [False, True])
+def test_exact_of_a_zero_makespan_with_composite_symmetry_keys(throughput):
+    # A 0 ms start set the resolution to 1e18 ticks per ms, and 'task,time' keys then had
+    # coefficients past 64 bits: a TypeError from CP-SAT
+    from mapsched import Device, Edge, Link, Objective, System, Task
+
+    devs = (Device("a"), Device("b"), Device("c"))
+    links = (Link("a", "b", 1e5, 1.0), Link("a", "c", 1e5, 1.0), Link("b", "c", 1e5, 1.0))
+    tasks = [Task(f"t{i}", {"a": 3.0 + i / 3, "b": 0.0, "c": 0.0}) for i in range(3)]
+    p = Problem(tasks, [Edge("t0", "t1", 1e4), Edge("t1", "t2", 0)], System(devs, links),
+                Objective("throughput", 2) if throughput else Objective())
+    for key in ("task,time", "batch,time"):
+        r = exact(p, "cpsat", symmetry=key)
+        assert r.makespan == 0.0 and r.status == "optimal"

@@ -118,6 +118,11 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
     meets the proved bound. Building the CP-SAT model counts within the time limit: if it
     runs out first, ``start`` comes back as it is, with no bound.
     """
+    if not hint_only and start.makespan <= 0.0:
+        # Nothing is shorter; nor would 0 ms set a resolution (it came out at 1e18 ticks per ms,
+        # and the symmetry keys' coefficients overflowed 64 bits).
+        ctx.improved(0.0)
+        return _finish(start, 0.0, "the start ends at 0 ms: nothing is shorter\n")
     upper = serial_bound(problem) if hint_only else start.makespan
     best: list[Schedule] = [] if hint_only else [start]
     if best:
