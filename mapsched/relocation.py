@@ -30,7 +30,7 @@ import numpy as np
 
 from .errors import OptionError, shown
 from .jsonio import check_fields, check_format, read_json, real
-from .problem import Problem
+from .problem import MAX_BYTES, MAX_MS, Problem
 from .schedule import Schedule
 
 __all__ = ["RELOCATION_FORMAT", "Relocation", "RelocationCosts", "relocation_costs"]
@@ -40,18 +40,23 @@ _KEYS = {"format", "runs", "startup", "bytes", "tasks"}
 _TASK_KEYS = {"startup", "bytes"}
 
 Startup = float | Mapping[str, float]
+MIN_RUNS, MAX_RUNS = 1e-6, 1e18
+"""The range of ``runs``: a cost divided by fewer overflowed (1e-320 gave inf)."""
 
 
-def _amount(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(real(value)) or value < 0:
-        raise OptionError(f"{where}: expected a non-negative number, got {shown(value)}")
+def _amount(value: Any, where: str, most: float) -> float:
+    # Capped as a problem's times and sizes are: past them a cost overflowed to inf, which
+    # no schedule file can hold.
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer)) \
+            or not math.isfinite(real(value)) or not 0 <= value <= most:
+        raise OptionError(f"{where}: expected a number from 0 to {most:g}, got {shown(value)}")
     return float(value)
 
 
 def _startup(value: Any, where: str) -> Startup:
     if isinstance(value, Mapping):
-        return {str(d): _amount(v, f"{where}.{d}") for d, v in value.items()}
-    return _amount(value, where)
+        return {str(d): _amount(v, f"{where}.{d}", MAX_MS) for d, v in value.items()}
+    return _amount(value, where, MAX_MS)
 
 
 def _bytes(value: Any, where: str) -> float | str:
@@ -60,7 +65,7 @@ def _bytes(value: Any, where: str) -> float | str:
     if isinstance(value, str):
         raise OptionError(f"{where}: expected a number of bytes or \"weights\" (the task's weight_bytes), "
                           f"got {shown(value)}")
-    return _amount(value, where)
+    return _amount(value, where, MAX_BYTES)
 
 
 @dataclass(frozen=True)
@@ -91,9 +96,10 @@ class Relocation:
     tasks: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        runs = _amount(self.runs, "relocation.runs")
-        if runs <= 0:
-            raise OptionError(f"relocation.runs: expected a positive number of runs, got {shown(self.runs)}")
+        runs = _amount(self.runs, "relocation.runs", MAX_RUNS)
+        if runs < MIN_RUNS:
+            raise OptionError(f"relocation.runs: expected a number of runs from {MIN_RUNS:g} to {MAX_RUNS:g}, "
+                              f"got {shown(self.runs)}")
         object.__setattr__(self, "runs", runs)
         object.__setattr__(self, "startup", _startup(self.startup, "relocation.startup"))
         object.__setattr__(self, "bytes", _bytes(self.bytes, "relocation.bytes"))

@@ -1,6 +1,7 @@
 """Relocation costs: moving a task away from the initial placement costs start-up plus migration."""
 
 import importlib.util
+import re
 import subprocess
 import sys
 
@@ -114,16 +115,21 @@ def test_a_solve_without_relocation_drops_the_cost_an_initial_schedule_carried()
 def test_bad_relocations_are_refused_in_one_line():
     p = instances.load("topcuoglu2002")
     start = solve(p, "heft")
-    for bad, needle in (({"runs": 0}, "relocation.runs: expected a positive number"),
-                        ({"startup": -1}, "relocation.startup: expected a non-negative number"),
+    for bad, needle in (({"runs": 0}, "relocation.runs: expected a number of runs from 1e-06 to 1e+18"),
+                        ({"startup": -1}, "relocation.startup: expected a number from 0 to 1e+12"),
+                        # the cost overflowed to inf, and the result could not be written
+                        ({"startup": 1e308}, "relocation.startup: expected a number from 0 to 1e+12"),
+                        ({"runs": 1e-320}, "relocation.runs: expected a number of runs from 1e-06"),
+                        ({"bytes": 1e19}, "relocation.bytes: expected a number from 0 to 1e+18"),
                         ({"bytes": "all"}, "relocation.bytes: expected a number of bytes or \"weights\""),
                         ({"tasks": {"zz": {"startup": 1}}}, "task 'zz' is not in problem"),
                         ({"tasks": {"t1": {"cost": 1}}}, "relocation.tasks.t1: unknown field 'cost'"),
                         ({"speed": 1}, "relocation: unknown field 'speed'")):
-        with pytest.raises(OptionError, match=needle.replace("(", r"\(").replace(".", r"\.")):
+        with pytest.raises(OptionError, match=re.escape(needle)):
             solve(p, "sa", initial=start, relocation=bad, iterations=10)
     with pytest.raises(OptionError, match="give --initial"):
         solve(p, "sa", relocation={"startup": 1})
+    assert Relocation(runs=np.int64(10)).runs == 10.0  # as a problem takes NumPy integers
     with pytest.raises(OptionError, match="'exact' does not weigh relocation costs; these do: auto, ea"):
         solve(p, "exact", initial=start, relocation={"startup": 1})
 
