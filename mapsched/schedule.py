@@ -106,10 +106,12 @@ class Schedule:
         return max(0.0, (self.makespan - self.lower_bound) / self.makespan)
 
     def mapping(self) -> dict[str, dict[str, tuple[int, ...]]]:
-        """Task name to {device name: inputs}."""
+        """Task name to {device name: inputs}; the jobs of a task on one device (the format
+        allows several) give their inputs together, in order."""
         out: dict[str, dict[str, tuple[int, ...]]] = {}
         for j in self.jobs:
-            out.setdefault(j.task, {})[j.device] = j.inputs
+            where = out.setdefault(j.task, {})
+            where[j.device] = tuple(sorted(where[j.device] + j.inputs)) if j.device in where else j.inputs
         return out
 
     def to_dict(self) -> dict[str, Any]:
