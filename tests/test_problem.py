@@ -8,7 +8,6 @@ from hypothesis import given
 from strategies import problems
 
 from mapsched import Calibration, Device, Link, Objective, Problem, ProblemError, Schedule, System, decode, instances
-from mapsched import validate as validate_schedule
 from mapsched.closure import Closure
 
 
@@ -177,9 +176,9 @@ def test_restrict_keeps_tasks_edges_and_allowed_devices():
 def test_a_schedules_mapping_keeps_every_job_of_a_task_on_one_device():
     # two jobs of t on d0 (which the format allows): mapping() kept the last one's inputs
     # only, and a decode of it found input 0 on no device
-    from mapsched import Job, Task
+    from mapsched import Job, Task, validate
 
     q = Problem([Task("t", {"d0": 1.0, "d1": 10.0})], [], System((Device("d0"), Device("d1"))),
                 Objective("throughput", 2))
     s = Schedule.from_jobs(q, [Job("t", "d0", 1, 2, (1,)), Job("t", "d0", 0, 1, (0,))])
-    assert validate_schedule(q, s) == [] and s.mapping() == {"t": {"d0": (0, 1)}}
+    assert validate(q, s) == [] and s.mapping() == {"t": {"d0": (0, 1)}}
