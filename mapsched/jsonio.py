@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from typing import Any
 
 from .errors import MapschedError, shown
@@ -74,6 +75,8 @@ def real(value: int | float) -> float:
 
 
 def loads(text: str, source: str, err: type[MapschedError]) -> Any:
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise err(f"{source}: expected JSON text, got {type(text).__name__}")
     try:
         return json.loads(text, parse_int=_int)
     except json.JSONDecodeError as exc:
@@ -84,6 +87,8 @@ def loads(text: str, source: str, err: type[MapschedError]) -> Any:
 
 def read_text(path: str, err: type[MapschedError]) -> str:
     """Read a UTF-8 text file; a missing or binary file becomes a one-line ``err``."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise err(f"path: expected a file path, got {type(path).__name__}")
     try:
         with open(path, encoding="utf-8") as fh:
             return fh.read()

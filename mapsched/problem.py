@@ -592,6 +592,9 @@ class Problem:
 
     def with_objective(self, objective: Objective) -> Problem:
         """The same graph and system under another objective."""
+        if not isinstance(objective, Objective):
+            raise ProblemError(f"objective: expected an Objective (e.g. Objective('throughput', 4)), got "
+                               f"{shown(objective)}")
         return Problem(self.tasks, self.edges, self.system, objective, self.name, self.calibration)
 
     def restrict(self, tasks: Sequence[int], fix: Mapping[int, int] | None = None, name: str | None = None,
@@ -602,7 +605,10 @@ class Problem:
         only device it may use; ``devices``, if given, are the only devices any task may
         use. O((n + E) m).
         """
-        keep = sorted(set(int(i) for i in tasks))
+        for i in tasks:  # -1 gave the last task
+            if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < self.n:
+                raise ProblemError(f"tasks: expected task indices from 0 to {self.n - 1}, got {shown(i)}")
+        keep = sorted({int(i) for i in tasks})
         fix = dict(fix or {})
         names = {self.task_names[i] for i in keep}
         allowed = set(range(self.m) if devices is None else devices)
@@ -630,6 +636,8 @@ class Problem:
         >>> instances.load("topcuoglu2002").without_devices(["p3"]).device_names
         ('p1', 'p2')
         """
+        if isinstance(names, str) or not isinstance(names, Iterable):
+            raise ProblemError(f"--remove: expected a list of device names, got {shown(names)}")
         gone = set(names)
         for d in gone:
             if d not in self.device_index:
@@ -663,6 +671,9 @@ class Problem:
         >>> p.device_names, float(p.dur[0, 3]) == float(p.dur[0, 2])
         (('p1', 'p2', 'p3', 'p4'), True)
         """
+        if not isinstance(like, Mapping) or not all(isinstance(x, str) for pair in like.items() for x in pair):
+            raise ProblemError(f"--add: expected a mapping of new device name to the device it copies, got "
+                               f"{shown(like)}")
         for new, old in like.items():
             if old not in self.device_index:
                 raise ProblemError(f"--add: {new}={old}: unknown device {shown(old)}; "
@@ -692,8 +703,12 @@ class Problem:
                       t.weight_bytes, t.input_bytes, t.output_bytes) for t in self.tasks]
         cal = self.calibration
         if cal is not None:
+            # A copy's links are copies of its original's, and so are their syncs.
+            copies = {**{d.name: d.name for d in self.system.devices}, **like}
+            sync = {(x, y): cal.sync[copies[x], copies[y]] for x in copies for y in copies
+                    if (copies[x], copies[y]) in cal.sync}
             cal = replace(cal, overhead={**cal.overhead, **{new: cal.overhead[old] for new, old in like.items()
-                                                             if old in cal.overhead}})
+                                                             if old in cal.overhead}}, sync=sync)
         return Problem(tasks, self.edges, System(devices, tuple(links)), self.objective, self.name, cal)
 
     def __repr__(self) -> str:
@@ -911,7 +926,10 @@ class Problem:
         >>> p.device_names, float(p.comm[0, 0, 1])
         (('p0', 'p1'), 4.0)
         """
-        w = np.asarray(latency, dtype=float)
+        try:
+            w = np.asarray(latency, dtype=float)
+        except (TypeError, ValueError):  # ragged rows, or entries that are no numbers
+            raise ProblemError("latency: expected a task x device matrix of numbers (rows of one length)") from None
         if w.ndim != 2:
             raise ProblemError(f"latency: expected a task x device matrix, got shape {w.shape}")
         n, m = w.shape
@@ -935,12 +953,12 @@ class Problem:
         ]
         elist = []
         for k, e in enumerate(edges):
-            if len(e) not in (2, 3):
+            if not isinstance(e, Sequence) or len(e) not in (2, 3):
                 raise ProblemError(f"edges[{k}]: expected (i, j) or (i, j, cost), got {shown(e)}")
-            i, j = (int(x) for x in e[:2])
-            if not (0 <= i < n and 0 <= j < n):
-                raise ProblemError(f"edges[{k}]: task index out of range 0..{n - 1} in {shown(e)}")
-            elist.append(Edge(names[i], names[j], e[2] if len(e) == 3 else 0.0))
+            i, j = e[:2]  # task indices, not numbers to round (0.9 was task 0)
+            if not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) and 0 <= x < n for x in (i, j)):
+                raise ProblemError(f"edges[{k}]: expected task indices from 0 to {n - 1}, got {shown(e)}")
+            elist.append(Edge(names[int(i)], names[int(j)], e[2] if len(e) == 3 else 0.0))
         return cls(tasks, elist, system, objective, name)
 
 

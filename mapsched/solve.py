@@ -90,6 +90,9 @@ def solve(
     started = time.perf_counter()  # loading the method's solvers (a second or more, once) counts too
     if method is None:
         method = DEFAULT_METHOD
+    if not isinstance(problem, Problem):
+        raise OptionError(f"problem: expected a mapsched.Problem, got {type(problem).__name__}; read a file with "
+                          "Problem.read(path)")
     m = registry.get(method)
     if problem.objective.kind not in m.objectives:
         raise OptionError(

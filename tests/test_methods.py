@@ -101,6 +101,8 @@ def test_methods_listing_and_errors():
         solve(p, "sa", t0=float("nan"))
     with pytest.raises(OptionError, match="--t0: method 'sa' expects float"):
         solve(p, "sa", t0=10**400)
+    with pytest.raises(OptionError, match="problem: expected a mapsched.Problem, got str"):  # AttributeError
+        solve("p.json", "heft")
 
 
 def test_progress_callback_and_history():

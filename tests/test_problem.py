@@ -182,3 +182,31 @@ def test_a_schedules_mapping_keeps_every_job_of_a_task_on_one_device():
                 Objective("throughput", 2))
     s = Schedule.from_jobs(q, [Job("t", "d0", 1, 2, (1,)), Job("t", "d0", 0, 1, (0,))])
     assert validate(q, s) == [] and s.mapping() == {"t": {"d0": (0, 1)}}
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda p: p.restrict([-1]), "tasks: expected task indices from 0 to 9, got -1"),  # gave the last task
+    (lambda p: p.restrict(["t1"]), "tasks: expected task indices"),
+    (lambda p: p.with_devices(["p4"]), "--add: expected a mapping of new device name"),
+    (lambda p: p.with_devices({"p4": ["p3"]}), "--add: expected a mapping"),
+    (lambda p: p.without_devices(None), "--remove: expected a list of device names"),
+    (lambda p: p.with_objective("throughput"), "objective: expected an Objective"),
+    (lambda p: Problem.from_arrays([[3, 5], [2]], []), "latency: expected a task x device matrix of numbers"),
+    (lambda p: Problem.from_arrays([[3, 5], [2, 1]], [5]), "edges[0]: expected (i, j) or (i, j, cost)"),
+    (lambda p: Problem.from_arrays([[3, 5], [2, 1]], [(0.9, 1.7)]), "edges[0]: expected task indices"),  # 0 -> 1
+    (lambda p: Problem.from_json(None), "problem: expected JSON text, got NoneType"),
+    (lambda p: Problem.read(None), "path: expected a file path, got NoneType"),
+])
+def test_wrong_arguments_are_one_line_errors(call, message):
+    # each was a bare AttributeError, TypeError, IndexError or ValueError, or a silent answer
+    with pytest.raises(ProblemError, match=re.escape(message)):
+        call(instances.load("topcuoglu2002"))
+
+
+def test_a_copied_device_keeps_its_originals_syncs():
+    p = instances.load("topcuoglu2002")
+    p = Problem(p.tasks, p.edges, p.system, p.objective, p.name,
+                Calibration(overhead={"p1": 0.1}, sync={("p1", "p2"): 0.05, ("p2", "p1"): 0.05}))
+    q = p.with_devices({"p4": "p1"})
+    assert q.calibration.sync[("p4", "p2")] == q.calibration.sync[("p2", "p4")] == 0.05  # was left out
+    assert q.calibration.overhead["p4"] == 0.1
