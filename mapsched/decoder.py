@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InfeasibleError
+from .errors import InfeasibleError, OptionError
 from .problem import Problem
 from .schedule import Job, Schedule
 
@@ -65,15 +65,18 @@ def ready_order(problem: Problem, priority: np.ndarray, tie: Sequence[int] | Non
 
 def checked_order(problem: Problem, order: Sequence[int]) -> list[int]:
     """``order`` as a list, once checked to be a topological order of all the tasks
-    (``ValueError`` otherwise: a task timed before its parents makes an invalid schedule).
-    O(n + E)."""
-    order = np.asarray(order, dtype=np.int64)
-    if order.shape != (problem.n,) or np.bincount(order, minlength=problem.n).max() != 1:
-        raise ValueError("order: expected a permutation of the task indices")
+    (:class:`~mapsched.errors.OptionError`, a ``ValueError``, otherwise: a task timed before
+    its parents makes an invalid schedule). O(n + E)."""
+    order = np.asarray(order)
+    if not order.size:
+        order = order.astype(np.int64)
+    if order.shape != (problem.n,) or order.dtype.kind not in "iu" or (problem.n and (
+            order.min() < 0 or order.max() >= problem.n or np.bincount(order, minlength=problem.n).max() != 1)):
+        raise OptionError("order: expected a permutation of the task indices")
     pos = np.empty(problem.n, dtype=np.int64)
     pos[order] = np.arange(problem.n)
     if (pos[problem.src] >= pos[problem.dst]).any():
-        raise ValueError("order: expected a topological order (every edge forwards)")
+        raise OptionError("order: expected a topological order (every edge forwards)")
     return order.tolist()
 
 
@@ -409,10 +412,10 @@ def as_owner(problem: Problem, mapping: Any) -> np.ndarray:
             i = problem.task_index[task]
             pairs = where.items() if isinstance(where, Mapping) else [(where, range(L))]
             for dev, inputs in pairs:
-                if dev not in problem.device_index:
+                if not isinstance(dev, str) or dev not in problem.device_index:
                     raise InfeasibleError(f"mapping[{task!r}]: unknown device {dev!r}")
                 for lo in inputs:
-                    if not 0 <= lo < L:
+                    if isinstance(lo, bool) or not isinstance(lo, (int, np.integer)) or not 0 <= lo < L:
                         raise InfeasibleError(f"mapping[{task!r}]: input {lo} is not in 0..{L - 1}")
                     if owner[i, lo] >= 0:  # the last device named would silently win
                         raise InfeasibleError(f"mapping[{task!r}]: input {lo} is on both "
@@ -424,7 +427,10 @@ def as_owner(problem: Problem, mapping: Any) -> np.ndarray:
                 f"mapping: task {problem.task_names[missing[0]]!r} has inputs on no device"
             )
         return owner
-    owner = np.asarray(mapping, dtype=np.int64)
+    owner = np.asarray(mapping)
+    if owner.dtype.kind not in "iu":  # 1.9 was device 1, and 0.7 device 0
+        raise InfeasibleError(f"mapping: expected device indices (integers), got an array of {owner.dtype}")
+    owner = owner.astype(np.int64)
     if owner.ndim == 1:
         owner = np.repeat(owner[:, None], L, axis=1)
     if owner.shape != (n, L):

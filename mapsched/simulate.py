@@ -142,8 +142,12 @@ def simulate(
     if p.objective.kind != "latency":
         raise OptionError("simulate: the work-conserving model runs latency problems only; "
                           "this problem's objective is throughput")
-    if not noise >= 0.0 or noise == float("inf"):
+    if isinstance(noise, bool) or not isinstance(noise, (int, float, np.integer, np.floating)) \
+            or not noise >= 0.0 or noise == float("inf"):
         raise OptionError(f"--noise: expected a non-negative number, got {noise!r}")
+    if not (rng is None or isinstance(rng, np.random.Generator)
+            or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0)):
+        raise OptionError(f"rng: expected a numpy Generator or a seed of at least 0, got {rng!r}")
     if noise > MAX_NOISE:
         raise OptionError(f"--noise: at most {MAX_NOISE:g}, got {noise!r}: a lognormal sigma past it draws nearly "
                           "every duration as 0 (and from about 30 they overflow)")

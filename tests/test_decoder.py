@@ -1,10 +1,12 @@
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import problems, random_owner
 
-from mapsched import InfeasibleError, Problem, decode, instances, validate
+from mapsched import InfeasibleError, OptionError, Problem, decode, instances, validate
 from mapsched.decoder import Decoder, as_owner
 
 
@@ -103,3 +105,16 @@ def test_batched_jobs_wait_only_for_their_own_inputs():
     assert validate(p, s) == []
     ends = {(j.task, j.device): j.end for j in s.jobs}
     assert ends == {("x", "a"): 1, ("x", "b"): 5, ("y", "a"): 2, ("y", "b"): 6}
+
+
+@pytest.mark.parametrize("call, error, message", [
+    # a float mapping was truncated (1.9: device 1), and bad orders gave bare errors
+    (lambda p: decode(p, [1.9] * p.n), InfeasibleError, "mapping: expected device indices (integers)"),
+    (lambda p: decode(p, ["p1"] * p.n), InfeasibleError, "mapping: expected device indices (integers)"),
+    (lambda p: decode(p, [0] * p.n, order=[*range(p.n - 1), p.n]), OptionError, "order: expected a permutation"),
+    (lambda p: decode(p, {t: {"p1": [0.5]} for t in p.task_names}), InfeasibleError, "input 0.5 is not in 0..0"),
+    (lambda p: decode(p, {t: ["p1"] for t in p.task_names}), InfeasibleError, "unknown device ['p1']"),
+])
+def test_wrong_mappings_and_orders_are_one_line_errors(call, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        call(instances.load("topcuoglu2002"))

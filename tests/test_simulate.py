@@ -100,6 +100,10 @@ def test_refusals_name_the_task():
     with pytest.raises(OptionError, match="--noise: at most 5"):
         simulate(p, full, noise=1e308, rng=2)
     assert np.isfinite(simulate(p, full, noise=5.0, rng=2).makespan)
+    with pytest.raises(OptionError, match="--noise: expected a non-negative number, got '0.1'"):  # TypeError
+        simulate(p, full, noise="0.1")
+    with pytest.raises(OptionError, match="rng: expected a numpy Generator or a seed of at least 0"):
+        simulate(p, full, noise=0.1, rng=-1)
     q = Problem([Task("x", {"a": 1}), Task("y", {"a": 1, "b": 1}, weight_bytes=10)], [Edge("x", "y", 1)],
                 System((Device("a"), Device("b", memory=5))))
     with pytest.raises(InfeasibleError, match="task 'x' cannot run on device 'b'"):
