@@ -81,11 +81,11 @@ def _as_order(problem: Problem, order: Sequence[int]) -> np.ndarray:
     order = np.asarray(order)
     if order.shape != (problem.n,) or order.dtype.kind not in "iu" or order.min() < 0 or not (
             np.bincount(order, minlength=problem.n) == 1).all():
-        raise ValueError("order: expected a permutation of the task indices")
+        raise OptionError("order: expected a permutation of the task indices")
     pos = np.empty(problem.n, dtype=np.int64)
     pos[order] = np.arange(problem.n)
     if (pos[problem.src] >= pos[problem.dst]).any():
-        raise ValueError("order: expected a topological order (every edge forwards)")
+        raise OptionError("order: expected a topological order (every edge forwards)")
     return order.astype(np.int64)
 
 
@@ -93,7 +93,7 @@ def _labels(problem: Problem, groups: Sequence[int]) -> tuple[np.ndarray, int]:
     """Group index 0..k-1 of each task (group ids in increasing order), and k."""
     g = np.asarray(groups)
     if g.shape != (problem.n,) or g.dtype.kind not in "iu":
-        raise ValueError(f"groups: expected {problem.n} integer group ids, one per task, got shape {g.shape}")
+        raise OptionError(f"groups: expected {problem.n} integer group ids, one per task, got shape {g.shape}")
     ids, of = np.unique(g, return_inverse=True)
     return of.reshape(-1).astype(np.int64), len(ids)
 
@@ -357,17 +357,17 @@ def fuse_intervals(
     p = problem
     _latency_only(p, "fuse_intervals")
     if isinstance(R, bool) or not isinstance(R, (int, np.integer)) or R < 1:
-        raise ValueError(f"R: expected a positive number of tasks, got {R!r}")
+        raise OptionError(f"R: expected a positive number of tasks, got {R!r}")
     R = min(int(R), p.n)  # no interval is longer than the graph; and numpy's ints are 64-bit
     order = cpd_topo(p) if order is None else _as_order(p, order)
     if M is None:
         finite = p.mem[np.isfinite(p.mem)]
         M = 0.25 * float(finite.max()) if finite.size else np.inf
     elif not M >= 0:
-        raise ValueError(f"M: expected a non-negative number of bytes, got {M!r}")
+        raise OptionError(f"M: expected a non-negative number of bytes, got {M!r}")
     w = mean_comm(p) if cost is None else np.asarray(cost, dtype=float)
     if w.shape != (p.E,) or not np.isfinite(w).all():
-        raise ValueError(f"cost: expected {p.E} finite edge costs, got shape {w.shape}")
+        raise OptionError(f"cost: expected {p.E} finite edge costs, got shape {w.shape}")
 
     n = p.n
     pos = np.empty(n, dtype=np.int64)
@@ -498,7 +498,7 @@ def quotient(
     p = problem
     _latency_only(p, "quotient")
     if merge not in ("sum", "max"):
-        raise ValueError(f"merge: expected 'sum' or 'max', got {merge!r}")
+        raise OptionError(f"merge: expected 'sum' or 'max', got {merge!r}")
     of, k = _labels(p, groups)
     lat = np.stack([np.bincount(of, weights=p.dur[:, u], minlength=k) for u in range(p.m)], axis=1)
     weight = np.bincount(of, weights=p.weight, minlength=k)
@@ -508,7 +508,7 @@ def quotient(
     if not runnable.any(axis=1).all():
         c = int(np.flatnonzero(~runnable.any(axis=1))[0])
         members = np.flatnonzero(of == c)
-        raise ValueError(
+        raise OptionError(
             f"groups: no device runs the {len(members)} tasks grouped with {p.task_names[members[0]]!r} "
             "and holds their memory"
         )
@@ -552,7 +552,7 @@ def _check_acyclic(p: Problem, of: np.ndarray, k: int, cs: np.ndarray, cd: np.nd
         cycle = nx.find_cycle(nx.DiGraph(zip(cs.tolist(), cd.tolist())))
         rep = {c: p.task_names[int(np.flatnonzero(of == c)[0])] for c, _ in cycle}
         path = " -> ".join(f"group of {rep[c]!r}" for c, _ in cycle)
-        raise ValueError(f"groups: the quotient has a cycle, {path} -> back; no path may leave a group and return")
+        raise OptionError(f"groups: the quotient has a cycle, {path} -> back; no path may leave a group and return")
 
 
 # --------------------------------------------------------------------- expand
@@ -628,12 +628,12 @@ def expand(
         c, u = index.get(j.task), p.device_index.get(j.device)
         if c is None or u is None:
             what = f"group {j.task!r}" if c is None else f"device {j.device!r}"
-            raise ValueError(f"coarse_schedule: unknown {what}; expected the quotient of these groups")
+            raise OptionError(f"coarse_schedule: unknown {what}; expected the quotient of these groups")
         if dev[c] >= 0:
-            raise ValueError(f"coarse_schedule: group {j.task!r} has two jobs; expected one per group")
+            raise OptionError(f"coarse_schedule: group {j.task!r} has two jobs; expected one per group")
         dev[c], start[c], end[c] = u, j.start, j.end
     if (dev < 0).any():
-        raise ValueError(f"coarse_schedule: group 'g{int(np.argmin(dev))}' has no job")
+        raise OptionError(f"coarse_schedule: group 'g{int(np.argmin(dev))}' has no job")
     # Rank groups by (start, end), equal pairs equal: the rank never falls along an edge, so the
     # ready-first order below lists the tasks by rank.
     by = np.lexsort((end, start))

@@ -112,3 +112,15 @@ def test_relaxation_tries_nothing_in_too_short_a_time(monkeypatch):
 
     monkeypatch.setattr(relaxation, "best_list_schedule", refused)
     assert relaxation_bound(p, time_limit=0.9 * highs_lp.SETUP * (p.n * p.m + p.E * p.m * p.m)) == 0.0
+
+
+def test_a_bounds_wrong_argument_is_a_mapsched_error():
+    # they raised plain ValueErrors, which a caller catching MapschedError let through
+    from mapsched import MapschedError, instances
+    from mapsched.formulations.relaxation import relaxation_bound
+    from mapsched.split import full_bound
+
+    p = instances.load("topcuoglu2002")
+    for call in (lambda: full_bound(p, 0), lambda: relaxation_bound(p, time_limit=-1)):
+        with pytest.raises(MapschedError, match="time_limit must be (a )?positive"):
+            call()

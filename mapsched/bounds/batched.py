@@ -79,6 +79,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..closure import Closure
+from ..errors import OptionError
 from ..highs_lp import SETUP, RowProgramme
 from ..problem import Objective, Problem, System, Task
 from ..units import byte_unit
@@ -377,9 +378,9 @@ def batched_relaxation_bound(problem: Problem, time_limit: float = 10.0, integra
     """
     p = problem
     if p.n > BATCHED_TASKS:
-        raise ValueError(f"batched_relaxation_bound: {p.n} tasks, more than the {BATCHED_TASKS} it takes on")
+        raise OptionError(f"batched_relaxation_bound: {p.n} tasks, more than the {BATCHED_TASKS} it takes on")
     if not time_limit > 0 or not (isinstance(cuts_per_round, int) and cuts_per_round >= 1):
-        raise ValueError("batched_relaxation_bound: time_limit must be positive seconds and cuts_per_round a "
+        raise OptionError("batched_relaxation_bound: time_limit must be positive seconds and cuts_per_round a "
                          f"positive integer, got {time_limit!r} and {cuts_per_round!r}")
     start = time.perf_counter()
     if time_limit < SETUP * (p.n * p.m * len(p.batch_sizes) + p.E * p.m * p.m):

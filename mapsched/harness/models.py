@@ -25,6 +25,7 @@ from functools import partial
 import torch
 from torch import nn
 
+from ..errors import OptionError
 from ..generators.random_wired import module_graph
 
 __all__ = ["FACTORIES", "LARGE", "gpt", "gpt_train12", "gpt_train22", "inception", "random_wired", "resnet", "resnet18",
@@ -302,7 +303,7 @@ def gpt(layers: int = 1, d_model: int = 32, heads: int = 2, ff: int | None = Non
     ((2, 16), torch.int64, 'meta')
     """
     if d_model % heads:
-        raise ValueError(f"heads: expected a divisor of d_model={d_model}, got {heads}")
+        raise OptionError(f"heads: expected a divisor of d_model={d_model}, got {heads}")
     with torch.device("meta"):
         model = _GPT(layers, d_model, heads, ff or 4 * d_model, vocab, tokens)
     model.input_shape, model.input_dtype = (batch, tokens), torch.long

@@ -57,7 +57,7 @@ from .. import interrupt
 from ..construct import repair_placement
 from ..context import SolveContext
 from ..decoder import Decoder
-from ..errors import InfeasibleError
+from ..errors import InfeasibleError, OptionError
 from ..problem import Problem
 from ..ranks import mean_comm, mean_cost, rank_order, upward_rank
 from ..registry import Option, register
@@ -178,7 +178,7 @@ def topo_placement(problem: Problem, cap: str = "uniform", order: Sequence[int] 
     can = p.can_run.tolist()
     seq = list(range(p.m)) if devices is None else [int(u) for u in devices]
     if sorted(seq) != list(range(p.m)):
-        raise ValueError(f"devices: expected a permutation of the {p.m} device indices, got {seq}")
+        raise OptionError(f"devices: expected a permutation of the {p.m} device indices, got {seq}")
     used = [0.0] * p.m
     owner = np.full(p.n, -1, dtype=np.int64)
     placed = []

@@ -75,6 +75,7 @@ from .. import coarsen  # the module, not its names: importing mapsched.coarsen 
 from ..construct import repair_placement
 from ..context import SolveContext
 from ..decoder import Builder, Decoder
+from ..errors import OptionError
 from ..problem import Problem
 from ..ranks import mean_comm, mean_cost
 from ..registry import Option, register
@@ -140,7 +141,7 @@ def fuse(problem: Problem, R: int = 200, M: float = 0.25, order: str = "cpd") ->
     """
     p = problem
     if order not in ORDERS:
-        raise ValueError(f"order: expected one of {list(ORDERS)}, got {order!r}")
+        raise OptionError(f"order: expected one of {list(ORDERS)}, got {order!r}")
     finite = p.mem[np.isfinite(p.mem)]
     limit = M * float(finite.max()) if finite.size else np.inf
     groups = coarsen.fuse_intervals(p, ORDERS[order](p), R=R, M=limit)

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..context import SolveContext
 from ..decoder import Decoder, as_owner
+from ..errors import OptionError
 from ..portfolio import best_start
 from ..problem import Problem
 from ..registry import Option, register
@@ -135,7 +136,7 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, moves: int) ->
     """
     p = problem
     if p.L != 1:
-        raise ValueError("improve: the latency objective only")
+        raise OptionError("improve: the latency objective only")
     path = _Path(p)
     dev = as_owner(p, start.mapping())[:, 0].tolist()
     topo_pos = np.empty(p.n, dtype=np.int64)

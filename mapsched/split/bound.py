@@ -60,6 +60,7 @@ import numpy as np
 from ..bounds import Bound, SubsetBound, critical_path_bound, lower_bound, work_bound
 from ..bounds.batched import BATCHED_TASKS, batched_relaxation_bound, stage_bound, two_part_bound
 from ..distributed import as_executor, bound_result
+from ..errors import OptionError
 from ..formulations.relaxation import RELAXATION_TASKS, relaxation_bound
 from ..problem import Objective, Problem, System, Task
 from ..solve import solve
@@ -294,7 +295,7 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
     """
     for name, value in (("time_limit", time_limit), ("window_time_limit", window_time_limit)):
         if not value > 0:
-            raise ValueError(f"full_bound: {name} must be a positive number of seconds, got {value!r}")
+            raise OptionError(f"full_bound: {name} must be a positive number of seconds, got {value!r}")
     deadline = time.perf_counter() + time_limit
     executor = as_executor(executor)  # once for both rules
     latency = problem.L == 1

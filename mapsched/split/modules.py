@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 import networkx as nx
 import numpy as np
 
-from ..errors import ProblemError
+from ..errors import OptionError, ProblemError
 from ..problem import Problem, System
 
 __all__ = ["ModuleChain", "detect_modules", "k_edge_classes", "step_problem"]
@@ -171,7 +171,7 @@ def k_edge_classes(graph: nx.Graph, k: int, deadline: float = math.inf) -> list[
     [[0, 1, 2, 3], [4, 5, 6, 7]]
     """
     if k < 1:
-        raise ValueError(f"k: expected at least 1, got {k}")
+        raise OptionError(f"k: expected at least 1, got {k}")
     nodes = list(graph)
     index = {v: i for i, v in enumerate(nodes)}
     adj = [[index[w] for w in graph[v] if w != v] for v in nodes]

@@ -34,6 +34,7 @@ import numpy as np
 from ..bounds import SubsetBound, lower_bound
 from ..closure import Closure
 from ..distributed import as_executor, bound_result
+from ..errors import OptionError
 from ..formulations.cpsat import CpSatModel
 from ..formulations.exact import serial_bound
 from ..problem import Edge, Link, Problem, System
@@ -238,16 +239,16 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
     """
     p = problem
     if p.L > 1:
-        raise ValueError("window_bound: latency problems only (objective.batch 1); "
+        raise OptionError("window_bound: latency problems only (objective.batch 1); "
                          "use chain_bound for throughput")
     executor = as_executor(executor)
     threads = threads or getattr(executor, "slots", None) or os.cpu_count() or 1
     for name, value in (("span", span), ("block", block), ("threads", threads)):
         if not (isinstance(value, int) and value >= 1):
-            raise ValueError(f"window_bound: {name} must be a positive integer, got {value!r}")
+            raise OptionError(f"window_bound: {name} must be a positive integer, got {value!r}")
     for name, value in (("time_limit", time_limit), ("window_time_limit", window_time_limit)):
         if not value > 0:
-            raise ValueError(f"window_bound: {name} must be a positive number of seconds, got {value!r}")
+            raise OptionError(f"window_bound: {name} must be a positive number of seconds, got {value!r}")
     deadline = time.perf_counter() + time_limit
     blocks = blocks_of(chain or pick_chain(p, 0, deadline=deadline), block)
     sizes = [len(b) for b in blocks]
