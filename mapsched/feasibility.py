@@ -15,6 +15,7 @@ import math
 import numpy as np
 from ortools.sat.python import cp_model
 
+from . import interrupt
 from .errors import InfeasibleError
 from .problem import Problem
 from .splits import batch_options
@@ -49,31 +50,41 @@ def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_lim
     is stricter than needed but keeps the model small.
     """
     p = problem
+    if np.isfinite(p.mem).all():
+        # Every task holds its weights and its L inputs somewhere: at least that much memory
+        # in all (a proof in O(n), where the model below would take minutes at 12,000 tasks).
+        need, have = float((p.weight + p.act * p.L).sum()), float(p.mem.sum())
+        if need > have * (1 + 1e-9):
+            raise InfeasibleError(f"no mapping of the {p.n} tasks exists: their weights and inputs need "
+                                  f"{need:.4g} bytes, and all the devices hold {have:.4g}")
     model = cp_model.CpModel()
     y: dict[tuple[int, int, int], cp_model.IntVar] = {}
-    for i in range(p.n):
-        for u in range(p.m):
-            for b in batch_options(p, i, u):
-                y[i, u, b] = model.new_bool_var(f"y{i}_{u}_{b}")
+    per_task: list[list[tuple[int, cp_model.IntVar]]] = [[] for _ in range(p.n)]  # (inputs, var)
+    per_device: list[list[tuple[int, int, cp_model.IntVar]]] = [[] for _ in range(p.m)]  # (task, inputs, var)
     use = {}
     for i in range(p.n):
-        model.add(sum(b * var for (ii, _, b), var in y.items() if ii == i) == p.L)
         for u in range(p.m):
-            vs = [var for (ii, uu, _), var in y.items() if ii == i and uu == u]
+            vs = []
+            for b in batch_options(p, i, u):
+                y[i, u, b] = var = model.new_bool_var(f"y{i}_{u}_{b}")
+                per_task[i].append((b, var))
+                per_device[u].append((i, b, var))
+                vs.append(var)
             use[i, u] = sum(vs) if vs else 0
             if len(vs) > 1:
                 model.add_at_most_one(vs)
+        model.add(sum(b * var for b, var in per_task[i]) == p.L)
 
     assume_mem = {}
     for u in range(p.m):
         if not math.isfinite(p.mem[u]):
             continue
-        need = {(i, b): p.weight[i] + p.act[i] * b for (i, uu, b) in y if uu == u}
+        need = [p.weight[i] + p.act[i] * b for i, b, _ in per_device[u]]
         # Sizes reach 1e18 bytes: where the row's terms would sum past 64 bits (CP-SAT refuses
         # the model), count in larger units, still rounding sizes up and the capacity down, so
         # that every mapping found fits.
-        unit = byte_unit(sum(need.values()), 2.0**61)
-        terms = [math.ceil(need[i, b] / unit - 1e-9) * var for (i, uu, b), var in y.items() if uu == u]
+        unit = byte_unit(sum(need), 2.0**61)
+        terms = [math.ceil(size / unit - 1e-9) * var for size, (_, _, var) in zip(need, per_device[u])]
         if terms:
             lit = assume_mem[u] = model.new_bool_var(f"mem{u}")
             model.add(sum(terms) <= math.floor(p.mem[u] / unit + 1e-9)).only_enforce_if(lit)
@@ -100,7 +111,8 @@ def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_lim
     solver.parameters.max_time_in_seconds = time_limit
     solver.parameters.num_workers = 1  # assumptions cores need a single worker
     solver.parameters.catch_sigint_signal = False  # mapsched.interrupt decides what an interrupt does
-    status = solver.solve(model)
+    with interrupt.on_stop(solver.stop_search):  # a first Ctrl-C stops it, as it stops a solve
+        status = solver.solve(model)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         counts = np.zeros((p.n, p.m), dtype=np.int64)
         for (i, u, b), var in y.items():
@@ -122,4 +134,6 @@ def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_lim
             raise InfeasibleError(f"no mapping of the {p.n} tasks found that keeps each edge's inputs off unlinked "
                                   f"devices altogether: {why} rule(s) every such one out")
         raise InfeasibleError(f"no mapping of the {p.n} tasks exists: {why} rule(s) every one out")
+    if interrupt.requested():
+        raise InfeasibleError("interrupted before a mapping that fits memory and links was found")
     raise InfeasibleError(f"no feasible mapping found within {time_limit:g} s (memory and links are tight)")

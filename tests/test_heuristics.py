@@ -199,3 +199,14 @@ def test_ea_on_throughput_where_only_input_by_input_links_fit():
     assert validate(p, s) == [] and s.makespan == pytest.approx(6.0)
     with pytest.raises(InfeasibleError, match="found that keeps each edge's inputs off unlinked devices"):
         feasible_counts(p)
+
+
+def test_memory_short_of_every_tasks_weights_is_proved_at_once():
+    # on GPT-3 at 1,000 layers (7.2 TB of weights on 2.5 TB of devices) the feasibility model
+    # took minutes to build, past any time limit, before it could say so
+    p = Problem([Task(f"t{i}", {"d0": 1.0, "d1": 1.0}, weight_bytes=10) for i in range(4)], [],
+                System((Device("d0", memory=15), Device("d1", memory=15))))
+    with pytest.raises(InfeasibleError, match="need 40 bytes, and all the devices hold 30"):
+        feasible_counts(p)
+    with pytest.raises(InfeasibleError, match="need 40 bytes"):
+        solve(p, "heft")
