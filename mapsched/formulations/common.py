@@ -350,11 +350,15 @@ def retime(problem: Problem, owner: np.ndarray, starts: np.ndarray, **kwargs: An
     it. Each job then starts no later than the solver put it, up to the solver's rounding
     and tolerances."""
     # Taking the ready task that starts first is the start order whenever that order is
-    # topological, and stays topological when solver tolerances blur zero-length jobs. Gaps
-    # are filled because the start order alone can put a zero-length job, which started with
-    # a long one, after it, and delay what follows (never later than appending: O(log n) more).
-    order = ready_order(problem, -np.asarray(starts, dtype=float))
-    return Decoder(problem, order, insertion=True).schedule(owner, **kwargs)
+    # topological, and stays topological when solver tolerances blur zero-length jobs. Of
+    # jobs that start together (to 1e-9 ms: HiGHS's starts differ by 1e-15), zero-length ones
+    # go first: after a long one they would wait for its end and delay what follows. Gaps are
+    # filled too (never later than appending: O(log n) more).
+    p = problem
+    zero = p.dur[np.arange(p.n), np.asarray(owner)[:, 0]] == 0
+    tie = np.where(zero, 0, p.n) + np.arange(p.n)
+    order = ready_order(p, -np.round(np.asarray(starts, dtype=float), 9), tie)
+    return Decoder(p, order, insertion=True).schedule(owner, **kwargs)
 
 
 def retime_jobs(problem: Problem, jobs: list[tuple[int, int, int, Any]], **kwargs: Any) -> Schedule:
@@ -366,7 +370,14 @@ def retime_jobs(problem: Problem, jobs: list[tuple[int, int, int, Any]], **kwarg
     p = problem
     pos = np.empty(p.n, dtype=np.int64)
     pos[p.topo] = np.arange(p.n)
-    queue = sorted(jobs, key=lambda j: (j[3], pos[j[0]]))
+    def long(job: tuple[int, int, int, Any]) -> bool:  # zero-length jobs first among equal starts (retime)
+        c = job[2].bit_count()
+        return c >= len(p.batch_pos) or p.batch_pos[c] < 0 or p.lat[job[0], job[1], p.batch_pos[c]] > 0
+
+    def near(key: Any) -> Any:  # float starts to 1e-9 ms (retime); ticks and tuples as they are
+        return round(float(key), 9) if isinstance(key, (float, np.floating)) else key
+
+    queue = sorted(jobs, key=lambda j: (near(j[3]), long(j), pos[j[0]]))
     held = [0] * p.n  # input masks placed so far, per task
     b = Builder(p, insertion=True, check=False)
     while queue:
