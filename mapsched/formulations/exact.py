@@ -91,7 +91,7 @@ def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, 
     # stays a valid horizon. With lex the start is renamed into the cuts' order, so that it
     # is also a hint the model can follow; user plugins may cut anything.
     cuts = symmetry_plugins(problem, symmetry)
-    start = best_start(problem, ctx.initial)
+    start = best_start(problem, ctx.initial, ctx)  # with ctx: not all four schedulers where time is short
     hint = lex_relabelled(problem, start) if cuts and symmetry == "lex" else start
     s = improve(problem, hint, ctx, backend, resolution, tuple(plugins) + cuts,
                 hint_only=bool(plugins), solver_symmetry=solver_symmetry, load_cut_terms=load_cuts)
