@@ -56,7 +56,7 @@ def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_lim
         need, have = float((p.weight + p.act * p.L).sum()), float(p.mem.sum())
         if need > have * (1 + 1e-9):
             raise InfeasibleError(f"no mapping of the {p.n} tasks exists: their weights and inputs need "
-                                  f"{need:.4g} bytes, and all the devices hold {have:.4g}")
+                                  f"{need:.4g} bytes of memory, and all the devices hold {have:.4g}")
     model = cp_model.CpModel()
     y: dict[tuple[int, int, int], cp_model.IntVar] = {}
     per_task: list[list[tuple[int, cp_model.IntVar]]] = [[] for _ in range(p.n)]  # (inputs, var)

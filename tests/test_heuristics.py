@@ -206,7 +206,7 @@ def test_memory_short_of_every_tasks_weights_is_proved_at_once():
     # took minutes to build, past any time limit, before it could say so
     p = Problem([Task(f"t{i}", {"d0": 1.0, "d1": 1.0}, weight_bytes=10) for i in range(4)], [],
                 System((Device("d0", memory=15), Device("d1", memory=15))))
-    with pytest.raises(InfeasibleError, match="need 40 bytes, and all the devices hold 30"):
+    with pytest.raises(InfeasibleError, match="need 40 bytes of memory, and all the devices hold 30"):
         feasible_counts(p)
     with pytest.raises(InfeasibleError, match="need 40 bytes"):
         solve(p, "heft")
