@@ -269,9 +269,8 @@ def cmd_adapt(args: argparse.Namespace, extra: Sequence[str]) -> int:
     if not args.remove and not args.add:
         raise OptionError("--remove/--add: no device change given; name a device to remove or add")
     if args.method in registry.methods() and not registry.get(args.method).initial:
-        takes = ", ".join(x.name for x in registry.all_methods() if x.initial)
         raise OptionError(f"--method: {args.method!r} does not start from a placement, so it cannot re-place the "
-                          f"schedule in use; these do: {takes}")
+                          f"schedule in use; these do: {registry.taking('initial')}")
     problem = load_problem(args.problem)
     schedule = Schedule.read(args.schedule)
     like = {}
@@ -546,8 +545,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.system is not None and args.kind in ("giph", "random-dag"):
         raise OptionError(f"--system: {args.kind} draws its own devices; leave --system out (--devices sets their "
                           "number)")
-    preset = generators.platform(args.system or "cpu-t4-a100")
     given = generators.platform(args.system) if args.system is not None else None
+    preset = given if given is not None else generators.platform("cpu-t4-a100")
     if args.kind == "giph":
         if args.batch > 1:
             raise OptionError("--batch: GiPH's workloads are latency problems (one input); leave --batch at 1")

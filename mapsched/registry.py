@@ -157,3 +157,9 @@ def methods() -> dict[str, str]:
 def all_methods() -> list[Method]:
     _load()
     return [m for _, m in sorted(_REGISTRY.items())]
+
+
+def taking(flag: str) -> str:
+    """The names of the methods whose ``flag`` (``initial``, ``relocation``) is set, for a
+    refusal's message."""
+    return ", ".join(m.name for m in all_methods() if getattr(m, flag))

@@ -111,14 +111,14 @@ def solve(
         raise OptionError(f"callback: expected a function of (seconds, makespan), got {callback!r}")
     opts = m.parse_options(options)
     if initial is not None and not m.initial:
-        takes = ", ".join(x.name for x in registry.all_methods() if x.initial)
-        raise OptionError(f"--initial: method {method!r} does not start from a placement; these do: {takes}")
+        raise OptionError(f"--initial: method {method!r} does not start from a placement; these do: "
+                          f"{registry.taking('initial')}")
     if relocation is not None:
         if initial is None:
             raise OptionError("--relocation: a cost of moving away from a placement needs one; give --initial")
         if not m.relocation:
-            takes = ", ".join(x.name for x in registry.all_methods() if x.relocation)
-            raise OptionError(f"--relocation: method {method!r} does not weigh relocation costs; these do: {takes}")
+            raise OptionError(f"--relocation: method {method!r} does not weigh relocation costs; these do: "
+                              f"{registry.taking('relocation')}")
         from .relocation import RELOCATION_FORMAT, Relocation
 
         if isinstance(relocation, Mapping):
