@@ -251,6 +251,16 @@ def _cluster(address: str | None, method: str | None = None) -> Any:
         yield executor
 
 
+def _closing(address: str | None) -> float:
+    """Seconds to keep back within the time limit for closing ``--dask ADDRESS``: a local
+    cluster's worker processes end after the command's work."""
+    if address is None or not address.startswith("local:"):
+        return 0.0
+    from .distributed import LOCAL_CLOSE
+
+    return LOCAL_CLOSE
+
+
 def _relocation(args: argparse.Namespace, options: dict[str, Any]) -> None:
     """``--relocation FILE`` into the solve's options (read before any work)."""
     if args.relocation:
@@ -296,20 +306,24 @@ def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
     if args.initial:
         options["initial"] = Schedule.read(args.initial)
     _relocation(args, options)
+    if args.dask is not None:  # the method's options, checked before a cluster starts
+        registry.get(args.method).parse_options({k: v for k, v in options.items()
+                                                 if k not in ("initial", "relocation")})
     with _cluster(args.dask, args.method) as executor:
         if executor is not None:
             options["executor"] = executor
-        return _solve_and_write(args, problem, options)
+        return _solve_and_write(args, problem, options, reserve=_closing(args.dask))
 
 
 def _solve_and_write(args: argparse.Namespace, problem: Problem, options: dict[str, Any],
-                     problem_output: str | None = None) -> int:
-    """Solve with the command's method, limit and seed; write or print the schedule, and with
-    it, to ``problem_output``, the problem solved (none of them when the solve fails)."""
+                     problem_output: str | None = None, reserve: float = 0.0) -> int:
+    """Solve with the command's method, limit (less ``reserve`` seconds kept for what follows)
+    and seed; write or print the schedule, and with it, to ``problem_output``, the problem
+    solved (none of them when the solve fails)."""
     with ProgressBar(args.method or "solve", args.time_limit) as bar, interrupt.graceful():
         try:
             # Kept back: writing the schedule and freeing the process's objects, 20-30 µs a job.
-            result = solve(problem, args.method, _left(args, 0.05 + 3e-5 * problem.n * problem.L), args.seed,
+            result = solve(problem, args.method, _left(args, reserve + 0.05 + 3e-5 * problem.n * problem.L), args.seed,
                            threads=args.threads, log=args.log, callback=bar, **options)
         except InfeasibleError:
             if not interrupt.requested():
@@ -410,12 +424,10 @@ def cmd_bound(args: argparse.Namespace) -> int:
     p = load_problem(args.problem)
     dask = None if args.fast else args.dask
     with _cluster(dask) as executor:
-        reserve = 0.0
-        if dask is not None and dask.startswith("local:"):
-            from .distributed import LOCAL_CLOSE
-
-            reserve = LOCAL_CLOSE  # closing the cluster is within the limit too
-        b = lower_bound(p) if args.fast else full_bound(p, _left(args, reserve), args.window_time, executor)
+        b = lower_bound(p) if args.fast else full_bound(p, _left(args, _closing(dask)), args.window_time, executor)
+        lost = getattr(executor, "lost", False)
+    if lost:
+        print("mapsched: the Dask scheduler was lost mid-run; the bound is the best proved before", file=sys.stderr)
     if args.json:
         print(json.dumps({"lower_bound": b.value, "rule": b.rule}))
     else:

@@ -6,17 +6,19 @@ and window bounds, and every (instance, method) run of a benchmark sweep. Each g
 that the code of those methods takes like any other executor, plus three things a plain
 executor lacks:
 
-* :meth:`DaskExecutor.share` scatters an object (the problem) to every worker once;
-  what is submitted then names it, and the subproblems are built on the workers;
+* :meth:`DaskExecutor.share` sends an object (the problem) to the cluster once, and each
+  worker fetches it once; what is submitted then names it, and the subproblems are built
+  on the workers;
 * each task's solver threads come from the worker it lands on (:func:`task_threads`):
   the cores of the worker's host shared among the task slots of all the workers there;
 * :attr:`DaskExecutor.lost` says when the scheduler went away mid-run, so that a
   method keeps what it has instead of failing.
 
 Faults. A worker lost mid-task: the scheduler runs its tasks again elsewhere (up to
-``distributed.scheduler.allowed-failures`` times), and scattered data lives on every
-worker, so the result is the one a run without the loss gives. A scheduler that cannot
-be reached at the start: :func:`connect` fails in one line within its timeout. A
+``distributed.scheduler.allowed-failures`` times), and a shared object lost with it (the
+only worker of ``local:1``, say) is sent again, so the result is the one a run without the
+loss gives. A scheduler that cannot be reached at the start: :func:`connect` fails in one
+line within its timeout. A
 scheduler lost mid-run: ``lost`` turns true as soon as the client loses its connection,
 and callers return the best they have without waiting on results in flight
 (:func:`completed`).
@@ -44,16 +46,17 @@ __all__ = ["LOCAL_CLOSE", "DaskExecutor", "as_executor", "completed", "connect",
 
 CONNECT_TIMEOUT = 5.0
 """Seconds to reach a scheduler at the start (and to reconnect to one lost mid-run)."""
-LOCAL_CLOSE = 1.0
-"""Seconds kept for closing a ``local:N`` cluster within a command's time limit (0.5 s
-measured for ``local:2`` on 2 cores)."""
+LOCAL_CLOSE = 1.5
+"""Seconds kept for closing a ``local:N`` cluster within a command's time limit: 0.4-0.9 s
+measured for ``local:2`` on 2 cores, 1.3-1.4 s with another process busy there."""
 
-_ADDRESS = re.compile(r"(tcp|tls)://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
+_ADDRESS = re.compile(r"tcp://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
 _local = threading.local()  # a worker may run several tasks at once, each in its own thread
 
 
 def parse_address(text: str) -> str | int:
-    """The scheduler address of ``tcp://host:port`` (or ``tls://``), or N of ``local:N``.
+    """The scheduler address of ``tcp://host:port``, or N of ``local:N``. (``tls://`` needs
+    certificates, which a command line does not give: pass a ``distributed.Client`` in Python.)
 
     >>> parse_address("tcp://10.0.0.5:8786"), parse_address("local:2")
     ('tcp://10.0.0.5:8786', 2)
@@ -63,8 +66,11 @@ def parse_address(text: str) -> str | int:
         if count.isdigit() and int(count) >= 1:
             return int(count)
         raise OptionError(f"--dask: local:N needs N, the worker processes, as a positive integer; got {text!r}")
+    if text.startswith("tls://"):
+        raise OptionError(f"--dask: tls:// needs certificates the command line does not take; give tcp://HOST:PORT, "
+                          f"or in Python pass a distributed.Client made with its security settings; got {text!r}")
     m = _ADDRESS.fullmatch(text)
-    if m is None or not 1 <= int(m.group(3)) <= 65535:
+    if m is None or not 1 <= int(m.group(2)) <= 65535:
         raise OptionError(f"--dask: expected tcp://HOST:PORT of a running scheduler or local:N, got {text!r}")
     return text
 
@@ -103,15 +109,38 @@ def bound_result(future: Future, executor: Executor | None, timeout: float | Non
 
 
 def as_executor(executor: Any) -> Executor | None:
-    """A :class:`DaskExecutor` on a ``distributed.Client``; an executor, or None, as it is.
-    What the ``executor`` arguments of split, the bounds and the sweeps go through."""
-    if executor is None or isinstance(executor, Executor):
-        return executor
+    """A :class:`DaskExecutor` on a ``distributed.Client``; an executor (anything with a
+    ``submit`` method that returns futures), or None, as it is. What the ``executor``
+    arguments of split, the bounds and the sweeps go through.
+
+    Raises :class:`~mapsched.errors.OptionError` for anything else, and for an executor
+    already shut down or a client already closed: either would fail at its first task.
+    """
+    if executor is None:
+        return None
     try:
         from distributed import Client
     except ImportError:
+        Client = None
+    if Client is not None and isinstance(executor, Client):
+        if executor.status != "running":
+            raise OptionError(f"executor: the distributed.Client is {executor.status}; pass a connected one")
+        return DaskExecutor(executor)
+    if not isinstance(executor, type) and callable(getattr(executor, "submit", None)):
+        # The standard pools' own flags (ProcessPoolExecutor's under another name): a pool shut
+        # down raises only when a task is submitted, deep inside the method.
+        if getattr(executor, "_shutdown", False) is True or getattr(executor, "_shutdown_thread", False) is True:
+            raise OptionError("executor: it is shut down; pass one that is open")
+        if isinstance(executor, DaskExecutor) and executor.lost:
+            raise OptionError("executor: its Dask client is closed or its scheduler gone; connect again")
         return executor
-    return DaskExecutor(executor) if isinstance(executor, Client) else executor
+    if isinstance(executor, type):
+        got = f"the class {executor.__name__}; pass an instance"
+    elif isinstance(executor, str):
+        got = f"{executor!r}; for a scheduler's address use mapsched.distributed.connect(ADDRESS)"
+    else:
+        got = f"a {type(executor).__name__}"
+    raise OptionError(f"executor: expected a concurrent.futures.Executor or a distributed.Client, got {got}")
 
 
 def task_threads(default: int = 1) -> int:
@@ -126,6 +155,10 @@ def _cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def _identity(obj: Any) -> Any:
+    return obj
 
 
 def _on_worker(fn: Callable[..., Any], shares: dict[str, int], args: tuple, kwargs: dict) -> Any:
@@ -194,8 +227,18 @@ class DaskExecutor(Executor):
         return self._lost
 
     def share(self, obj: Any) -> Any:
-        """``obj`` on every worker, once: a handle to pass to :meth:`submit` in its place."""
-        handle = self.client.scatter(obj, broadcast=True, hash=False)
+        """``obj`` for the tasks: a handle to pass to :meth:`submit` in its place.
+
+        It goes to the scheduler once, as a task of its own that returns it, and each worker
+        fetches it once, from a worker that has it. Scattered data would be lost for good
+        with the last worker holding it (``local:1``'s only worker, restarted by its nanny):
+        a task's result the scheduler computes again.
+        """
+        import dask
+
+        # The problem is the task's argument: a large one is meant, not a graph built wrong.
+        with dask.config.set({"distributed.admin.large-graph-warning-threshold": "1 PiB"}):
+            handle = self.client.submit(_identity, obj, pure=False)
         self._shared.append(handle)  # held until shutdown; freeing a handle frees the data
         return handle
 
@@ -224,6 +267,31 @@ def _quiet(*names: str) -> Iterator[None]:
     finally:
         for lg, level in zip(loggers, levels):
             lg.setLevel(level)
+
+
+def _client(address: str, timeout: float) -> Any:
+    """A ``distributed.Client`` of the scheduler at ``address``, or a one-line error within
+    about ``timeout`` seconds. Its own timeout leaves out the handshake, which waits for ever
+    on a port where something else listens (a web server, a silent socket): the client is
+    made in a thread of its own, and left there if it does not come back in time."""
+    from distributed import Client
+
+    made: dict[str, Any] = {}
+
+    def make() -> None:
+        try:
+            made["client"] = Client(address, timeout=timeout)
+        except Exception as exc:  # reported below, in the caller's thread
+            made["error"] = exc
+
+    thread = threading.Thread(target=make, name="mapsched-dask-connect", daemon=True)
+    thread.start()
+    thread.join(timeout + 1.0)  # the client's own timeout first, where it applies
+    if "client" in made:
+        return made["client"]
+    why = type(made["error"]).__name__ if "error" in made else "no Dask handshake"
+    raise MapschedError(f"--dask: no scheduler answered at {address} within {timeout:g} s ({why}); "
+                        "start one with 'dask scheduler', or use local:N")
 
 
 @contextlib.contextmanager
@@ -267,12 +335,7 @@ def connect(address: str, timeout: float | None = None) -> Iterator[DaskExecutor
                 scheduler_kwargs={"dashboard": False, "dashboard_address": ":0"}, silence_logs=logging.CRITICAL))
             client = stack.enter_context(Client(cluster, timeout=timeout))
         else:
-            try:
-                client = Client(target, timeout=timeout)
-            except (OSError, TimeoutError) as exc:
-                raise MapschedError(f"--dask: no scheduler answered at {target} within {timeout:g} s "
-                                    f"({type(exc).__name__}); start one with 'dask scheduler', or use local:N"
-                                    ) from None
+            client = _client(target, timeout)
             stack.enter_context(client)
             try:
                 client.wait_for_workers(1, timeout=timeout)
@@ -281,7 +344,11 @@ def connect(address: str, timeout: float | None = None) -> Iterator[DaskExecutor
                                     f"'dask worker {target}'") from None
         try:
             executor = DaskExecutor(client)
-        except Exception as exc:  # raised on a worker: most often, no mapsched there
+        except Exception as exc:
+            if client.status != "running":
+                raise MapschedError(f"--dask: the scheduler at {address} was lost while connecting; "
+                                    "start it again, or use local:N") from None
+            # raised on a worker: most often, no mapsched there
             raise MapschedError(f"--dask: the workers at {address} failed a first task ({exc}); "
                                 "install mapsched, this version, where they run") from None
         try:

@@ -33,8 +33,9 @@ class Option:
 
     def parse(self, value: Any, method: str) -> Any:
         """Convert a value (a string from the command line, or a Python value) to the option's type."""
-        if not self.cli and isinstance(value, str):
-            raise OptionError(f"--{self.name.replace('_', '-')}: method {method!r} takes it from Python only")
+        if not self.cli and isinstance(value, str):  # a command line gives only strings
+            raise OptionError(f"{self.name}: method {method!r} takes a Python object there, from "
+                              f"solve(..., {self.name}=...), not the string {shown(value)}")
         try:
             if self.type is object:  # any Python object, passed through as given
                 v = value
@@ -92,7 +93,9 @@ class Method:
         for key, value in given.items():
             key = key.replace("-", "_")
             if key not in known:
-                valid = ", ".join(f"--{k.replace('_', '-')}" for k in known) or "none"
+                valid = ", ".join(f"--{o.name.replace('_', '-')}" for o in self.options if o.cli) or "none"
+                python = [o.name for o in self.options if not o.cli]
+                valid += f"; from Python only: {', '.join(python)}" if python else ""
                 raise OptionError(
                     f"--{key.replace('_', '-')}: method {self.name!r} has no such option (options: {valid})"
                 )

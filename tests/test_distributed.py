@@ -177,7 +177,48 @@ def test_worker_killed_mid_split_gives_the_same_valid_result(cluster):
     client.wait_for_workers(2, timeout=60)  # the nanny starts a new worker process
 
 
+def test_the_only_worker_killed_mid_split_gives_the_same_valid_result():
+    # the problem was scattered: lost with local:1's only worker, the subproblems were cancelled
+    # and split raised CancelledError; now the shared problem is a task the scheduler runs again
+    p = stack(modules=5, n=6, channels=1, seed=4)
+    here = solve(p, "split", workers=1)
+    with mdist.connect("local:1") as executor:
+        client = executor.client
+        pids = client.run(os.getpid)
+        stop, killed = threading.Event(), []
+
+        def kill():
+            pid = _pid_of_busy_worker(client, pids, stop)
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+
+        killer = threading.Thread(target=kill)
+        killer.start()
+        try:
+            there = solve(p, "split", executor=executor)
+        finally:
+            stop.set()
+            killer.join()
+        assert killed, "no worker was busy to kill"
+        assert not validate(p, there) and not executor.lost
+        assert there.makespan == pytest.approx(here.makespan, rel=1e-9) and there.status == "optimal"
+
+
+def test_a_closed_client_or_executor_is_refused(cluster):
+    from distributed import Client
+
+    client = Client(cluster.client.scheduler.address, timeout=30)
+    executor = mdist.DaskExecutor(client)
+    client.close()
+    p = stack(modules=2, n=4, channels=1, seed=1)
+    for given in (client, executor):  # the executor returned the warm start, as if its scheduler were lost
+        with pytest.raises(MapschedError, match="^executor: .*(closed|gone)"):
+            solve(p, "split", executor=given, time_limit=10)
+
+
 @pytest.mark.parametrize("address, says", [
+    ("tls://127.0.0.1:8786", "tls:// needs certificates"),
     ("foo", "expected tcp://HOST:PORT"),
     ("tcp://host", "expected tcp://HOST:PORT"),
     ("tcp://host:70000", "expected tcp://HOST:PORT"),
@@ -199,6 +240,52 @@ def test_unreachable_scheduler_fails_in_one_line_and_writes_nothing(tmp_path, ca
     assert not out.exists()
     assert main(["solve", "builtin:topcuoglu2002", "-m", "heft", "--dask", "local:1"]) == 2  # heft runs here
     assert "give -m split" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("answer", [b"", b"HTTP/1.0 400 Bad Request\r\n\r\n"])
+def test_a_port_where_no_scheduler_listens_fails_in_one_line(answer, tmp_path, capsys, monkeypatch):
+    # a silent socket, or a web server, at the port: the client's handshake waited for ever
+    import socket
+
+    monkeypatch.setattr(mdist, "CONNECT_TIMEOUT", 0.5)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    taken = []
+
+    def serve():
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = server.accept()
+                taken.append(conn)
+                if answer:
+                    conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    out = tmp_path / "s.json"
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    began = time.perf_counter()
+    try:
+        code = main(["solve", "builtin:topcuoglu2002", "-m", "split", "--dask", address, "-o", str(out)])
+    finally:
+        server.close()
+        for conn in taken:
+            conn.close()
+    assert code == 2 and time.perf_counter() - began < 10
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"no scheduler answered at {address}" in err
+    assert not out.exists()
+
+
+def test_method_options_are_checked_before_the_cluster_starts(monkeypatch, capsys):
+    def never(*args, **kwargs):
+        raise AssertionError("a cluster was started")
+
+    monkeypatch.setattr(mdist, "connect", never)
+    for given, says in ((["--window", "abc"], "--window: method 'split' expects int"),
+                        (["--executor", "x"], "executor: method 'split' takes a Python object")):
+        assert main(["solve", "builtin:topcuoglu2002", "-m", "split", "--dask", "local:2", *given]) == 2
+        assert says in capsys.readouterr().err
 
 
 def test_cli_solve_on_a_local_cluster(tmp_path, capsys):
@@ -271,6 +358,28 @@ def test_scheduler_lost_mid_sweep_keeps_the_finished_rows(tmp_path):
         run_suite(suite, out, _KillAfter(executor, 3, scheduler))
     rows = read_rows(out)
     assert 3 <= len(rows) < 12 and all("makespan" in r for r in rows)
+
+
+def test_bound_says_when_its_scheduler_was_lost(tmp_path, monkeypatch, capsys):
+    # a scheduler lost mid-bound gave a much weaker bound without a word
+    import mapsched.split
+    from mapsched.bounds import Bound
+
+    def bound(problem, time_limit, window_time_limit, executor):
+        scheduler.kill()
+        for _ in range(200):
+            if executor.lost:
+                break
+            time.sleep(0.05)
+        return Bound(1.0, "test")
+
+    monkeypatch.setattr(mapsched.split, "full_bound", bound)
+    monkeypatch.setattr(mdist, "CONNECT_TIMEOUT", 30.0)
+    with _scheduler_and_workers(tmp_path) as (address, scheduler):
+        assert main(["bound", "builtin:topcuoglu2002", "--dask", address]) == 0
+    captured = capsys.readouterr()
+    assert "lower bound 1 ms (test)" in captured.out
+    assert captured.err.count("\n") == 1 and "scheduler was lost mid-run" in captured.err
 
 
 def test_bound_keeps_the_closing_of_a_local_cluster_within_its_limit(monkeypatch, capsys):

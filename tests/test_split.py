@@ -11,7 +11,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from strategies import problems
 
-from mapsched import Objective, Problem, solve, validate
+from mapsched import Objective, OptionError, Problem, solve, validate
 from mapsched.bounds import critical_path_bound, lower_bound, work_bound
 from mapsched.formats import problem_from_dict
 from mapsched.generators import stack
@@ -139,6 +139,27 @@ def test_any_executor_works():
     # the DP's bound, over a complete table (pairs with no schedule included), is claimed as here
     assert a.lower_bound == pytest.approx(b.lower_bound) and a.status == b.status
     assert b.lower_bound > lower_bound(p).value + 1e-6
+
+
+def _closed_pool():
+    pool = ThreadPoolExecutor(1)
+    pool.shutdown()
+    return pool
+
+
+@pytest.mark.parametrize("executor, says", [
+    (42, "got a int"),
+    ("tcp://127.0.0.1:8786", "'tcp://127.0.0.1:8786'"),
+    (ThreadPoolExecutor, "the class ThreadPoolExecutor; pass an instance"),
+    (_closed_pool(), "it is shut down"),
+])
+def test_split_and_the_chain_bound_refuse_what_is_no_executor(executor, says):
+    # these raised AttributeError or RuntimeError from deep inside, at the first task
+    p = stack(2, 4, 1, seed=1)
+    with pytest.raises(OptionError, match=r"^executor: .*" + re.escape(says)):
+        solve(p, "split", executor=executor, time_limit=5)
+    with pytest.raises(OptionError, match=r"^executor: .*" + re.escape(says)):
+        chain_bound(p, time_limit=5, executor=executor)
 
 
 class _Counting(ThreadPoolExecutor):
