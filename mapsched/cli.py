@@ -270,7 +270,9 @@ def _relocation(args: argparse.Namespace, options: dict[str, Any]) -> None:
 
 
 def cmd_adapt(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    options = _method_options(extra)
     inputs = [args.problem, args.schedule] + ([args.relocation] if args.relocation else [])
+    inputs += registry.read_files(args.method, options)
     for flag, path in (("-o", args.output), ("--problem-output", args.problem_output)):
         if path is not None:
             check_output(path, inputs, flag)
@@ -292,17 +294,17 @@ def cmd_adapt(args: argparse.Namespace, extra: Sequence[str]) -> int:
     changed = problem.without_devices(args.remove) if args.remove else problem
     if like:
         changed = changed.with_devices(like)
-    options = _method_options(extra)
     options["initial"] = schedule
     _relocation(args, options)
     return _solve_and_write(args, changed, options, args.problem_output)
 
 
 def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
-    if args.output:
-        check_output(args.output, [args.problem] + [f for f in (args.initial, args.relocation) if f])
-    problem = load_problem(args.problem)
     options = _method_options(extra)
+    if args.output:  # a method's policy file too: '-o' the same path wrote the schedule over it
+        check_output(args.output, [args.problem] + [f for f in (args.initial, args.relocation) if f]
+                     + registry.read_files(args.method, options))
+    problem = load_problem(args.problem)
     if args.initial:
         options["initial"] = Schedule.read(args.initial)
     _relocation(args, options)

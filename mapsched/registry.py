@@ -30,6 +30,7 @@ class Option:
     cli: bool = True  # False: Python objects (plugins, executors) that a command line cannot give
     positive: bool = False  # numbers are never negative; True: never zero either
     most: float | None = None  # the largest number accepted; a float must be finite either way
+    reads: bool = False  # a file the method reads, which no command may write its output to
 
     def parse(self, value: Any, method: str) -> Any:
         """Convert a value (a string from the command line, or a Python value) to the option's type."""
@@ -101,6 +102,16 @@ class Method:
                 )
             out[key] = known[key].parse(value, self.name)
         return out
+
+
+def read_files(method: str, given: dict[str, Any]) -> list[str]:
+    """The files among ``given`` options of ``method`` that it reads (``Option.reads``): inputs
+    of the command, which its output must not overwrite. Unknown methods read none here."""
+    _load(method)  # that method's package only
+    if method not in _REGISTRY:
+        return []
+    reads = {o.name for o in _REGISTRY[method].options if o.reads}
+    return [v for k, v in given.items() if k.replace("-", "_") in reads and isinstance(v, str) and v]
 
 
 _REGISTRY: dict[str, Method] = {}

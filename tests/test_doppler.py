@@ -188,11 +188,16 @@ def test_cli_train_resume_and_solve_with_policy(problem, tmp_path, capsys):
         (["train", "doppler", prob, "--stages", "real", "-o", str(tmp_path / "x.pt")], "'real'"),
         (["train", "doppler", prob, "-o", str(tmp_path / "y.pt"), "--resume"], "--resume: no policy file"),
         (["solve", prob, "-m", "doppler", "--policy", prob], "not a readable policy file"),
+        # the schedule was written over the policy
+        (["solve", prob, "-m", "doppler", "--policy", pt, "-o", pt], f"-o: {pt!r} is"),
+        (["adapt", prob, out, "--remove", problem.device_names[0], "-m", "doppler", "--policy", pt, "-o", pt],
+         f"-o: {pt!r} is"),
     ]:
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1
     assert not (tmp_path / "x.pt").exists() and not (tmp_path / "y.pt").exists()
+    assert main(["solve", prob, "-m", "doppler", "--policy", pt, "-o", out]) == 0  # the policy is whole
 
 
 def test_dead_ends_are_avoided_or_repaired():

@@ -49,7 +49,8 @@ def torch_module(name: str, method: str) -> ModuleType:
     objectives=("latency",),
     requires=("torch",),
     options=(
-        Option("policy", str, "", "a policy file from 'mapsched train doppler' (default: train on this problem)"),
+        Option("policy", str, "", "a policy file from 'mapsched train doppler' (default: train on this problem)",
+               reads=True),
         Option("episodes", int, None, "episodes per stage (default: 100 without --policy, 0 with one: its "
                                       "greedy assignment only; more fine-tune it here)"),
         Option("stages", str, "il,sim", "il (imitate critical-path), sim (REINFORCE on the simulated makespan), "
@@ -74,7 +75,8 @@ def doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None, stage
     objectives=("latency",),
     requires=("torch",),
     options=(
-        Option("policy", str, "", "a policy file from 'mapsched train placeto' (default: train on this problem)"),
+        Option("policy", str, "", "a policy file from 'mapsched train placeto' (default: train on this problem)",
+               reads=True),
         Option("episodes", int, None, "training episodes (default: 100 without --policy, 0 with one: its "
                                       "evaluated placement only; more fine-tune it here)"),
         Option("hidden", int, 32, "embedding width of a new policy", positive=True, most=MAX_HIDDEN),
@@ -100,7 +102,7 @@ def placeto(problem: Problem, ctx: Any, policy: str, episodes: int | None, hidde
     relocation=True,
     options=(
         Option("policy", str, "", "a policy file from 'mapsched train giph' (default: the shipped one, trained "
-                                  "on GiPH's multi-diff networks)"),
+                                  "on GiPH's multi-diff networks)", reads=True),
         Option("ratio", float, 2.0, "search steps per task (GiPH: 2)", positive=True),
         Option("noise", float, 0.0, "GiPH's noise on every run of the search (its noisy runs: 0.2); the best "
                                     "noisy run's placement is returned as the noiseless model runs it"),
