@@ -263,3 +263,23 @@ def test_giph_when_every_task_takes_no_time():
                 System((Device("d0"), Device("d1")), ()))
     s = solve(p, "giph", seed=0, time_limit=5)
     assert validate(p, s) == [] and s.makespan == 0.0 and "SLR 1\n" in s.log
+
+
+def test_a_requested_stop_ends_the_search_with_the_best_so_far():
+    # the search looked only at its deadline: Ctrl-C let 'solve -m giph' run to the time limit
+    import threading
+
+    from mapsched import interrupt
+    from mapsched.generators import random_dag
+
+    p = random_dag(60, 3, seed=1)
+    timer = threading.Timer(1.0, interrupt.request)
+    began = time.perf_counter()
+    with interrupt.graceful():
+        timer.start()
+        try:
+            s = solve(p, "giph", ratio=1e5, time_limit=600)  # six million steps
+        finally:
+            timer.cancel()
+    assert time.perf_counter() - began < 30
+    assert s.interrupted and s.status == "feasible" and validate(p, s) == []

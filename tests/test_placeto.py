@@ -166,3 +166,16 @@ def test_cli_train_keeps_its_time_limit_within_the_first_evaluation(tmp_path, ca
     assert "(time limit), before its first evaluation ended" in out and "sim 0/50" in out
     assert main(["solve", prob, "-m", "placeto", "--policy", pt, "--time-limit", "1", "-o",
                  str(tmp_path / "s.json")]) == 0
+
+
+def test_a_requested_stop_cuts_a_rollout():
+    # rollouts stopped only at the deadline: Ctrl-C took a minute at 2,000 tasks
+    from mapsched import interrupt
+    from mapsched.learned.reinforce import Cut
+
+    t = Trainer(ffnn(4), Config(hidden=8, rounds=1), 0)
+    t.check_until()  # no deadline, no stop: on it goes
+    with interrupt.graceful():
+        interrupt.request()
+        with pytest.raises(Cut):
+            t.check_until()

@@ -97,6 +97,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .. import interrupt
 from ..bounds.simple import critical_path_bound
 from ..errors import InfeasibleError, OptionError
 from ..problem import Problem
@@ -463,7 +464,7 @@ def search(st: _Static, net: GiphNet, owner: np.ndarray, steps: int, rng: np.ran
     out = Search(owner.copy(), cur, [cur])
     last = -1
     for _ in range(steps):
-        if time.perf_counter() >= deadline:
+        if time.perf_counter() >= deadline or interrupt.requested():
             break
         g = gpnet(st, owner, start, end, last)
         view = _task_view(st, g, last) if net.cfg.variant == "task-eft" else g
@@ -637,7 +638,7 @@ class Trainer:
         slrs = []
         with torch.no_grad():
             for k, (graph, network) in enumerate(self.eval_specs):
-                if slrs and time.perf_counter() >= deadline:
+                if slrs and (time.perf_counter() >= deadline or interrupt.requested()):
                     break
                 st = self._problem(graph, network)
                 res = search(st, self.net, random_placement(st.p, np.random.default_rng(20)),

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import interrupt
 from ..errors import OptionError, first_line
 from ..files import write_file
 from .starts import check_policy_file
@@ -102,10 +103,11 @@ class ProblemTrainer(ABC):
         """Evaluate the current policy (keeping it if best); returns its makespan."""
 
     def check_until(self) -> None:
-        """Raise :class:`Cut` past :attr:`until`: rollouts whose steps are slow call it at each
+        """Raise :class:`Cut` past :attr:`until`, or once a stop is requested (Ctrl-C, within
+        :func:`mapsched.interrupt.graceful`): rollouts whose steps are slow call it at each
         step (one of a few thousand tasks takes seconds), and :func:`train_here` stops there,
         with nothing updated by the rollout cut off but the best placement it reached."""
-        if time.perf_counter() >= self.until:
+        if time.perf_counter() >= self.until or interrupt.requested():
             raise Cut
 
     def first_episode_seconds(self, stage: str) -> float:
