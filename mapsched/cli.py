@@ -640,6 +640,10 @@ def cmd_train(args: argparse.Namespace) -> int:
             try:
                 if trainer.best_policy is None:
                     trainer.evaluate()
+                if trainer.best_makespan == math.inf:  # no rollout finished: is there a mapping at all?
+                    from .feasibility import feasible_counts
+
+                    feasible_counts(problem, time_limit=min(30.0, max(1.0, deadline - time.perf_counter())))
                 trainer.run(stages, args.episodes, deadline, progress, save, args.checkpoint_every,
                             stop=interrupt.requested)
             except reinforce.Cut:  # mid-rollout at the deadline: the best policy so far stands

@@ -200,6 +200,19 @@ def test_cli_train_resume_and_solve_with_policy(problem, tmp_path, capsys):
     assert main(["solve", prob, "-m", "doppler", "--policy", pt, "-o", out]) == 0  # the policy is whole
 
 
+def test_train_refuses_a_problem_without_a_mapping(tmp_path, capsys):
+    # two 100-byte tasks, 150 bytes a device and no link: training exited 0 with an 'inf ms' policy
+    from mapsched import Device, Edge, Problem, System, Task
+
+    p = Problem([Task("x", {"a": 1, "b": 5}, weight_bytes=100), Task("y", {"a": 1, "b": 5}, weight_bytes=100)],
+                [Edge("x", "y")], System((Device("a", memory=150), Device("b", memory=150)), ()))
+    prob, pt = str(tmp_path / "p.json"), tmp_path / "p.pt"
+    p.write(prob)
+    assert main(["train", "doppler", prob, "--episodes", "2", "-o", str(pt), "--hidden", "8", "--rounds", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no mapping of the 2 tasks exists" in err and not pt.exists()
+
+
 def test_dead_ends_are_avoided_or_repaired():
     # No link between the devices and y runs on b only: x must go to b too. A rollout that puts x
     # on a dead-ends (y has no device left); the result is valid either way.
