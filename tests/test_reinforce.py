@@ -75,3 +75,32 @@ def test_a_diverged_policy_is_refused_in_one_line(tmp_path, capsys, method):
     err = capsys.readouterr().err
     assert f"{method}'s policy diverged after" in err and err.count("\n") == 1
     assert (tmp_path / "resumed.pt").read_bytes() == before  # nothing written over it
+
+
+@pytest.mark.parametrize("method", ["doppler", "placeto"])
+@pytest.mark.parametrize("edit, says", [
+    ({"eval_every": 0}, "config eval_every: 0 is out of range"),  # ZeroDivisionError in training
+    ({"hidden": 8.5}, "config hidden: 8.5 is out of range"),
+    ({"gamma": float("nan")}, "config gamma: nan is out of range"),
+    ({"gamma": 2.0}, "config gamma: 2.0 is out of range"),
+])
+def test_a_policy_file_with_settings_out_of_range_is_refused_in_one_line(tmp_path, method, edit, says):
+    problem = random_dag(12, 3, seed=2)
+    prob, good, bad = str(tmp_path / "p.json"), str(tmp_path / "good.pt"), str(tmp_path / "bad.pt")
+    problem.write(prob)
+    assert main(["train", method, prob, "-o", good, "--episodes", "1", "--hidden", "8", "--rounds", "1"]) == 0
+    data = {k: v for k, v in torch.load(good, weights_only=True).items() if k not in ("format", "version")}
+    save_checkpoint(bad, {**data, "config": {**data["config"], **edit}})
+    with pytest.raises(OptionError, match=f"--policy: the policy file is damaged \\({says}\\)"):
+        solve(problem, method, policy=bad, episodes=2)
+
+
+def test_doppler_samples_zero_is_refused():
+    from mapsched.learned.doppler import Config
+    from mapsched.learned.reinforce import file_config
+
+    assert file_config(Config, {"hidden": 8}) == Config(hidden=8)
+    with pytest.raises(ValueError, match="config sim_samples: 0"):  # min() of no samples in training
+        file_config(Config, {"sim_samples": 0})
+    with pytest.raises(ValueError, match="expected a mapping"):
+        file_config(Config, None)

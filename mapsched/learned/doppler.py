@@ -97,6 +97,7 @@ from .reinforce import (
     diverged_note,
     entropy_term,
     epsilon,
+    file_config,
     imitation_loss,
     pick,
     policy_gradient_loss,
@@ -520,7 +521,7 @@ class Trainer(ProblemTrainer):
         """A trainer holding a checkpoint's best policy (``resume``: its last state, optimisers,
         generator and counters, to continue training), refusing a damaged file in one line."""
         with reading(flag):
-            cfg = Config(**data["config"])
+            cfg = file_config(Config, data["config"])
             state = data["resume"] if resume else data["policy"]
             t = cls(problem, cfg, state["seed"] if resume else seed)
             t.sel.load_state_dict(state["sel"])

@@ -104,7 +104,7 @@ from ..problem import Problem
 from ..relocation import RelocationCosts
 from ..schedule import Schedule
 from ..simulate import simulate
-from .reinforce import Diverged, discounted_returns, load_checkpoint, one_thread, pick, reading, snapshot
+from .reinforce import Diverged, discounted_returns, file_config, load_checkpoint, one_thread, pick, reading, snapshot
 from .starts import giph_start, random_placement
 
 __all__ = ["NODE_FEATURES", "GIPH_NODE_FEATURES", "EDGE_FEATURES", "VARIANTS", "Config", "GiphNet", "GpNet",
@@ -510,9 +510,11 @@ def shipped_policy() -> str:
 def _config(data: dict[str, Any]) -> Config:
     """A file's :class:`Config`, its node features from the file: one written before the
     EFT features (GiPH's 4 node features only) loads as it was trained."""
+    if not isinstance(data["config"], dict):
+        raise ValueError(f"config: expected a mapping of settings, got {type(data['config']).__name__}")
     cfg = dict(data["config"])
     cfg["node_features"] = tuple(data["features"]["node"])
-    return Config(**cfg)
+    return file_config(Config, cfg)
 
 
 def load_policy(path: str = "", flag: str = "--policy") -> tuple[GiphNet, dict[str, Any]]:

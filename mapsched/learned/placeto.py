@@ -78,6 +78,7 @@ from .reinforce import (
     diverged_note,
     entropy_term,
     epsilon,
+    file_config,
     pick,
     policy_gradient_loss,
     reading,
@@ -399,7 +400,7 @@ class Trainer(ProblemTrainer):
         """A trainer holding a checkpoint's best policy (``resume``: its last state, optimiser,
         generator and counters), refusing a damaged file in one line."""
         with reading(flag):
-            cfg = Config(**data["config"])
+            cfg = file_config(Config, data["config"])
             state = data["resume"] if resume else data["policy"]
             t = cls(problem, cfg, state["seed"] if resume else seed)
             t.policy.load_state_dict(state["policy"])

@@ -17,6 +17,7 @@ with ``weights_only=True`` so that loading one runs no code::
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import math
 import time
@@ -33,11 +34,14 @@ from ..files import write_file
 from .starts import check_policy_file
 
 __all__ = ["FORMAT", "VERSION", "Baseline", "Diverged", "ProblemTrainer", "discounted_returns", "diverged_note",
-           "entropy_term", "epsilon", "imitation_loss", "load_checkpoint", "one_thread", "pick",
+           "entropy_term", "epsilon", "file_config", "imitation_loss", "load_checkpoint", "one_thread", "pick",
            "policy_gradient_loss", "reading", "save_checkpoint", "snapshot", "step_returns", "train_here"]
 
 FORMAT = "mapsched.policy"
 VERSION = 1
+MAX_COUNT = 10**6
+"""The largest count (network width, rounds, samples, episodes between evaluations) a
+policy file's config may hold."""
 
 
 @contextlib.contextmanager
@@ -50,6 +54,30 @@ def reading(flag: str, what: str = "the policy file is damaged") -> Iterator[Non
         raise
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise OptionError(f"{flag}: {what} ({first_line(exc)}); train it again") from None
+
+
+def file_config(cls: type, values: Any) -> Any:
+    """``cls(**values)``, the config dataclass of a policy file, each value checked against
+    its field's default: a string, tuple or flag of that type; a count a whole number from 1
+    (from 0 where the default is 0) to :data:`MAX_COUNT`; a rate, factor or temperature a finite
+    number from 0 (at most 1 for ``gamma`` and the ``eps`` rates). A ``ValueError`` naming the
+    field otherwise, which :func:`reading` turns into one line: a value out of range failed
+    deep in training or solving (``eval_every`` 0 divided by zero)."""
+    if not isinstance(values, dict):
+        raise ValueError(f"config: expected a mapping of settings, got {type(values).__name__}")
+    cfg = cls(**values)
+    for f in dataclasses.fields(cfg):
+        v, default = getattr(cfg, f.name), f.default
+        if isinstance(default, (bool, str, tuple)):
+            ok = type(v) is type(default)
+        elif isinstance(default, int):
+            ok = type(v) is int and (0 if default == 0 else 1) <= v <= MAX_COUNT
+        else:
+            most = 1.0 if f.name == "gamma" or "eps" in f.name else math.inf
+            ok = type(v) in (int, float) and math.isfinite(v) and 0 <= v <= most
+        if not ok:
+            raise ValueError(f"config {f.name}: {v!r} is out of range")
+    return cfg
 
 
 class Cut(Exception):
