@@ -70,6 +70,38 @@ def test_relaxation_keeps_its_time_limit():
         assert 0.0 <= b <= solve(p, "heft").makespan
 
 
+# Five tasks on three devices where HiGHS 1.12's MIP presolve loops past any time limit.
+_PRESOLVE_LOOPS = (
+    '{"format":"mapsched.problem/1","name":"g140","objective":{"kind":"latency"},"devices":[{"name":"d0",'
+    '"batch_sizes":[1]},{"name":"d1","batch_sizes":[1]},{"name":"d2","batch_sizes":[1],"memory":200.0}],"'
+    'links":[{"a":"d0","b":"d2","bandwidth":1000000000.0,"latency":0.5},{"a":"d1","b":"d2","bandwidth":10'
+    '00000000.0,"latency":0.0,"directed":true}],"tasks":[{"name":"t0","latency":{"d0":22.0,"d1":0.0},"wei'
+    'ght_bytes":10.0,"input_bytes":19.06380297406461,"output_bytes":20.0},{"name":"t1","latency":{"d0":35'
+    '.0,"d1":0.0,"d2":24.0}},{"name":"t2","latency":{"d0":0.0,"d1":1.0,"d2":4.0},"input_bytes":4.92874280'
+    '5032743,"output_bytes":5.0},{"name":"t3","latency":{"d0":4.0,"d1":27.0,"d2":0.0}},{"name":"t4","late'
+    'ncy":{"d0":0.0,"d1":0.0,"d2":22.0},"input_bytes":11.639765093438292,"output_bytes":20.0}],"edges":[{'
+    '"src":"t0","dst":"t1","bytes":1290.0},{"src":"t0","dst":"t3","bytes":0.0},{"src":"t0","dst":"t4","by'
+    'tes":22.0},{"src":"t1","dst":"t2","bytes":1746.0},{"src":"t1","dst":"t3","bytes":2676.0},{"src":"t2"'
+    ',"dst":"t3","bytes":0.0},{"src":"t3","dst":"t4","bytes":1788.0}]}'
+)
+
+
+def test_the_integral_bound_keeps_its_time_limit_where_presolve_loops(tmp_path):
+    # relaxation_bound(p, 5) and 'mapsched bound --time-limit 5' ran for minutes; in a process
+    # of its own, as HiGHS cannot be stopped from here
+    import subprocess
+    import sys
+
+    path = tmp_path / "p.json"
+    path.write_text(_PRESOLVE_LOOPS)
+    code = ("import sys, time; from mapsched import Problem; from mapsched.formulations.relaxation import "
+            "relaxation_bound; p = Problem.read(sys.argv[1]); t = time.perf_counter(); "
+            "print(relaxation_bound(p, 5.0), time.perf_counter() - t)")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+    bound, seconds = map(float, out.stdout.split())
+    assert seconds < 7 and 0 < bound <= 23 + 1e-6  # 23: the optimum, by exhaustive search
+
+
 def test_full_bound_names_the_relaxation():
     p = stack(6, 10, 4, "sdep", seed=6)
     b = full_bound(p, time_limit=6)
