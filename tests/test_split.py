@@ -508,3 +508,19 @@ def test_full_bound_within_a_limit_spent_by_module_detection():
     p = random_dag(1000, 4, 0)
     b = full_bound(p, time_limit=0.001)
     assert 0 < b.value <= solve(p, "heft").makespan
+
+
+def test_split_of_a_zero_makespan_latency_problem():
+    # the rolling stitching's resolution came out at 1e18 ticks per ms from a 0 ms start, and
+    # CP-SAT refused a transfer of 1.4e20 ticks with a TypeError
+    from mapsched import Device, Edge, Link, System, Task
+
+    p = Problem(
+        [Task("t0", {"d0": 0.0, "d1": 0.0, "d2": 0.0}, input_bytes=2.72, output_bytes=40.0),
+         Task("t1", {"d0": 0.0, "d1": 4.856}),
+         Task("t3", {"d1": 0.0, "d2": 10.82}, weight_bytes=10.0, input_bytes=37.3, output_bytes=40.0)],
+        [Edge("t0", "t1", 1412.0)],
+        System((Device("d0"), Device("d1"), Device("d2")),
+               (Link("d0", "d2", 10000.0), Link("d1", "d2", 100.0, 0.5, directed=True))))
+    s = solve(p, "split", time_limit=5, workers=1)
+    assert validate(p, s) == [] and s.makespan == 0.0 and s.status == "optimal"

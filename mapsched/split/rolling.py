@@ -62,6 +62,8 @@ def rolling(problem: Problem, chain: ModuleChain, window: int, upper: float, ste
     One exact solve of at most ``window`` modules per module of the chain, one after
     another (each needs the ones before it).
     """
+    if upper <= 0.0:  # nothing is shorter, and 0 ms sets no resolution (1e18 ticks per ms overflowed)
+        return None
     cap = 2.0 * upper
     p = capped(problem, cap)
     res = default_resolution(cap)
