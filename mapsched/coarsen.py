@@ -504,7 +504,7 @@ def quotient(
     weight = np.bincount(of, weights=p.weight, minlength=k)
     inputs = np.bincount(of, weights=[t.input_bytes for t in p.tasks], minlength=k)
     outputs = np.bincount(of, weights=[t.output_bytes for t in p.tasks], minlength=k)
-    runnable = np.isfinite(lat) & ((weight + inputs + outputs)[:, None] <= p.mem[None, :])
+    runnable = np.isfinite(lat) & ((weight + inputs + outputs)[:, None] <= p.room[None, :])
     if not runnable.any(axis=1).all():
         c = int(np.flatnonzero(~runnable.any(axis=1))[0])
         members = np.flatnonzero(of == c)

@@ -589,7 +589,7 @@ class Decoder:
                 f"at batch size {counts[i, u]}"
             )
         used = memory_use(p, counts)
-        over = np.flatnonzero(used > p.mem * (1 + 1e-9))
+        over = np.flatnonzero(used > p.room)
         if len(over):
             u = over[0]
             return f"device {p.device_names[u]!r} needs {used[u]:.0f} bytes of memory, has {p.mem[u]:.0f}"

@@ -168,6 +168,10 @@ BANDWIDTH = (1.0, 1e18)
 """Least and largest link bandwidth, in bytes per second."""
 MAX_BATCH = 100_000
 """Largest number of inputs (``objective.batch``) and batch size: throughput methods index by them."""
+MEMORY_SLACK = 1e-9
+"""What a device may hold past its memory, relative to it: sums of float sizes round
+(FORMAT.md rule 6). Every check that something fits, and every bound, uses the same
+allowance (:attr:`Problem.room`), so that no bound rules out what the validator accepts."""
 MAX_DEVICES = 1024
 """Most devices a problem may have: the link tables are devices x devices, and so are a list
 scheduler's per-edge transfer times (5,000 devices took HEFT 2.3 GB; a 300 KB file of
@@ -268,6 +272,8 @@ class Problem:
         Weight bytes, and activation bytes per input (input + output bytes).
     mem : ndarray, shape (m,)
         Device memory in bytes (``inf`` when unlimited).
+    room : ndarray, shape (m,)
+        What the validator lets each device hold: ``mem`` and its :data:`MEMORY_SLACK`.
     src, dst, nbytes : ndarray, shape (E,)
         Edge endpoints (task indices) and bytes.
     link_latency, link_ms_per_byte : ndarray, shape (m, m)
@@ -495,7 +501,7 @@ class Problem:
             new = reach.copy()
             for k in np.flatnonzero(np.isfinite(self.lat[i, u])):
                 b = int(self.batch_sizes[k])
-                if b <= self.L and self.weight[i] + self.act[i] * b <= self.mem[u]:
+                if b <= self.L and self.weight[i] + self.act[i] * b <= self.room[u]:
                     new[b:] |= reach[: self.L + 1 - b]
             reach = new
         return bool(reach[self.L])
@@ -528,9 +534,10 @@ class Problem:
         self.weight = _readonly(np.array([t.weight_bytes for t in tasks], dtype=float))
         self.act = _readonly(np.array([t.input_bytes + t.output_bytes for t in tasks], dtype=float))
         self.mem = _readonly(np.array([d.memory for d in devs], dtype=float))
+        self.room = _readonly(self.mem * (1 + MEMORY_SLACK))
         # What a single input of a task may occupy: used by latency methods.
         self.can_run = _readonly(
-            np.isfinite(self.dur) & ((self.weight + self.act)[:, None] <= self.mem[None, :])
+            np.isfinite(self.dur) & ((self.weight + self.act)[:, None] <= self.room[None, :])
         )
 
         ti = self.task_index

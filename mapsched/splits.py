@@ -20,7 +20,7 @@ def batch_options(problem: Problem, i: int, u: int) -> list[int]:
     p = problem
     return [
         int(b) for k, b in enumerate(p.batch_sizes)
-        if b <= p.L and np.isfinite(p.lat[i, u, k]) and p.weight[i] + p.act[i] * b <= p.mem[u]
+        if b <= p.L and np.isfinite(p.lat[i, u, k]) and p.weight[i] + p.act[i] * b <= p.room[u]
     ]
 
 

@@ -148,7 +148,7 @@ def validate(problem: Problem, schedule: Schedule) -> list[Violation]:
     for i, u, j in jobs:
         counts[i, u] += len(j.inputs)
     used = memory_use(p, counts)
-    for u in np.flatnonzero(used > p.mem * (1 + 1e-9)):
+    for u in np.flatnonzero(used > p.room):
         out.append(Violation(6, f"device {p.device_names[u]!r} holds {used[u]:.0f} bytes, "
                                 f"its memory is {p.mem[u]:.0f}"))
 

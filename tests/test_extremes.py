@@ -164,3 +164,20 @@ def test_relaxation_sound_with_one_huge_time(p):
     opt = exhaustive_optimum(p, upper=solve(p, "heft").makespan)
     assert _below(relaxation_bound(p, time_limit=5), opt)
     assert _below(relaxation_bound(p, time_limit=5, integral=False), opt)
+
+
+@pytest.mark.parametrize("method, options", [("exact", {}), ("exact", {"backend": "highs"}), ("heft", {}),
+                                             ("split", {}), ("m-etf", {}),
+                                             ("celeritas", {}), ("order-place", {})])
+def test_memory_within_the_validators_allowance_is_memory_for_bounds_and_methods(method, options):
+    # 500 bytes past a terabyte of memory: within the 1e-9 the validator allows, so a 1 ms
+    # schedule on d0 is valid; the bounds said 99.99999 ms and every method 100 'optimal'
+    from mapsched import Device, Job, Problem, Schedule, System, Task
+    from mapsched.bounds import interval_load_bound, load_bound, lower_bound
+
+    p = Problem([Task("x", {"d0": 1.0, "d1": 100.0}, weight_bytes=1e12 + 500)], [],
+                System((Device("d0", memory=1e12), Device("d1"))))
+    assert validate(p, Schedule.from_jobs(p, [Job("x", "d0", 0.0, 1.0, (0,))])) == []
+    assert max(lower_bound(p).value, load_bound(p), interval_load_bound(p)) <= 1.0
+    r = solve(p, method, time_limit=10, **options)
+    assert validate(p, r) == [] and r.makespan == 1.0

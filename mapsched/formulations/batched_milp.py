@@ -100,7 +100,7 @@ class MilpBatched:
             terms = [float(p.act[i] / unit) * sum(m.x[i, u, lo] for lo in range(L))
                      + float(p.weight[i] / unit) * use[i, u] for i in range(p.n) if (i, u) in use]
             if terms:
-                m.memory.add(sum(terms) <= float(p.mem[u] / unit))
+                m.memory.add(sum(terms) <= float(p.room[u] / unit))
         pairs = [(i, j, u) for u in range(p.m) for i in range(p.n) for j in range(i + 1, p.n)
                  if (i, u) in use and (j, u) in use]
         m.Z = pyo.Set(initialize=pairs, dimen=3)

@@ -39,7 +39,7 @@ from ortools.sat.python import cp_model
 
 from .. import interrupt
 from ..errors import OptionError
-from ..problem import Problem
+from ..problem import MEMORY_SLACK, Problem
 from ..schedule import Schedule
 from ..units import byte_unit
 from .common import Plugin, apply_plugins, capped, device_load_cuts, device_windows, edge_comm, time_windows
@@ -56,7 +56,8 @@ def memory_row(sizes: np.ndarray, capacity: float, most: float) -> tuple[list[in
     at its largest, sum to ``most`` bytes.
 
     In whole bytes, a fractional size rounded up and the capacity down (exact for sizes
-    in whole bytes), unless ``most`` passes 2**61: then (sizes reach 1e18 bytes, and
+    in whole bytes), the capacity what the validator lets the device hold (its
+    :data:`~mapsched.problem.MEMORY_SLACK` too), unless ``most`` passes 2**61: then (sizes reach 1e18 bytes, and
     their sum would overflow 64 bits) in units of :func:`~mapsched.units.byte_unit`, all rounded
     down. That keeps every schedule in the model, so the bound sound; a schedule of the
     model then overfills the device by less than a unit per task and input, which stays
@@ -65,7 +66,7 @@ def memory_row(sizes: np.ndarray, capacity: float, most: float) -> tuple[list[in
     """
     unit = byte_unit(most, 2.0**61)
     if unit == 1.0:
-        return [math.ceil(b - 1e-9) for b in sizes.tolist()], math.floor(capacity + 1e-9)
+        return [math.ceil(b - 1e-9) for b in sizes.tolist()], math.floor(capacity * (1 + MEMORY_SLACK) + 1e-9)
     return [math.floor(b / unit) for b in sizes.tolist()], math.floor(capacity / unit)
 
 

@@ -205,7 +205,7 @@ def build_model(
         unit = byte_unit(p.mem[u], HIGHS_BYTES)  # no task that u can run needs more than mem[u]
         terms = [float((p.weight[i] + p.act[i]) / unit) * m.x[i, u] for i in range(p.n) if p.can_run[i, u]]
         if terms:
-            m.memory.add(sum(terms) <= float(p.mem[u] / unit))
+            m.memory.add(sum(terms) <= float(p.room[u] / unit))
 
     m.disjunct = pyo.ConstraintList()
     for i, j in pairs:

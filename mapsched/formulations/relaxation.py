@@ -66,7 +66,7 @@ class _Relaxation(RowProgramme):
         p = self.p = problem
         n, m = p.n, p.m
         need = p.weight + p.act
-        room = p.mem * (1 + 1e-9)  # what the validator lets a device hold
+        room = p.room
         # Jobs and transfers longer than ``limit`` are left out (see relaxation_bound)
         self.ok = p.can_run & (need[:, None] <= room[None, :]) & (p.dur <= limit)
         self.t = np.where(self.ok, p.dur, 0.0)

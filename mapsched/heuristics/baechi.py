@@ -103,7 +103,7 @@ def memory_shortfall(problem: Problem) -> str | None:
     """
     p = problem
     need = p.weight + p.act
-    room = p.mem * (1 + 1e-9)  # what the validator lets a device hold
+    room = p.room
     if p.m <= _HALL_DEVICES:
         sets = list(range(1 << p.m))
         idx = np.arange(1 << p.m)
@@ -168,7 +168,7 @@ def topo_placement(problem: Problem, cap: str = "uniform", order: Sequence[int] 
     """
     p = problem
     need = (p.weight + p.act).tolist()
-    room = (p.mem * (1 + 1e-9)).tolist()
+    room = p.room.tolist()
     if cap == "uniform":
         share = sum(need) / p.m + max(need)
         limit = [min(r, share) for r in room]
@@ -334,7 +334,7 @@ def etf_placement(problem: Problem, favourite: np.ndarray | None = None,
     dur = p.dur.tolist()
     can = p.can_run.tolist()
     need = (p.weight + p.act).tolist()
-    left = (p.mem * (1 + 1e-9)).tolist()
+    left = p.room.tolist()
     llat, mpb, nb = p.link_latency.tolist(), p.link_ms_per_byte.tolist(), p.nbytes.tolist()
     src = p.src.tolist()
     fav = favourite.tolist() if favourite is not None else None

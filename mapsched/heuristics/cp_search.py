@@ -154,7 +154,7 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, moves: int) ->
     need = (p.weight + p.act).tolist()
     used = np.zeros(p.m)
     np.add.at(used, dev, need)
-    room = (p.mem * (1 + 1e-9) - used).tolist()
+    room = (p.room - used).tolist()
     linked = np.isfinite(p.link_latency).tolist()
     runnable = [np.flatnonzero(p.can_run[i]).tolist() for i in range(p.n)]
     neighbours = [[q for q, _ in path.pred[i]] + list(p.succ[i]) for i in range(p.n)]

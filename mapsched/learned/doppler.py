@@ -249,7 +249,7 @@ class _Env:
         self.dur = np.where(p.can_run, p.dur, 0.0).tolist()
         self.ok = p.can_run.tolist()
         self.need = (p.weight + p.act).tolist()
-        self.mem = (p.mem * (1 + 1e-9)).tolist()
+        self.mem = p.room.tolist()
         self.llat, self.mpb = p.link_latency.tolist(), p.link_ms_per_byte.tolist()
         nb, src, dst = p.nbytes.tolist(), p.src.tolist(), p.dst.tolist()
         self.ins = [[(src[e], nb[e]) for e in p.in_edges[i]] for i in range(p.n)]

@@ -199,7 +199,7 @@ class _Static:
         self.llat = np.where(np.eye(p.m, dtype=bool), 0.0, p.link_latency)
         self.mpb = np.where(np.eye(p.m, dtype=bool), 0.0, p.link_ms_per_byte)
         self.need = p.weight + p.act
-        self.mem = p.mem * (1 + 1e-9)
+        self.mem = p.room
         # per task edge e = (a, b): the options of b (type-1 edges) and of a (type-2 edges)
         src, dst, first = p.src, p.dst, self.first
         nb = first[dst + 1] - first[dst]

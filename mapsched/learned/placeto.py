@@ -226,7 +226,7 @@ class Trainer(ProblemTrainer):
         self.rank[p.topo.tolist()] = torch.arange(p.n)
         self.ok = p.can_run.tolist()
         self.need = (p.weight + p.act).tolist()
-        self.mem = (p.mem * (1 + 1e-9)).tolist()
+        self.mem = p.room.tolist()
         self.link = np.isfinite(p.link_latency).tolist()
         self.parents = [[int(p.src[e]) for e in p.in_edges[i]] for i in range(p.n)]
         self.children = [[int(p.dst[e]) for e in p.out_edges[i]] for i in range(p.n)]
