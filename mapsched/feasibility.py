@@ -87,7 +87,7 @@ def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_lim
         terms = [math.ceil(size / unit - 1e-9) * var for size, (_, _, var) in zip(need, per_device[u])]
         if terms:
             lit = assume_mem[u] = model.new_bool_var(f"mem{u}")
-            model.add(sum(terms) <= math.floor(p.mem[u] / unit + 1e-9)).only_enforce_if(lit)
+            model.add(sum(terms) <= math.floor(p.room[u] / unit + 1e-9)).only_enforce_if(lit)
 
     assume_link = {}
     unlinked = [(u, v) for u in range(p.m) for v in range(p.m) if u != v and not np.isfinite(p.link_latency[u, v])]
@@ -133,7 +133,35 @@ def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_lim
         if edges and p.L > 1:  # the links' rule here is stricter than the format's: no proof
             raise InfeasibleError(f"no mapping of the {p.n} tasks found that keeps each edge's inputs off unlinked "
                                   f"devices altogether: {why} rule(s) every such one out")
+        if not _one_job_loses_nothing(p):  # the model's one job per task and device: no proof either
+            raise InfeasibleError(f"no mapping of the {p.n} tasks found with one job per task and device: {why} "
+                                  "rule(s) every such one out (several jobs of a task on a device, which the "
+                                  "format allows but mapsched's methods do not build, might fit)")
         raise InfeasibleError(f"no mapping of the {p.n} tasks exists: {why} rule(s) every one out")
     if interrupt.requested():
         raise InfeasibleError("interrupted before a mapping that fits memory and links was found")
     raise InfeasibleError(f"no feasible mapping found within {time_limit:g} s (memory and links are tight)")
+
+
+def _one_job_loses_nothing(p: Problem) -> bool:
+    """Whether one job per task and device loses no mapping: every count of a task's inputs
+    that several jobs on a device reach, and the device holds, is one batch size it runs
+    there. O(n m L nb), on the way to an error only."""
+    if p.L == 1:
+        return True
+    reachable: dict[tuple[int, ...], np.ndarray] = {}
+    for i in range(p.n):
+        for u in range(p.m):
+            opts = tuple(batch_options(p, i, u))
+            if not opts:
+                continue
+            if opts not in reachable:  # counts that sums of these batch sizes make
+                reach = np.zeros(p.L + 1, dtype=bool)
+                reach[0] = True
+                for c in range(1, p.L + 1):
+                    reach[c] = any(reach[c - b] for b in opts if b <= c)
+                reachable[opts] = reach
+            most = p.L if p.act[i] == 0 else min(p.L, int((p.room[u] - p.weight[i]) // p.act[i]))
+            if any(reachable[opts][c] and c not in opts for c in range(1, most + 1)):
+                return False
+    return True

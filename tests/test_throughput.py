@@ -171,3 +171,23 @@ def test_the_hinted_model_takes_over_when_the_search_form_finds_nothing(monkeypa
     assert "the hinted model for the rest" in r.log and validate(p, r) == []
     assert r.makespan <= solve(p, "bheft").makespan + 1e-9
 
+
+
+def test_no_mapping_with_one_job_per_device_is_no_proof_that_none_exists():
+    # d1 runs one input at a time and d0 cannot hold both weights: two jobs of t1 on d1 make a
+    # valid schedule (46 ms, the optimum by exhaustive search), which the methods do not build;
+    # they said 'no mapping of the 3 tasks exists'
+    from mapsched import InfeasibleError, Job, Link, Schedule
+
+    p = Problem([Task("t0", {"d0": {"1": 5.0, "2": 3.0}, "d1": 3.0}),
+                 Task("t1", {"d0": {"1": 6.0, "2": 26.0}, "d1": 23.0}, weight_bytes=100),
+                 Task("t2", {"d0": {"1": 10.0, "2": 26.0}, "d1": 40.0}, weight_bytes=100)], [],
+                System((Device("d0", memory=120, batch_sizes=(1, 2)), Device("d1", batch_sizes=(1,))),
+                       (Link("d0", "d1", 1e9, directed=True), Link("d1", "d0", 100.0, directed=True))),
+                Objective("throughput", 2))
+    s = Schedule.from_jobs(p, [Job("t0", "d0", 0, 3, (0, 1)), Job("t2", "d0", 3, 13, (0,)),
+                               Job("t2", "d0", 13, 23, (1,)), Job("t1", "d1", 0, 23, (0,)),
+                               Job("t1", "d1", 23, 46, (1,))])
+    assert validate(p, s) == []
+    with pytest.raises(InfeasibleError, match="no mapping of the 3 tasks found with one job per task and device"):
+        solve(p, "bheft")
