@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from . import interrupt, registry
+from . import arguments, interrupt, registry
 from .context import Progress, SolveContext
 from .errors import OptionError
 from .problem import Problem
@@ -90,9 +90,7 @@ def solve(
     started = time.perf_counter()  # loading the method's solvers (a second or more, once) counts too
     if method is None:
         method = DEFAULT_METHOD
-    if not isinstance(problem, Problem):
-        raise OptionError(f"problem: expected a mapsched.Problem, got {type(problem).__name__}; read a file with "
-                          "Problem.read(path)")
+    arguments.problem(problem)
     m = registry.get(method)
     if problem.objective.kind not in m.objectives:
         raise OptionError(

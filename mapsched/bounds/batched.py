@@ -78,6 +78,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from .. import arguments
 from ..closure import Closure
 from ..errors import OptionError
 from ..highs_lp import SETUP, RowProgramme
@@ -126,7 +127,7 @@ class _Batched(RowProgramme):
         p = self.p = problem
         n, m = p.n, p.m
         sizes = p.batch_sizes.astype(float)
-        room = p.mem * (1 + 1e-9)  # what the validator lets a device hold
+        room = p.room
         fits = np.isfinite(p.lat) & (p.lat <= limit) & (sizes[None, None, :] <= p.L) & (
             p.weight[:, None, None] + p.act[:, None, None] * sizes[None, None, :] <= room[None, :, None])
         self.ti, self.tu, self.tk = np.nonzero(fits)
@@ -203,7 +204,7 @@ class _Batched(RowProgramme):
         self.h.addVars(count, np.zeros(count), np.ones(count))
         self.h.changeColsIntegrality(count, np.arange(first, first + count, dtype=np.int32),
                                      np.full(count, self.hs.HighsVarType.kInteger))
-        room = p.mem * (1 + 1e-9)
+        room = p.room
         memory = {u: {} for u in range(p.m) if math.isfinite(p.mem[u])}
         col = first
         for i, found in enumerate(per_task):
@@ -376,12 +377,12 @@ def batched_relaxation_bound(problem: Problem, time_limit: float = 10.0, integra
     >>> batched_relaxation_bound(p, time_limit=10) >= load_bound(p)
     True
     """
-    p = problem
+    p = arguments.problem(problem)
     if p.n > BATCHED_TASKS:
         raise OptionError(f"batched_relaxation_bound: {p.n} tasks, more than the {BATCHED_TASKS} it takes on")
-    if not time_limit > 0 or not (isinstance(cuts_per_round, int) and cuts_per_round >= 1):
-        raise OptionError("batched_relaxation_bound: time_limit must be positive seconds and cuts_per_round a "
-                         f"positive integer, got {time_limit!r} and {cuts_per_round!r}")
+    time_limit = arguments.seconds(time_limit, "time_limit", none=False)
+    integral = arguments.flag(integral, "integral")
+    cuts_per_round = arguments.count(cuts_per_round, "cuts_per_round")
     start = time.perf_counter()
     if time_limit < SETUP * (p.n * p.m * len(p.batch_sizes) + p.E * p.m * p.m):
         return 0.0
@@ -426,7 +427,7 @@ def shrunk(problem: Problem, tasks: Sequence[int], inputs: int) -> Problem:
     if inputs == p.L:
         return p.restrict(keep)
     sizes = p.batch_sizes.tolist()
-    room = p.mem * (1 + 1e-9)
+    room = p.room
     out = []
     for i in keep:
         lat = {}
@@ -478,7 +479,9 @@ def two_part_bound(problem: Problem, blocks: Sequence[Sequence[int]], deadline: 
     Two shrunk-batch load bounds (each one LP) per split point and k:
     O(len(blocks) nb) LPs.
     """
-    p = problem
+    p = arguments.problem(problem)
+    blocks = arguments.blocks(p, blocks, "blocks")
+    deadline = arguments.seconds(deadline, "deadline", none=False)
     reach = Closure(p).matrix()
     best = 0.0
     ks = sorted({1, p.L} | {int(b) for b in p.batch_sizes.tolist() if b <= p.L})
@@ -510,9 +513,10 @@ def stage_bound(problem: Problem, blocks: Sequence[Sequence[int]], deadline: flo
     -----
     One load LP per run of blocks: O(len(blocks)^2) LPs, stopped at ``deadline``.
     """
-    p = problem
+    p = arguments.problem(problem)
+    blocks = [sorted(b) for b in arguments.blocks(p, blocks, "blocks")]
+    deadline = arguments.seconds(deadline, "deadline", none=False)
     head, tail = heads_tails(p)
-    blocks = [sorted(int(i) for i in b) for b in blocks]
     best = 0.0
     for lo in range(len(blocks)):
         tasks: list[int] = []

@@ -40,6 +40,7 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix, vstack
 
+from .. import arguments
 from ..problem import Problem
 from ..validate import floating_bound
 
@@ -159,7 +160,10 @@ def interval_load_bound(problem: Problem, time_limit: float | None = None, colum
     >>> round(interval_load_bound(p), 4)
     11.0
     """
-    p = problem
+    p = arguments.problem(problem)
+    time_limit = arguments.seconds(time_limit, "time_limit")
+    columns = arguments.count(columns, "columns", none=True)
+    cuts = arguments.count(cuts, "cuts")
     if p.L != 1:
         return 0.0
     if columns is None:

@@ -19,6 +19,7 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
+from .. import arguments
 from ..problem import Problem
 from ..validate import floating_bound
 
@@ -54,7 +55,7 @@ def load_bound(problem: Problem, time_limit: float | None = None) -> float:
     >>> round(load_bound(instances.load("topcuoglu2002")), 3)
     30.785
     """
-    value, _ = _load_lp(problem, time_limit)
+    value, _ = _load_lp(arguments.problem(problem), arguments.seconds(time_limit, "time_limit"))
     return max(0.0, floating_bound(value))
 
 
@@ -79,7 +80,7 @@ def _load_lp(problem: Problem, time_limit: float | None) -> tuple[float, np.ndar
     equal = np.full(p.m, 1.0 / p.m)
     sizes = p.batch_sizes.astype(float)
     fits = np.isfinite(p.lat) & (sizes[None, None, :] <= p.L) & (
-        p.weight[:, None, None] + p.act[:, None, None] * sizes[None, None, :] <= p.mem[None, :, None])
+        p.weight[:, None, None] + p.act[:, None, None] * sizes[None, None, :] <= p.room[None, :, None])
     if not fits.any():  # nothing can run: the problem was rejected when built; keep the function total
         return 0.0, equal
     kinds, count = np.unique(np.where(fits, p.lat, np.inf).reshape(p.n, -1), axis=0, return_counts=True)

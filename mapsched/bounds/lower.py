@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from .. import arguments
 from ..problem import Problem
 from .batched import BATCHED_TASKS, batched_relaxation_bound
 from .interval import interval_load_bound
@@ -61,6 +62,9 @@ def lower_bound(problem: Problem, time_limit: float | None = None, *, batched: b
     (42.049, 'interval-load')
     """
     started = time.perf_counter()
+    arguments.problem(problem)
+    time_limit = arguments.seconds(time_limit, "time_limit")
+    arguments.flag(batched, "batched")
     rules = [
         Bound(critical_path_bound(problem), "critical-path"),
         Bound(work_bound(problem), "work"),

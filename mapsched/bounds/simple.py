@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from .. import arguments
+from ..errors import OptionError, shown
 from ..problem import Problem
 
 __all__ = ["SubsetBound", "critical_path_bound", "min_work", "slr", "work_bound"]
@@ -42,7 +44,7 @@ def critical_path_bound(problem: Problem) -> float:
     Every input crosses every path, and each job on it lasts at least that long.
     O(n m nb + E).
     """
-    p = problem
+    p = arguments.problem(problem)
     shortest = p.lat.min(axis=(1, 2)).tolist()
     finish = [0.0] * p.n
     for i in p.topo.tolist():
@@ -64,13 +66,15 @@ def slr(problem: Problem, result: Any) -> float:
     >>> round(slr(p, 2 * critical_path_bound(p)), 6)
     2.0
     """
-    makespan = float(getattr(result, "makespan", result))
-    return makespan / critical_path_bound(problem)
+    makespan = getattr(result, "makespan", result)
+    if not (arguments.real(makespan) and makespan >= 0):
+        raise OptionError(f"result: expected a schedule or a makespan in ms, got {shown(result)}")
+    return float(makespan) / critical_path_bound(problem)
 
 
 def work_bound(problem: Problem) -> float:
     """Least total work spread perfectly over all devices: sum of :func:`min_work` / m."""
-    return float(min_work(problem).sum() / problem.m)
+    return float(min_work(arguments.problem(problem)).sum() / problem.m)
 
 
 class SubsetBound:
@@ -89,12 +93,12 @@ class SubsetBound:
     """
 
     def __init__(self, problem: Problem) -> None:
-        self.p = problem
+        self.p = arguments.problem(problem)
         self.shortest = problem.lat.min(axis=(1, 2)).tolist()
         self.work = min_work(problem) / problem.m
 
     def __call__(self, tasks: Collection[int]) -> float:
-        finish = dict.fromkeys(tasks, 0.0)
+        finish = dict.fromkeys(arguments.tasks(self.p, tasks, "tasks"), 0.0)
         for i in self.p.topo.tolist():
             if i in finish:
                 finish[i] = self.shortest[i] + max((finish[q] for q in self.p.pred[i] if q in finish), default=0.0)
