@@ -592,6 +592,21 @@ _TRAIN_ONLY = {"giph": ("suite", "variant", "mp_rounds", "giph_features", "lr", 
                         "eval_cases"),
                "doppler, placeto": ("stages", "hidden", "rounds")}
 """The options of ``train`` that only some of its methods read."""
+_CONFIG = {"hidden": "hidden", "rounds": "rounds", "variant": "variant", "mp_rounds": "rounds", "lr": "lr",
+           "entropy": "entropy", "gamma": "gamma", "eval_every": "eval_every", "eval_cases": "eval_cases"}
+"""The options of ``train`` that set a policy's config (the option's name: the config's)."""
+
+
+def _resumed_config(args: argparse.Namespace, defaults: dict[str, Any], config: Any) -> None:
+    """Refuse, with ``--resume``, an option given that would change the config the policy file
+    keeps (its networks' sizes, its training's rates): it was set when the file was started."""
+    for name, field in _CONFIG.items():
+        given = getattr(args, name, None)
+        if given is None or given == defaults.get(name) or not isinstance(config, dict) or field not in config:
+            continue
+        if given != config[field]:
+            raise OptionError(f"--{name.replace('_', '-')}: {args.output} keeps {config[field]!r}, set when it was "
+                              "started; leave the option out with --resume, or start a new file")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -604,13 +619,13 @@ def cmd_train(args: argparse.Namespace) -> int:
                 raise OptionError(f"--{name.replace('_', '-')}: an option of {methods} training, which "
                                   f"{args.method} does not read; leave it out")
     if args.method == "giph":
-        return _train_giph(args)
+        return _train_giph(args, defaults)
     if args.problem is None or args.suite is not None:
         raise OptionError(f"problem: {args.method} trains on one problem file (no --suite); give it")
     method = args.method
     learner = torch_module(method, method)
     reinforce = torch_module("reinforce", method)
-    stages = learner.parse_stages(args.stages or ",".join(learner.STAGES))
+    stages = learner.parse_stages(",".join(learner.STAGES) if args.stages is None else args.stages)
     if args.resume and not os.path.isfile(args.output):
         raise OptionError(f"--resume: no policy file {args.output!r} to resume; leave out --resume to start one")
     check_output(args.output, [args.problem])
@@ -622,6 +637,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     with reinforce.one_thread():
         if args.resume:
             data = reinforce.load_checkpoint(args.output, method, problem.m, flag="--resume")
+            _resumed_config(args, defaults, data["config"])
             trainer = learner.Trainer.from_checkpoint(problem, data, args.seed, resume=True, flag="--resume")
         else:
             width = {k: v for k, v in (("hidden", args.hidden), ("rounds", args.rounds)) if v is not None}
@@ -664,7 +680,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 130 if stopped else 0
 
 
-def _train_giph(args: argparse.Namespace) -> int:
+def _train_giph(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     """``train giph``: REINFORCE on a GiPH experiment set (:mod:`mapsched.learned.giph`)."""
     from .learned import torch_module
 
@@ -683,6 +699,7 @@ def _train_giph(args: argparse.Namespace) -> int:
     with reinforce.one_thread():
         if args.resume:
             data = reinforce.load_checkpoint(args.output, "giph", None, flag="--resume")
+            _resumed_config(args, defaults, data["config"])
             trainer = giph.Trainer.resume(data, suite)
         else:
             cfg = giph.Config(variant=args.variant, rounds=args.mp_rounds, lr=args.lr, entropy=args.entropy,

@@ -224,6 +224,9 @@ def test_cli_train_resume_solve_and_refusals(tmp_path, capsys):
         (["train", "giph", "-o", str(tmp_path / "x.pt"), "--episodes", "20", "--lr", "10", *args],
          "--lr: training diverged after"),
         (["train", "giph", prob, "-o", str(tmp_path / "x.pt")], "--suite"),
+        (["train", "giph", "--episodes", "3", "-o", pt, "--resume", "--gamma", "0.5", *args],
+         f"--gamma: {pt} keeps 0.9"),  # was silently kept
+        (["solve", prob, "-m", "giph", "--noise", "5"], "at most 1"),  # GiPH's noise, a fraction of each time
     ]:
         assert main(argv) == 2
         err = capsys.readouterr().err

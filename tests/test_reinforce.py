@@ -104,3 +104,15 @@ def test_doppler_samples_zero_is_refused():
         file_config(Config, {"sim_samples": 0})
     with pytest.raises(ValueError, match="expected a mapping"):
         file_config(Config, None)
+
+
+def test_a_policy_file_whose_devices_are_no_count_is_damaged(tmp_path):
+    # "was trained for 3 devices and this problem has 3": '3', a string
+    problem = random_dag(12, 3, seed=2)
+    prob, good, bad = str(tmp_path / "p.json"), str(tmp_path / "good.pt"), str(tmp_path / "bad.pt")
+    problem.write(prob)
+    assert main(["train", "doppler", prob, "-o", good, "--episodes", "1", "--hidden", "8", "--rounds", "1"]) == 0
+    data = {k: v for k, v in torch.load(good, weights_only=True).items() if k not in ("format", "version")}
+    save_checkpoint(bad, {**data, "devices": "3"})
+    with pytest.raises(OptionError, match="is damaged \\(devices '3'\\)"):
+        solve(problem, "doppler", policy=bad)

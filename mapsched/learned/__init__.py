@@ -105,7 +105,7 @@ def placeto(problem: Problem, ctx: Any, policy: str, episodes: int | None, hidde
                                   "on GiPH's multi-diff networks)", reads=True),
         Option("ratio", float, 2.0, "search steps per task (GiPH: 2)", positive=True),
         Option("noise", float, 0.0, "GiPH's noise on every run of the search (its noisy runs: 0.2); the best "
-                                    "noisy run's placement is returned as the noiseless model runs it"),
+                                    "noisy run's placement is returned as the noiseless model runs it", most=1.0),
         Option("greedy", bool, False, "take the policy's most likely move instead of sampling (GiPH samples)"),
         Option("start", str, "random", "the start placement without --initial: random (GiPH) or heft's",
                choices=("random", "heft")),

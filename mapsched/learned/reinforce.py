@@ -21,6 +21,7 @@ import dataclasses
 import io
 import math
 import time
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -29,7 +30,7 @@ import numpy as np
 import torch
 
 from .. import interrupt
-from ..errors import OptionError, first_line
+from ..errors import OptionError, first_line, shown
 from ..files import write_file
 from .starts import check_policy_file
 
@@ -333,7 +334,9 @@ def load_checkpoint(path: str, method: str, devices: int | None, flag: str = "--
     another number of devices than ``devices`` (None: any)."""
     check_policy_file(path, method, flag)
     try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns, in two lines, before failing on a plain pickle
+            warnings.simplefilter("ignore")
+            data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many kinds of error on a damaged file
         reason = "unreadable" if isinstance(exc, OSError) else "damaged, or not written by mapsched"
         raise OptionError(f"{flag}: {path!r} is not a readable policy file ({reason}); train one with "
@@ -348,6 +351,8 @@ def load_checkpoint(path: str, method: str, devices: int | None, flag: str = "--
     for key in ("config", "devices", "policy"):
         if key not in data:
             raise OptionError(f"{flag}: {path!r} is damaged (no {key!r}); train it again")
+    if type(data["devices"]) is not int or data["devices"] < 0:  # 0: any number (giph)
+        raise OptionError(f"{flag}: {path!r} is damaged (devices {shown(data['devices'])}); train it again")
     if devices is not None and data["devices"] != devices:
         raise OptionError(f"{flag}: {path!r} was trained for {data['devices']} devices and this problem has "
                           f"{devices}; train a policy for {devices} devices")
