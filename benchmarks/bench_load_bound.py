@@ -10,7 +10,8 @@ optimum.
 
 Problems: ``generate transformer-train --layers 12`` and ``22`` on ``4-gpu-server`` and
 ``cpu-t4-a100`` (the torch-free stand-ins of the traced GPT steps, with the same op
-count), and ``random_dag(n, 4)`` at 5,000 and 36,000 tasks.
+count), ``random_dag(n, 4)`` at 5,000 and 36,000 tasks, and ``random_dag(n, 3)`` at 3,000,
+6,000 and 12,000.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def main() -> None:
               transformer_train(layers, platform=platform(system)))
              for layers in (12, 22) for system in ("4-gpu-server", "cpu-t4-a100")]
     cases += [(f"random_dag {n:,}", lambda n=n: random_dag(n, 4, seed=0)) for n in (5000, 36000)]
+    # where the LP's time grows fourfold a doubling: 9,000 to 36,000 columns on 3 devices
+    cases += [(f"random_dag {n:,}, 3 devices", lambda n=n: random_dag(n, 3, seed=0)) for n in (3000, 6000, 12000)]
     print("| problem | tasks | kinds | shipped (s) | LP forced (s) | optimum | ascent (s) | ascent / optimum |")
     print("|---|---|---|---|---|---|---|---|")
     for label, build in cases:

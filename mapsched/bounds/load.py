@@ -25,9 +25,12 @@ from ..validate import floating_bound
 
 __all__ = ["load_bound"]
 
-LP_COLUMNS = 40_000
-"""Above this many LP columns (distinct tasks times devices times batch sizes; about 0.3 s of
-HiGHS) the bound is the best point of the dual found by :func:`_dual_ascent` instead."""
+LP_COLUMNS = 10_000
+"""Above this many LP columns (distinct tasks times devices times batch sizes) the bound is
+the best point of the dual found by :func:`_dual_ascent` instead. HiGHS's time grows about
+fourfold as the columns double (0.26, 1.25 and 4.46 s at 9,000, 18,000 and 36,000 columns on
+a 3-device chain), the ascent's twofold (0.07, 0.15, 0.34 s), and it came within 1e-8 of
+the LP's optimum on those chains and on random graphs of 3,000 and 6,000 tasks."""
 
 ASCENT_STEPS = 300
 
