@@ -50,8 +50,9 @@ from typing import Any, Literal
 import networkx as nx
 import numpy as np
 
-from .decoder import Decoder, ready_order
-from .errors import OptionError
+from . import arguments
+from .decoder import Decoder, checked_order, ready_order
+from .errors import OptionError, shown
 from .problem import Edge, Problem, Task
 from .ranks import downward_rank, mean_comm, upward_rank
 from .schedule import Schedule
@@ -75,18 +76,6 @@ def _latency_only(problem: Problem, what: str) -> None:
 def _need(problem: Problem) -> np.ndarray:
     """Bytes each task holds on its device under rule 6 with one input: weights plus activations."""
     return problem.weight + problem.act
-
-
-def _as_order(problem: Problem, order: Sequence[int]) -> np.ndarray:
-    order = np.asarray(order)
-    if order.shape != (problem.n,) or order.dtype.kind not in "iu" or order.min() < 0 or not (
-            np.bincount(order, minlength=problem.n) == 1).all():
-        raise OptionError("order: expected a permutation of the task indices")
-    pos = np.empty(problem.n, dtype=np.int64)
-    pos[order] = np.arange(problem.n)
-    if (pos[problem.src] >= pos[problem.dst]).any():
-        raise OptionError("order: expected a topological order (every edge forwards)")
-    return order.astype(np.int64)
 
 
 def _labels(problem: Problem, groups: Sequence[int]) -> tuple[np.ndarray, int]:
@@ -359,15 +348,18 @@ def fuse_intervals(
     if isinstance(R, bool) or not isinstance(R, (int, np.integer)) or R < 1:
         raise OptionError(f"R: expected a positive number of tasks, got {R!r}")
     R = min(int(R), p.n)  # no interval is longer than the graph; and numpy's ints are 64-bit
-    order = cpd_topo(p) if order is None else _as_order(p, order)
+    order = cpd_topo(p) if order is None else np.asarray(checked_order(p, order), dtype=np.int64)
     if M is None:
         finite = p.mem[np.isfinite(p.mem)]
         M = 0.25 * float(finite.max()) if finite.size else np.inf
-    elif not M >= 0:
-        raise OptionError(f"M: expected a non-negative number of bytes, got {M!r}")
-    w = mean_comm(p) if cost is None else np.asarray(cost, dtype=float)
+    elif not (arguments.real(M) and M >= 0):
+        raise OptionError(f"M: expected a non-negative number of bytes, got {shown(M)}")
+    try:
+        w = mean_comm(p) if cost is None else np.asarray(cost, dtype=float)
+    except (TypeError, ValueError):
+        w = np.full(0, np.nan)
     if w.shape != (p.E,) or not np.isfinite(w).all():
-        raise OptionError(f"cost: expected {p.E} finite edge costs, got shape {w.shape}")
+        raise OptionError(f"cost: expected {p.E} finite edge costs, got {shown(cost)}")
 
     n = p.n
     pos = np.empty(n, dtype=np.int64)
@@ -620,6 +612,8 @@ def expand(
     """
     p = problem
     _latency_only(p, "expand")
+    if not isinstance(coarse_schedule, Schedule):
+        raise OptionError(f"coarse_schedule: expected a Schedule of the quotient, got {type(coarse_schedule).__name__}")
     of, k = _labels(p, groups)
     index = {name: c for c, name in enumerate(_names(k))}
     dev = np.full(k, -1, dtype=np.int64)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from strategies import problems
 
 import mapsched
-from mapsched import Device, InfeasibleError, Link, Problem, System, Task, solve, validate
+from mapsched import Device, InfeasibleError, Link, OptionError, Problem, System, Task, coarsen, solve, validate
 from mapsched.coarsen import cpd_topo, dfs_topo, expand
 from mapsched.decoder import Builder, Decoder
 from mapsched.generators import random_dag
@@ -268,3 +268,35 @@ def test_expired_time_limit_falls_back_to_order_place():
     s = celeritas(p, SolveContext(time_limit=1e-9), R=1)
     assert validate(p, s) == [] and "time limit reached" in s.log
     assert s.makespan == solve(p, "order-place", R=1).makespan
+
+
+def _placement_calls():
+    from mapsched import instances
+    from mapsched.heuristics import baechi
+
+    p = instances.load("topcuoglu2002")
+    backwards = list(range(9, -1, -1))
+    return [
+        (lambda: coarsen.fuse_intervals(p, M="a"), "M: expected a non-negative number"),
+        (lambda: coarsen.fuse_intervals(p, cost=["a"] * p.E), "cost: expected 15 finite edge costs"),
+        (lambda: coarsen.expand(p, "x", [0] * 10), "coarse_schedule: expected a Schedule"),
+        (lambda: fuse(p, M=-1.0), "M: expected a fraction"),  # no memory limit: M went unread
+        (lambda: fuse(p, M="a"), "M: expected a fraction"),
+        (lambda: adjusting_placement(p, backwards), "order: expected a topological order"),
+        (lambda: order_placement(p, [0] * 10), "order: expected a permutation"),
+        (lambda: order_placement(p, None, cap="x"), "cap: expected 'uniform' or 'memory'"),
+        (lambda: baechi.topo_placement(p, cap="x"), "cap: expected"),  # was taken as 'memory'
+        (lambda: baechi.topo_placement(p, order=backwards), "order: expected a topological order"),
+        (lambda: baechi.favourite_children(p, np.zeros(2)), "x: expected 15 numbers"),
+        (lambda: baechi.etf_placement(p, np.zeros(2, dtype=int)), "favourite: expected 10 task indices"),
+    ]
+
+
+@pytest.mark.parametrize("k", range(12))
+def test_placement_functions_refuse_bad_arguments_in_one_line(k):
+    # these raised IndexError, TypeError, ValueError, or returned owners of -1 for orders
+    # that were no permutations, or placed a reversed order
+    call, says = _placement_calls()[k]
+    with pytest.raises(OptionError, match=r"^[^\n]*$") as info:
+        call()
+    assert says in str(info.value)

@@ -56,7 +56,7 @@ import numpy as np
 from .. import interrupt
 from ..construct import repair_placement
 from ..context import SolveContext
-from ..decoder import Decoder
+from ..decoder import Decoder, checked_order
 from ..errors import InfeasibleError, OptionError
 from ..problem import Problem
 from ..ranks import mean_comm, mean_cost, rank_order, upward_rank
@@ -167,6 +167,8 @@ def topo_placement(problem: Problem, cap: str = "uniform", order: Sequence[int] 
     [0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
     """
     p = problem
+    if cap not in ("uniform", "memory"):
+        raise OptionError(f"cap: expected 'uniform' or 'memory', got {cap!r}")
     need = (p.weight + p.act).tolist()
     room = p.room.tolist()
     if cap == "uniform":
@@ -183,8 +185,7 @@ def topo_placement(problem: Problem, cap: str = "uniform", order: Sequence[int] 
     owner = np.full(p.n, -1, dtype=np.int64)
     placed = []
     k = 0  # the current device is seq[k]
-    for i in (p.topo if order is None else order):
-        i = int(i)
+    for i in (p.topo.tolist() if order is None else checked_order(p, order)):
         sources = {int(owner[q]) for q in p.pred[i]}
         ok = [can[i][u] and all(linked[v][u] for v in sources) for u in range(p.m)]
         while k < p.m and ok[seq[k]] and used[seq[k]] + need[i] > limit[seq[k]]:
@@ -285,6 +286,12 @@ def favourite_children(problem: Problem, x: np.ndarray, threshold: float = 0.5) 
     [2, -1, -1]
     """
     p = problem
+    try:
+        x = np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        x = np.full(0, np.nan)
+    if x.shape != (p.E,) or np.isnan(x).any():
+        raise OptionError(f"x: expected {p.E} numbers, one an edge, as favourite_lp gives")
     fav = np.full(p.n, -1, dtype=np.int64)
     has_parent = np.zeros(p.n, dtype=bool)
     for e in np.lexsort((np.arange(p.E), -p.nbytes, x)).tolist():
@@ -337,7 +344,11 @@ def etf_placement(problem: Problem, favourite: np.ndarray | None = None,
     left = p.room.tolist()
     llat, mpb, nb = p.link_latency.tolist(), p.link_ms_per_byte.tolist(), p.nbytes.tolist()
     src = p.src.tolist()
-    fav = favourite.tolist() if favourite is not None else None
+    fav = None
+    if favourite is not None:
+        fav = np.asarray(favourite).tolist()
+        if len(fav) != n or not all(type(c) is int and -1 <= c < n for c in fav):
+            raise OptionError(f"favourite: expected {n} task indices or -1, as favourite_children gives")
 
     waiting = [len(p.in_edges[i]) for i in range(n)]
     owner, end = [-1] * n, [0.0] * n

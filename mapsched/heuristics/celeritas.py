@@ -71,11 +71,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import coarsen  # the module, not its names: importing mapsched.coarsen first runs this one half-way through it
+from .. import (  # the module, not its names: importing mapsched.coarsen first runs this one half-way through it
+    arguments,
+    coarsen,
+)
 from ..construct import repair_placement
 from ..context import SolveContext
-from ..decoder import Builder, Decoder
-from ..errors import OptionError
+from ..decoder import Builder, Decoder, checked_order
+from ..errors import OptionError, shown
 from ..problem import Problem
 from ..ranks import mean_comm, mean_cost
 from ..registry import Option, register
@@ -142,6 +145,8 @@ def fuse(problem: Problem, R: int = 200, M: float = 0.25, order: str = "cpd") ->
     p = problem
     if order not in ORDERS:
         raise OptionError(f"order: expected one of {list(ORDERS)}, got {order!r}")
+    if not (arguments.real(M) and M >= 0):  # with no memory limit, M went unread
+        raise OptionError(f"M: expected a fraction of the largest memory, 0 or more, got {shown(M)}")
     finite = p.mem[np.isfinite(p.mem)]
     limit = M * float(finite.max()) if finite.size else np.inf
     groups = coarsen.fuse_intervals(p, ORDERS[order](p), R=R, M=limit)
@@ -236,7 +241,7 @@ def adjusting_placement(problem: Problem, order: Sequence[int] | None = None,
     [0, 0, 1, 1]
     """
     p = problem
-    order = (coarsen.cpd_topo(p) if order is None else np.asarray(order, dtype=np.int64)).tolist()
+    order = coarsen.cpd_topo(p).tolist() if order is None else checked_order(p, order)
     b = Builder(p, insertion=True)
     llat, mpb = p.link_latency.tolist(), p.link_ms_per_byte.tolist()
     heaviest = np.zeros(p.n)
