@@ -151,10 +151,12 @@ def test_bench_through_dask_writes_the_same_rows(cluster, tmp_path, monkeypatch)
     assert key(read_rows(cli)) == key(read_rows(here))
 
 
-def test_worker_killed_mid_split_gives_the_same_valid_result(cluster):
+def _split_killing_a_busy_worker(executor):
+    """split through ``executor`` while its first busy worker is killed: the result is the
+    one found in this process, valid and optimal, and the cluster is not lost."""
     p = stack(modules=5, n=6, channels=1, seed=4)
     here = solve(p, "split", workers=1)
-    client = cluster.client
+    client = executor.client
     pids = client.run(os.getpid)
     stop, killed = threading.Event(), []
 
@@ -167,42 +169,25 @@ def test_worker_killed_mid_split_gives_the_same_valid_result(cluster):
     killer = threading.Thread(target=kill)
     killer.start()
     try:
-        there = solve(p, "split", executor=cluster)
+        there = solve(p, "split", executor=executor)
     finally:
         stop.set()
         killer.join()
     assert killed, "no worker was busy to kill"
-    assert not validate(p, there) and not cluster.lost
+    assert not validate(p, there) and not executor.lost
     assert there.makespan == pytest.approx(here.makespan, rel=1e-9) and there.status == "optimal"
-    client.wait_for_workers(2, timeout=60)  # the nanny starts a new worker process
+
+
+def test_worker_killed_mid_split_gives_the_same_valid_result(cluster):
+    _split_killing_a_busy_worker(cluster)
+    cluster.client.wait_for_workers(2, timeout=60)  # the nanny starts a new worker process
 
 
 def test_the_only_worker_killed_mid_split_gives_the_same_valid_result():
     # the problem was scattered: lost with local:1's only worker, the subproblems were cancelled
     # and split raised CancelledError; now the shared problem is a task the scheduler runs again
-    p = stack(modules=5, n=6, channels=1, seed=4)
-    here = solve(p, "split", workers=1)
     with mdist.connect("local:1") as executor:
-        client = executor.client
-        pids = client.run(os.getpid)
-        stop, killed = threading.Event(), []
-
-        def kill():
-            pid = _pid_of_busy_worker(client, pids, stop)
-            if pid is not None:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-
-        killer = threading.Thread(target=kill)
-        killer.start()
-        try:
-            there = solve(p, "split", executor=executor)
-        finally:
-            stop.set()
-            killer.join()
-        assert killed, "no worker was busy to kill"
-        assert not validate(p, there) and not executor.lost
-        assert there.makespan == pytest.approx(here.makespan, rel=1e-9) and there.status == "optimal"
+        _split_killing_a_busy_worker(executor)
 
 
 def test_a_closed_client_or_executor_is_refused(cluster):
