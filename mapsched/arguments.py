@@ -23,7 +23,7 @@ import numbers
 from collections.abc import Iterable
 from typing import Any
 
-from .errors import OptionError, shown
+from .errors import MapschedError, OptionError, shown
 from .problem import Problem
 
 __all__ = ["blocks", "count", "flag", "problem", "real", "seconds", "tasks"]
@@ -42,30 +42,31 @@ def real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def seconds(value: Any, name: str, none: bool = True) -> float | None:
-    """A positive number of seconds (``inf``: none), or None where ``none``."""
+def seconds(value: Any, name: str, none: bool = True, err: type[MapschedError] = OptionError) -> float | None:
+    """A positive number of seconds (``inf``: none), or None where ``none``; ``err`` is the
+    error class raised (the harness raises its own), as in the functions below."""
     if value is None and none:
         return None
     if not (real(value) and value > 0 and not math.isnan(value)):
-        raise OptionError(f"{name}: expected a positive number of seconds{' or None' if none else ''}, "
-                          f"got {shown(value)}")
+        raise err(f"{name}: expected a positive number of seconds{' or None' if none else ''}, got {shown(value)}")
     return float(value)
 
 
-def count(value: Any, name: str, least: int = 1, none: bool = False) -> int | None:
+def count(value: Any, name: str, least: int = 1, none: bool = False,
+          err: type[MapschedError] = OptionError) -> int | None:
     """A whole number of at least ``least`` (a NumPy integer too), or None where ``none``."""
     if value is None and none:
         return None
     if not (isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= least):
-        raise OptionError(f"{name}: expected a whole number of at least {least}{' or None' if none else ''}, "
-                          f"got {shown(value)}")
+        raise err(f"{name}: expected a whole number of at least {least}{' or None' if none else ''}, "
+                  f"got {shown(value)}")
     return int(value)
 
 
-def flag(value: Any, name: str) -> bool:
+def flag(value: Any, name: str, err: type[MapschedError] = OptionError) -> bool:
     """``True`` or ``False`` (a NumPy bool too), not a string or a number that reads as one."""
     if type(value).__name__ not in ("bool", "bool_"):
-        raise OptionError(f"{name}: expected True or False, got {shown(value)}")
+        raise err(f"{name}: expected True or False, got {shown(value)}")
     return bool(value)
 
 

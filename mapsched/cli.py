@@ -811,6 +811,18 @@ def _checked_input(torch: Any, model: Any, shape: Sequence[int], seed: int, rows
     return x
 
 
+def _model_files(ref: str) -> list[str]:
+    """The source file of ``MODULE:FACTORY``'s module, if it is one: an input of the command,
+    which its ``-o`` must not overwrite."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(ref.partition(":")[0])
+    except (ImportError, ValueError):  # reported in one line when the model is loaded
+        return []
+    return [spec.origin] if spec is not None and spec.origin and os.path.isfile(spec.origin) else []
+
+
 def _model(ref: str, input_shape: str | None) -> tuple[Any, tuple[int, ...]]:
     """Build the model of ``MODULE:FACTORY`` and the input shape to use (batch of 1 first)."""
     import importlib
@@ -834,6 +846,10 @@ def _model(ref: str, input_shape: str | None) -> tuple[Any, tuple[int, ...]]:
     shape = _ints(input_shape, "--input-shape") if input_shape else getattr(model, "input_shape", None)
     if shape is None:
         raise OptionError("--input-shape: the model sets no input_shape; give one, e.g. --input-shape 1,3,224,224")
+    if not input_shape and not (isinstance(shape, (tuple, list)) and shape
+                                and all(type(v) is int and 1 <= v <= MAX_INT for v in shape)):
+        raise OptionError(f"--input-shape: the model's input_shape {shape!r} is no shape of positive integers; "
+                          "give one, e.g. --input-shape 1,3,224,224")
     return model, tuple(shape)
 
 
@@ -880,8 +896,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
         raise OptionError("-o: give the problem file to write, e.g. -o model.json, or --check to only report "
                           "how stable the measurements are")
     if args.output is not None:
-        check_output(args.output)
-    devices = args.devices.split(",") if args.devices else harness.available()
+        check_output(args.output, _model_files(args.model))
+    devices = args.devices.split(",") if args.devices is not None else harness.available()
+    if not all(devices):
+        raise OptionError(f"--devices: expected device names separated by commas, got {args.devices!r}")
     if args.threads is None:  # emulated devices at PyTorch's default would each run a team on every core
         args.threads = harness.default_threads(devices)
     _set_threads(torch, args)
@@ -935,7 +953,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     harness = _harness()
     from .generators import platform
 
-    check_output(args.output)
+    check_output(args.output, _model_files(args.model))
     system = platform(args.system)  # an unknown preset fails before the model is built
     model, shape = _model(args.model, args.input_shape)
     if args.batch_size:
@@ -983,7 +1001,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     harness = _harness()
     import torch
 
-    check_output(args.output, [args.problem])
+    check_output(args.output, [args.problem, *_model_files(args.model)])
     problem, model, inputs = _run_setup(harness, torch, args)
     rounds = {} if args.rounds is None else {"rounds": args.rounds}
     calibrated, report = harness.calibrate(model, problem, inputs, count=args.schedules, cluster=not args.no_cluster,
@@ -1000,7 +1018,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     import torch
 
     if args.output:
-        check_output(args.output, [args.problem, args.schedule])
+        check_output(args.output, [args.problem, args.schedule, *_model_files(args.model)])
     problem, model, inputs = _run_setup(harness, torch, args)
     schedule = Schedule.read(args.schedule)
     run = harness.execute(model, problem, schedule, inputs, cluster=not args.no_cluster, warmup=args.warmup,

@@ -488,3 +488,108 @@ def test_profile_warns_of_devices_whose_threads_share_cores():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # one thread each here, one device there: nothing to say
         profile(m, x, DEVICES[:1], warmup=0, repeats=1, overheads=False)
+
+
+# ------------------------------------------------------------- models the harness cannot schedule
+class _InPlace(torch.nn.Module):
+    """``y.mul_(2)`` while ``b`` reads ``y`` too: no edge orders the two tasks."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = (torch.nn.Linear(8, 8) for _ in range(3))
+
+    def forward(self, x):
+        y = self.a(x)
+        z = self.b(y)
+        y.mul_(2)
+        return z + self.c(y)
+
+
+class _MeanOverBatch(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.a(x)
+        return y - y.mean(0, keepdim=True)
+
+
+class _Branch(torch.nn.Module):
+    def forward(self, x):
+        return x if x.sum() > 0 else -x
+
+
+class _OneRowOnly(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.a(x.view(-1))
+
+
+class _Dict(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.a(x)
+        return {"h": y, "o": torch.relu(y)}
+
+
+@pytest.mark.parametrize("model, objective, says", [
+    (_InPlace().eval(), None, "writes a in place, which b also reads"),  # outputs did not match
+    (_MeanOverBatch().eval(), Objective("throughput", 2), "mean mixes the inputs of a batch"),  # nor here
+    (torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(), torch.nn.Linear(8, 8)), None,
+     "1 (Dropout) is in training mode"),  # nor here: the factory left it in training mode
+    (_Branch(), None, "torch.fx cannot trace it"),  # fx's TraceError
+    (None, None, "model: expected a torch.nn.Module"),
+])
+def test_models_whose_schedules_cannot_match_them_are_refused(model, objective, says):
+    with pytest.raises(HarnessError, match=r"^[^\n]*$") as info:
+        profile(model, torch.zeros(1, 8), ["cpu"], repeats=1, warmup=0, objective=objective)
+    assert says in str(info.value)
+
+
+def test_a_model_of_one_row_at_a_time_profiles_for_latency(capfd):
+    # propagating shapes at batch 2 failed, and torch's ShapeProp printed its traceback
+    p = profile(_OneRowOnly().eval(), torch.zeros(1, 8), ["cpu"], repeats=1, warmup=0, overheads=False)
+    assert p.n == 3 and "Traceback" not in capfd.readouterr().err  # the input, view, linear
+
+
+def test_dict_outputs_are_compared_key_by_key():
+    m = _Dict().eval()
+    x = torch.randn(1, 8)
+    p = profile(m, x, ["cpu:0", "cpu:1"], repeats=1, warmup=0)
+    run = execute(m, p, mapsched.solve(p, "heft"), x)
+    with torch.inference_mode():
+        reference = m(x)
+    assert outputs_match(run.outputs, reference, p.device_names)  # raised on the dict
+    assert not outputs_match({"h": reference["h"]}, reference, p.device_names)
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    ({"devices": "cpu:0,cpu:1"}, "devices: expected a list of device names"),  # split into characters
+    ({"batch_sizes": "12"}, "batch_sizes: expected a list"),  # profiled sizes 1 and 2
+    ({"batch_sizes": [1.7]}, "batch_sizes: expected a whole number"),  # truncated to 1
+    ({"repeats": 0}, "repeats: expected a whole number of at least 1"),  # ran once
+    ({"objective": "throughput"}, "objective: expected a mapsched.Objective"),
+    ({"devices": ["cpu:01", "cpu:1"]}, "unknown device 'cpu:01'"),  # two names of one device
+])
+def test_profile_arguments_are_checked(kwargs, says):
+    m = _Dict().eval()
+    with pytest.raises(HarnessError, match=r"^[^\n]*$") as info:
+        profile(m, torch.zeros(1, 8), **{"devices": ["cpu"], "warmup": 0, **kwargs})
+    assert says in str(info.value)
+
+
+def test_profile_refuses_to_write_over_the_models_source(tmp_path, monkeypatch, capsys):
+    source = tmp_path / "mymodel.py"
+    source.write_text("import torch\n\ndef build():\n    m = torch.nn.Linear(4, 4).eval()\n"
+                      "    m.input_shape = (1, 4)\n    return m\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = source.read_text()
+    assert main(["profile", "mymodel:build", "--devices", "cpu", "-o", str(source)]) == 2
+    assert "-o: " in capsys.readouterr().err and source.read_text() == before

@@ -20,13 +20,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from .. import arguments
 from ..decoder import Decoder, as_owner, ready_order
 from ..errors import HarnessError, InfeasibleError
 from ..problem import Problem
 from ..schedule import Schedule
 from ..solve import solve
 from .execute import execute
-from .graph import CoarseGraph, trace
+from .graph import CoarseGraph, example_inputs, trace
 from .lean import recorded_compile
 from .overheads import check_threads, refit
 
@@ -287,13 +288,15 @@ def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Te
     >>> q.calibration.fitted, len(report.measured)
     (True, 3)
     """
-    if count < 1:
-        raise HarnessError(f"count: expected at least 1 schedule, got {count}")
-    if rounds < 1:
-        raise HarnessError(f"rounds: expected at least 1 execution of each schedule, got {rounds}")
+    if not isinstance(problem, Problem):
+        raise HarnessError(f"problem: expected the mapsched.Problem the model was profiled into (Problem.read), "
+                           f"got {type(problem).__name__}")
+    arguments.count(count, "count", err=HarnessError)
+    arguments.count(rounds, "rounds", err=HarnessError)
+    arguments.count(seed, "seed", least=0, err=HarnessError)
     check_threads(problem)
     compile = recorded_compile(problem, compile)
-    batch = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
+    batch = example_inputs(inputs, "inputs")
     graph = model if isinstance(model, CoarseGraph) else trace(model, [x[:1] for x in batch], cluster)
     runs = schedules(problem, count, seed)
     # One untimed execution first: a fresh process runs its first executions slower (allocator,

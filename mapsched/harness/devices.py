@@ -24,7 +24,7 @@ from ..errors import HarnessError
 __all__ = ["EXCLUSIVE", "available", "cores", "default_threads", "host_devices", "memory_bytes", "move", "pin",
            "synchronize", "time_ms", "torch_device", "worker"]
 
-_NAME = re.compile(r"^(cpu|cuda)(:\d+)?$")
+_NAME = re.compile(r"^(cpu|cuda)(:(?:0|[1-9]\d*))?$")  # cpu:01 would be a second name of cpu:1
 
 
 def torch_device(name: str) -> torch.device:

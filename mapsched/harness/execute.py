@@ -25,12 +25,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from .. import arguments
 from ..errors import HarnessError
 from ..problem import Problem
 from ..schedule import Job, Schedule
 from .allocator import steady
 from .devices import EXCLUSIVE, move, pin, torch_device
-from .graph import CoarseGraph, trace
+from .graph import CoarseGraph, example_inputs, trace
 from .lean import prepare, recorded_compile
 from .overheads import check_threads
 from .runner import Done, Step, launch, timed
@@ -82,6 +83,9 @@ def outputs_match(outputs: Any, reference: Any, devices: Sequence[str]) -> bool:
     """
     if isinstance(reference, (tuple, list)):
         return len(outputs) == len(reference) and all(outputs_match(a, b, devices) for a, b in zip(outputs, reference))
+    if isinstance(reference, dict):
+        return (isinstance(outputs, dict) and outputs.keys() == reference.keys()
+                and all(outputs_match(outputs[k], reference[k], devices) for k in reference))
     if not isinstance(reference, torch.Tensor):
         return outputs == reference
     a, b = outputs.detach().cpu(), reference.detach().cpu()
@@ -350,7 +354,12 @@ def execute(model: nn.Module | CoarseGraph, problem: Problem, schedule: Schedule
     >>> torch.allclose(run.outputs, m(x), atol=1e-5)
     True
     """
-    batch = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
+    if not isinstance(problem, Problem) or not isinstance(schedule, Schedule):
+        raise HarnessError(f"problem, schedule: expected a mapsched.Problem and a Schedule of it (Problem.read, "
+                           f"Schedule.read), got {type(problem).__name__} and {type(schedule).__name__}")
+    arguments.count(warmup, "warmup", least=0, err=HarnessError)
+    arguments.count(repeats, "repeats", none=True, err=HarnessError)
+    batch = example_inputs(inputs, "inputs")
     if any(x.shape[0] != problem.L for x in batch):
         raise HarnessError(f"inputs: expected {problem.L} rows (the objective's batch) in every input, "
                            f"got {[x.shape[0] for x in batch]}")

@@ -8,7 +8,9 @@ reads one gets its own reference, so that they never travel along edges.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,9 +19,9 @@ import torch
 from torch import fx, nn
 from torch.fx.passes.shape_prop import ShapeProp
 
-from ..errors import HarnessError
+from ..errors import HarnessError, first_line
 
-__all__ = ["CoarseGraph", "Segment", "check_runnable", "trace"]
+__all__ = ["CoarseGraph", "Segment", "check_runnable", "example_inputs", "trace"]
 
 # Module types and function names cheap enough to ride along with their producer.
 _LIGHT_MODULES = (
@@ -64,6 +66,38 @@ def _light(gm: fx.GraphModule, node: fx.Node) -> bool:
         name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
         return name in _LIGHT_FUNCTIONS
     return False
+
+
+_IN_PLACE_OPERATORS = {"iadd", "iand", "ifloordiv", "ilshift", "imatmul", "imod", "imul", "ior", "ipow", "irshift",
+                       "isub", "itruediv", "ixor", "setitem"}
+
+
+def _writes_in_place(gm: fx.GraphModule, node: fx.Node) -> bool:
+    """Whether ``node`` writes its first input in place: a tensor method or torch function
+    named with a trailing underscore (``mul_``, ``relu_``), an in-place operator (``+=``,
+    ``x[i] = v``), or an op or module given ``inplace=True``."""
+    if node.kwargs.get("inplace") is True:
+        return True
+    if node.op == "call_module":
+        return getattr(gm.get_submodule(node.target), "inplace", False) is True
+    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+    if node.op == "call_function" and getattr(node.target, "__module__", "") == "_operator":
+        return name in _IN_PLACE_OPERATORS
+    return name.endswith("_") and not name.endswith("__")
+
+
+def _check_writes(gm: fx.GraphModule) -> None:
+    """Refuse, in one line, an op that writes a value in place which another op reads too:
+    the task graph has no edge between the two, so a schedule may run them in either order
+    (or at once, on two devices), and the model's outputs change."""
+    for node in gm.graph.nodes:
+        if node.op in ("call_module", "call_function", "call_method") and node.args \
+                and isinstance(node.args[0], fx.Node) and _writes_in_place(gm, node):
+            others = [u.name for u in node.args[0].users if u is not node]
+            if others:
+                raise HarnessError(f"model: {node.name} writes {node.args[0].name} in place, which {others[0]} also "
+                                   "reads, and tasks run in any order their edges allow; use the out-of-place op "
+                                   "(or inplace=False)")
 
 
 def _value_nodes(node: fx.Node) -> list[fx.Node]:
@@ -124,6 +158,20 @@ class CoarseGraph:
         self.nbytes, self.batched = _value_info(gm, example)
         self._modules: dict[int, fx.GraphModule] = {}
         self._lean: dict[tuple[str, int, int], Any] = {}  # see mapsched.harness.lean.prepare
+
+    def batch_mixer(self) -> str | None:
+        """The first tensor computed from the inputs whose first dimension does not follow
+        the batch (a sum or mean over it, a transpose that moves it), or None: a job of part
+        of a batch computes another value there than the whole batch does. O(nodes)."""
+        depends = set(self.placeholders)
+        for node in self.gm.graph.nodes:
+            if node.op not in ("call_module", "call_function", "call_method"):
+                continue
+            if any(a.name in depends for a in _value_nodes(node)):
+                depends.add(node.name)
+                if hasattr(node.meta.get("tensor_meta"), "shape") and not self.batched.get(node.name):
+                    return node.name
+        return None
 
     @property
     def names(self) -> list[str]:
@@ -228,11 +276,19 @@ def _value_info(gm: fx.GraphModule, example: Sequence[torch.Tensor]) -> tuple[di
     not follow the batch)."""
     shapes = []
     for b in (1, 2):
-        ShapeProp(gm).propagate(*[_rows(x, b) for x in example])
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):  # ShapeProp prints a traceback, then raises
+                ShapeProp(gm).propagate(*[_rows(x, b) for x in example])
+        except Exception as exc:  # the user's model, failing in its own way
+            if b == 1:
+                raise HarnessError(f"example: the model does not run on it ({first_line(exc)}); give inputs of "
+                                   "a shape it takes") from None
+            shapes.append({})  # it runs on one input at a time only: no value follows the batch
+            break
         shapes.append({n.name: n.meta.get("tensor_meta") for n in gm.graph.nodes})
     nbytes, batched = {}, {}
     for name, meta in shapes[0].items():
-        other = shapes[1][name]
+        other = shapes[1].get(name)
         follows = (hasattr(meta, "shape") and hasattr(other, "shape") and len(meta.shape) > 0
                    and meta.shape[0] > 0 and other.shape[0] == 2 * meta.shape[0])
         batched[name] = int(meta.shape[0]) if follows else 0
@@ -245,11 +301,31 @@ def _rows(x: torch.Tensor, b: int) -> torch.Tensor:
     return x[:1].expand(b, *x.shape[1:]).contiguous()
 
 
+def example_inputs(example: Any, name: str = "example") -> tuple[torch.Tensor, ...]:
+    """``example`` as a tuple of tensors (one tensor, or a sequence of them), each with a
+    first dimension, the batch, of at least one row; an :class:`HarnessError` naming
+    ``name`` otherwise."""
+    batch = (example,) if isinstance(example, torch.Tensor) else example
+    if not (isinstance(batch, (tuple, list)) and batch
+            and all(isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[0] >= 1 for x in batch)):
+        raise HarnessError(f"{name}: expected a tensor whose first dimension is the batch, or a list of them, "
+                           f"got {type(example).__name__}")
+    return tuple(batch)
+
+
 def check_runnable(model: nn.Module) -> None:
-    """Refuse, in one line, a model on the meta device (shapes, no weights): it cannot run."""
+    """Refuse, in one line, a model that is no module, one on the meta device (shapes, no
+    weights), which cannot run, and one whose dropout or batch norm is in training mode,
+    whose outputs are then random or follow the batch (no schedule would match the model)."""
+    if not isinstance(model, nn.Module):
+        raise HarnessError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     if any(t.is_meta for t in (*model.parameters(), *model.buffers())):
         raise HarnessError("model: it is on the meta device (shapes, no weights) and cannot run; "
                            "cost its training step with 'mapsched trace' instead")
+    for name, sub in model.named_modules():
+        if sub.training and isinstance(sub, (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)):
+            raise HarnessError(f"model: {name or 'it'} ({type(sub).__name__}) is in training mode, where its "
+                               "outputs are random or follow the batch; call model.eval() in the factory")
 
 
 def trace(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], cluster: bool = True) -> CoarseGraph:
@@ -285,9 +361,14 @@ def trace(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], clus
     >>> g.segments[1].nodes
     ['_0', '_1', '_2']
     """
-    example = (example,) if isinstance(example, torch.Tensor) else tuple(example)
+    example = example_inputs(example)
     check_runnable(model)
-    gm = fx.symbolic_trace(model)
+    try:
+        gm = fx.symbolic_trace(model)
+    except (fx.proxy.TraceError, TypeError, NotImplementedError) as exc:  # control flow on values, and the like
+        raise HarnessError(f"model: torch.fx cannot trace it ({first_line(exc)}); the harness needs a model "
+                           "without control flow on its inputs' values") from None
+    _check_writes(gm)
     groups: list[list[fx.Node]] = []
     where: dict[str, int] = {}  # node name to group index; placeholders are not grouped
     for node in gm.graph.nodes:

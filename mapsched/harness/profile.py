@@ -19,11 +19,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from .. import arguments
 from ..errors import HarnessError
 from ..problem import Device, Edge, Link, Objective, Problem, System, Task
 from .allocator import steady
 from .devices import available, default_threads, host_devices, memory_bytes, move, synchronize, time_ms, torch_device
-from .graph import CoarseGraph, _rows, trace
+from .graph import CoarseGraph, _rows, example_inputs, trace
 from .lean import check_compile, prepare
 from .overheads import fold, measure_overheads
 
@@ -238,10 +239,11 @@ def profile_graph(graph: CoarseGraph, example: torch.Tensor | Sequence[torch.Ten
 
     Never refuses: the caller decides what to do with :attr:`Profiled.unstable`.
     """
-    if not max_spread > 0:
-        raise HarnessError(f"max_spread: expected a positive number, got {max_spread!r}")
-    if retries < 0:
-        raise HarnessError(f"retries: expected 0 or more, got {retries!r}")
+    arguments.count(warmup, "warmup", least=0, err=HarnessError)
+    arguments.count(repeats, "repeats", err=HarnessError)
+    arguments.count(retries, "retries", least=0, err=HarnessError)
+    if not (arguments.real(max_spread) and max_spread > 0):
+        raise HarnessError(f"max_spread: expected a positive number (0.25: a quarter), got {max_spread!r}")
     check_compile(compile)
     tdev = {d: torch_device(d) for d in devices}
     shared = default_threads(devices)
@@ -252,7 +254,7 @@ def profile_graph(graph: CoarseGraph, example: torch.Tensor | Sequence[torch.Ten
                       f"on the same cores; use {shared} (torch.set_num_threads({shared}), or mapsched profile's "
                       "default for --threads)", stacklevel=2)
     steady()
-    example = (example,) if isinstance(example, torch.Tensor) else tuple(example)
+    example = example_inputs(example)
     latency: list[dict[str, dict[str, float]]] = [{} for _ in graph.segments]
     spreads: list[Spread] = []
     with torch.inference_mode():
@@ -309,18 +311,28 @@ def profile_report(model: nn.Module, example: torch.Tensor | Sequence[torch.Tens
     >>> len(r.spreads) == r.problem.n - 1  # every task but the model's input
     True
     """
-    example_t = (example,) if isinstance(example, torch.Tensor) else tuple(example)
+    example_t = example_inputs(example)
+    if isinstance(devices, str) or not (devices is None or isinstance(devices, Sequence)):
+        raise HarnessError(f"devices: expected a list of device names, e.g. ['cpu:0', 'cpu:1'], got {devices!r}")
     devices = list(devices) if devices else available()
-    if not devices:
-        raise HarnessError("devices: give at least one device, e.g. cpu")
-    if len(set(devices)) != len(devices):
+    if not all(isinstance(d, str) for d in devices):
+        raise HarnessError(f"devices: expected device names, got {devices!r}")
+    # cuda and cuda:0 are one GPU; the emulated cpu:K devices are distinct by design
+    same = [str(torch_device(d)) if d.startswith("cuda") else d for d in devices]
+    if len(set(same)) != len(same):
         raise HarnessError(f"devices: {devices} names a device twice; list each once")
-    if any(int(b) < 1 for b in batch_sizes) or not batch_sizes:
-        raise HarnessError(f"batch_sizes: expected positive integers, got {list(batch_sizes)}")
-    for d in devices:
-        torch_device(d)
+    if isinstance(batch_sizes, (str, bytes)) or not isinstance(batch_sizes, Sequence) or not batch_sizes:
+        raise HarnessError(f"batch_sizes: expected a list of positive integers, got {batch_sizes!r}")
+    batch_sizes = [arguments.count(b, "batch_sizes", err=HarnessError) for b in batch_sizes]
+    if objective is not None and not isinstance(objective, Objective):
+        raise HarnessError(f"objective: expected a mapsched.Objective, e.g. Objective('throughput', 8), "
+                           f"got {objective!r}")
     graph = trace(model, example_t, cluster)
-    return profile_graph(graph, example_t, devices, [int(b) for b in batch_sizes], warmup=warmup, repeats=repeats,
+    if objective is not None and objective.inputs > 1 and (mixer := graph.batch_mixer()) is not None:
+        raise HarnessError(f"objective: {mixer} mixes the inputs of a batch (its first dimension does not follow "
+                           "it), so jobs of part of the batch compute another value; profile it for latency "
+                           "(--batch 1)")
+    return profile_graph(graph, example_t, devices, batch_sizes, warmup=warmup, repeats=repeats,
                          objective=objective, name=name or type(model).__name__, links=len(devices) > 1,
                          max_spread=max_spread, retries=retries, overheads=overheads, compile=compile)
 
