@@ -290,10 +290,16 @@ def cmd_adapt(args: argparse.Namespace, extra: Sequence[str]) -> int:
         new, sep, old = spec.partition("=")
         if not sep or not new or not old:
             raise OptionError(f"--add: expected NEW=OLD (a new device copying device OLD), got {spec!r}")
+        if new in like:
+            raise OptionError(f"--add: {new} is added twice ({new}={like[new]}, {spec}); add each device once")
+        if new in args.remove:  # the schedule's tasks there would count as never moved
+            raise OptionError(f"--add: {new} is the name of a device --remove takes away; give the new device a "
+                              "name of its own")
         like[new] = old
-    changed = problem.without_devices(args.remove) if args.remove else problem
-    if like:
-        changed = changed.with_devices(like)
+    # Added first, so that NEW=OLD may copy a device that is removed (a failed one replaced).
+    changed = problem.with_devices(like) if like else problem
+    if args.remove:
+        changed = changed.without_devices(args.remove)
     options["initial"] = schedule
     _relocation(args, options)
     return _solve_and_write(args, changed, options, args.problem_output)

@@ -159,13 +159,17 @@ def relocation_costs(problem: Problem, relocation: Relocation, origin: Mapping[s
         if t not in p.task_index:
             raise OptionError(f"relocation.tasks: task {shown(t)} is not in problem {p.name!r}; name tasks of "
                               "this problem")
-    # Between unlinked devices state goes over the slowest link (or, with none, costs nothing to send).
-    linked = np.isfinite(p.link_latency)
-    np.fill_diagonal(linked, False)
-    slow_lat = float(p.link_latency[linked].max()) if linked.any() else 0.0
-    slow_mpb = float(p.link_ms_per_byte[linked].max()) if linked.any() else 0.0
-    lat = np.where(np.isfinite(p.link_latency), p.link_latency, slow_lat)
-    mpb = np.where(np.isfinite(p.link_latency), p.link_ms_per_byte, slow_mpb)
+    # Between unlinked devices state goes over the slowest link for its size (or, with none,
+    # costs nothing to send): the largest latency + bytes x ms per byte of one link, over the
+    # links that no other beats on both terms.
+    unlinked = ~np.isfinite(p.link_latency)
+    links = np.isfinite(p.link_latency)
+    np.fill_diagonal(links, False)
+    kinds = np.unique(np.stack([p.link_latency[links], p.link_ms_per_byte[links]], axis=1), axis=0)
+    slowest = [(a, b) for a, b in kinds.tolist() if not ((kinds[:, 0] >= a) & (kinds[:, 1] >= b)
+                                                          & ((kinds[:, 0] > a) | (kinds[:, 1] > b))).any()]
+    lat = np.where(unlinked, 0.0, p.link_latency)
+    mpb = np.where(unlinked, 0.0, p.link_ms_per_byte)
     up = r.startup
     default = (np.array([up.get(d, 0.0) for d in p.device_names]) if isinstance(up, Mapping)
                else np.full(p.m, float(up)))
@@ -187,7 +191,8 @@ def relocation_costs(problem: Problem, relocation: Relocation, origin: Mapping[s
         if u is not None:
             nbytes = spec.get("bytes", r.bytes)
             nbytes = p.weight[i] if nbytes == "weights" else nbytes
-            row = row + lat[u] + nbytes * mpb[u]
+            slow = max((a + nbytes * b for a, b in slowest), default=0.0)
+            row = row + np.where(unlinked[u], slow, lat[u] + nbytes * mpb[u])
             row[u] = 0.0
         cost[i] = row / r.runs
     return cost

@@ -102,6 +102,12 @@ def test_adapt_command(tmp_path):
     assert "task(s) placed afresh" in out and "elsewhere than the initial placement" in out
     q = mapsched.Problem.read(str(newp))
     assert q.device_names == ("d0", "d1", "d3", "d5") and validate(q, Schedule.read(str(new))) == []
+    # a failed device replaced by a copy of it: it was refused as 'unknown device d2'
+    code, _, err = run("adapt", prob, sched, "--remove", "d2", "--add", "d6=d2", "-m", "sa", "--iterations", "200",
+                       "--problem-output", newp, "-o", new)
+    assert code == 0, err
+    q = mapsched.Problem.read(str(newp))
+    assert q.device_names == ("d0", "d1", "d3", "d6") and validate(q, Schedule.read(str(new))) == []
     for bad, needle in ((["--remove", "zz"], "--remove: unknown device 'zz'"),
                         (["--add", "d9"], "--add: expected NEW=OLD"),
                         ([], "no device change given"),
@@ -110,7 +116,11 @@ def test_adapt_command(tmp_path):
                         (["--remove", "d2", "--problem-output", f"{tmp_path}/./x.json"],
                          "--problem-output: the same file as -o"),
                         # the message named an --initial that adapt does not have
-                        (["--remove", "d2", "-m", "heft"], "--method: 'heft' does not start from a placement")):
+                        (["--remove", "d2", "-m", "heft"], "--method: 'heft' does not start from a placement"),
+                        # the first was dropped without a word
+                        (["--add", "d5=d0", "--add", "d5=d1"], "--add: d5 is added twice"),
+                        # the tasks on the old d2 counted as never moved: no relocation cost
+                        (["--remove", "d2", "--add", "d2=d0"], "--add: d2 is the name of a device --remove")):
         code, _, err = run("adapt", prob, sched, *bad, "-o", tmp_path / "x.json")
         assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err, err
         assert not (tmp_path / "x.json").exists()

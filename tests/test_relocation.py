@@ -164,3 +164,16 @@ def test_relocation_command_line(tmp_path):
         code, _, err = run("solve", prob, *args, "--relocation", spec, "-o", tmp_path / "x.json")
         assert code == 2 and len(err.strip().splitlines()) == 1 and "relocation" in err, err
         assert not (tmp_path / "x.json").exists()
+
+
+def test_between_unlinked_devices_state_goes_over_the_slowest_single_link():
+    # the largest latency (b-c, 100 ms) and the largest ms per byte (a-b, 1 ms) came from two
+    # links, and 1,000 bytes a->c cost 1,100 ms: more than any link takes (a-b: 1,000 ms)
+    from mapsched import Device, Link, Problem, System, Task
+
+    p = Problem([Task(t, dict.fromkeys("abcd", 1.0), weight_bytes=1000) for t in ("x", "y")], [],
+                System(tuple(Device(d) for d in "abcd"),
+                       (Link("a", "b", 1000.0), Link("b", "c", 1e9, 100.0), Link("c", "d", 1e6, 1.0, directed=True))))
+    cost = relocation_costs(p, Relocation(startup=0, runs=1), {"x": "a", "y": "c"})
+    assert cost[0].tolist() == pytest.approx([0.0, 1000.0, 1000.0, 1000.0])  # a-c, a-d: unlinked
+    assert cost[1].tolist() == pytest.approx([1000.0, 100.001, 0.0, 2.0])  # c-a unlinked; c->d its own link
