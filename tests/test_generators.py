@@ -116,3 +116,12 @@ def test_random_dag_with_a_batch_can_be_solved(B):
     p = random_dag(30, 4, seed=3, objective=Objective("throughput", B))
     r = solve(p, "bheft")
     assert p.L == B and validate(p, r) == []
+
+
+@pytest.mark.parametrize("kind", ["er", "ws", "ba"])
+@pytest.mark.parametrize("nodes", [1, 2, 3, 4])
+def test_modules_of_few_nodes_are_drawn_for_every_graph_model(kind, nodes):
+    # WS's 4 neighbours and BA's 5 new edges a node exceeded modules of 1-3 nodes:
+    # networkx's NetworkXError reached the command line as a traceback
+    g = module_graph(nodes, kind, seed=1)
+    assert sorted(g.nodes) == list(range(nodes)) and all(a < b for a, b in g.edges)

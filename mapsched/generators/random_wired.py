@@ -34,14 +34,17 @@ MB = 2**20
 
 
 def _undirected(kind: str, n: int, rng: np.random.Generator, **params: float) -> nx.Graph:
+    # WS's ring joins each node to k neighbours (at most n) and BA's each new node to m (at
+    # most n - 1, and at least 1: one node is a path); networkx refuses more.
+    k, m = min(int(params.get("k", 4)), n), min(int(params.get("m", 5)), n - 1)
     for _ in range(1000):
         seed = int(rng.integers(2**31))
         if kind == "er":
             g = nx.erdos_renyi_graph(n, params.get("p", 0.2), seed=seed)
         elif kind == "ws":
-            g = nx.connected_watts_strogatz_graph(n, int(params.get("k", 4)), params.get("p", 0.75), seed=seed)
+            g = nx.connected_watts_strogatz_graph(n, k, params.get("p", 0.75), seed=seed)
         elif kind == "ba":
-            g = nx.barabasi_albert_graph(n, min(int(params.get("m", 5)), n - 1), seed=seed)
+            g = nx.barabasi_albert_graph(n, m, seed=seed) if m >= 1 else nx.path_graph(n)
         else:
             raise ValueError(f"kind: expected 'er', 'ws' or 'ba', got {kind!r}")
         if n == 1 or nx.is_connected(g):
