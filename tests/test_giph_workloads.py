@@ -117,6 +117,9 @@ def test_tiny_network_supports_every_type():
 def test_bad_parameters():
     with pytest.raises(ValueError, match="alpha"):
         giph_graph(10, 0.0)
+    for alpha in (1e300, 1e-9):  # a level of 1e300 tasks, or a billion levels: drawn for ever
+        with pytest.raises(ValueError, match="alpha: expected a shape from 0.01 to 50"):
+            giph_graph(1, alpha)
     with pytest.raises(ValueError, match="type_prob"):
         giph_network(5, type_prob=1.5)
     with pytest.raises(ValueError, match="experiment"):

@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import OptionError
 from ..problem import Device, Edge, Link, Problem, System, Task
 
 __all__ = [
@@ -101,15 +102,20 @@ class GiphNetwork:
         return tuple(f"d{k}" for k in range(self.m) if self.types[k])
 
 
+ALPHA = (0.01, 50.0)
+"""The shapes taken: the graph is about sqrt(v) / alpha levels of alpha sqrt(v) tasks, and
+beyond these a billion levels (alpha 1e-9) or a level of 1e300 tasks was drawn for ever."""
+
+
 def _check(v: int, alpha: float, conn_prob: float, types: int) -> None:
     if v < 1:
-        raise ValueError(f"v: expected a positive number of tasks, got {v}")
-    if not alpha > 0:
-        raise ValueError(f"alpha: expected a positive shape, got {alpha}")
+        raise OptionError(f"v: expected a positive number of tasks, got {v}")
+    if not ALPHA[0] <= alpha <= ALPHA[1]:
+        raise OptionError(f"alpha: expected a shape from {ALPHA[0]:g} to {ALPHA[1]:g} (GiPH's: 0.1-0.3), got {alpha}")
     if not 0.0 <= conn_prob <= 1.0:
-        raise ValueError(f"conn_prob: expected a probability in [0, 1], got {conn_prob}")
+        raise OptionError(f"conn_prob: expected a probability in [0, 1], got {conn_prob}")
     if types < 1:
-        raise ValueError(f"types: expected at least 1 hardware type, got {types}")
+        raise OptionError(f"types: expected at least 1 hardware type, got {types}")
 
 
 MAX_SEED = 2**32 - 1
@@ -118,7 +124,7 @@ MAX_SEED = 2**32 - 1
 
 def _seed(seed: int) -> int:
     if not 0 <= seed <= MAX_SEED:
-        raise ValueError(f"seed: GiPH's generator takes a seed from 0 to {MAX_SEED}, got {seed}")
+        raise OptionError(f"seed: GiPH's generator takes a seed from 0 to {MAX_SEED}, got {seed}")
     return seed
 
 
