@@ -61,12 +61,12 @@ def _devices(problem: Problem, initial: Any) -> dict[str, str]:
     elif isinstance(initial, Mapping):
         mapping = {str(t): str(d) for t, d in initial.items()}
     else:
-        raise OptionError(f"--initial: expected a schedule or a mapping of tasks to devices, got "
+        raise OptionError(f"initial: expected a schedule or a mapping of tasks to devices, got "
                           f"{type(initial).__name__}")
     known = problem.task_index
     for t in mapping:
         if t not in known:
-            raise OptionError(f"--initial: task {t!r} is not in problem {problem.name!r}; give a schedule "
+            raise OptionError(f"initial: task {t!r} is not in problem {problem.name!r}; give a schedule "
                               "of this problem (or of an earlier version of it)")
     return mapping
 
@@ -96,7 +96,8 @@ def initial_schedule(problem: Problem, initial: Any) -> Initial:
 
     p = problem
     if p.L != 1:
-        raise OptionError("--initial: latency problems only (a throughput placement splits inputs)")
+        raise OptionError("initial: a placement to start from (solve --initial, adapt's SCHEDULE) is for latency "
+                          "problems only (a throughput placement splits inputs)")
     mapping = _devices(p, initial)
     owner = np.full(p.n, -1, dtype=np.int64)
     for t, d in mapping.items():

@@ -109,7 +109,7 @@ def solve(
         raise OptionError(f"callback: expected a function of (seconds, makespan), got {callback!r}")
     opts = m.parse_options(options)
     if initial is not None and not m.initial:
-        raise OptionError(f"--initial: method {method!r} does not start from a placement; these do: "
+        raise OptionError(f"initial: method {method!r} does not start from a placement; these do: "
                           f"{registry.taking('initial')}")
     if relocation is not None:
         if initial is None:

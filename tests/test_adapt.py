@@ -155,3 +155,10 @@ def test_an_initial_schedule_kept_as_it_was_leaves_its_bound_behind():
     kept = initial_schedule(q, old).schedule
     assert kept.jobs == old.jobs and kept.lower_bound is None and kept.status == "feasible"
     assert solve(q, "exact", time_limit=30).makespan < old.lower_bound
+
+
+def test_a_throughput_start_is_refused_naming_both_ways_of_giving_it():
+    # it said '--initial', a flag adapt does not have
+    p = mapsched.generators.random_dag(6, 2, seed=1, objective=mapsched.Objective("throughput", 2))
+    with pytest.raises(OptionError, match=r"^initial: .*solve --initial, adapt's SCHEDULE.* latency problems only"):
+        solve(p, "sa", initial=solve(p, "bheft"))
