@@ -106,7 +106,12 @@ def doppler_problem(text: str, devices: int, name: str = "doppler", source: str 
         comm.append(float(nums[1]))
     edges = [Edge(names[a], names[b], comm[a]) for a, b in dict.fromkeys(zip(src, dst))]
     links = tuple(Link(a, b, DOPPLER_BANDWIDTH) for k, a in enumerate(gpus) for b in gpus[k + 1:])
-    return Problem(tasks, edges, System(tuple(Device(g) for g in gpus), links), name=name)
+    try:
+        return Problem(tasks, edges, System(tuple(Device(g) for g in gpus), links), name=name)
+    except ProblemError as exc:  # a cycle or a self-loop: the file's edges, lines 3-4, not a problem's field
+        if not str(exc).startswith("edges: "):
+            raise
+        raise ProblemError(f"{source} lines 3-4: {str(exc).removeprefix('edges: ')}") from None
 
 
 def read_doppler(path: str, devices: int) -> Problem:

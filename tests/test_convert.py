@@ -35,7 +35,7 @@ def test_reads_doppler_units():
     ("3\n0\n0\n2\n1,4\n1,4\n", "edge 0 (0 -> 2) names an op outside 0..1"),
     ("3\n0\n0\n1\n1,4\n", "1 op lines after line 4, expected 2"),
     ("3\n0\n0\n1\n1,4\nfour\n", "line 6: expected 'comp,comm' for op 1"),
-    ("3\n0\n0, 1\n1, 0\n1,4\n1,4\n", "cycle"),
+    ("3\n0\n0, 1\n1, 0\n1,4\n1,4\n", "doppler file lines 3-4: the task graph has a cycle"),  # named edges:
     # Python's int() raised past 4,300 digits, and float() past 1e308 (tracebacks)
     ("3" + "0" * 5000 + "\n0\n0\n1\n1,4\n1,4\n", "line 1: a number of 5001 digits"),
     ("3\n0\n0\n1\n1,4\n1,4" + "0" * 400 + "\n", "line 6: a number of 401 digits"),
