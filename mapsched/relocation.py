@@ -12,7 +12,7 @@ where a task *moves* when it runs elsewhere than in the solve's initial placemen
 - its start-up time is the spec's, per task and per new device where given;
 - its migration is the time to send its bytes (its ``weight_bytes`` by default) from
   the old device to the new one over their link, as an edge's data would go; between
-  devices with no link, over the slowest link of the system;
+  devices with no link, over the link of the system slowest for those bytes;
 - a task whose old device is gone pays its start-up alone (there is nothing left to
   migrate from), and a task the initial placement does not mention pays nothing.
 
