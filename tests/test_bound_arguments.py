@@ -35,7 +35,7 @@ T = stack(modules=2, n=4, objective=Objective("throughput", 2), seed=1)
     (lambda: interval_load_bound(P, cuts=0), "cuts: expected a whole number of at least 1"),
     (lambda: interval_load_bound(P, cuts=1.5), "cuts"),
     (lambda: interval_load_bound(P, columns="a"), "columns"),
-    (lambda: interval_load_bound(P, columns=-1), "columns"),
+    (lambda: interval_load_bound(P, columns=-1), "columns: expected a whole number of at least 0"),
     (lambda: batched_relaxation_bound(T, "1"), "time_limit"),
     (lambda: batched_relaxation_bound(T, integral="no"), "integral: expected True or False"),
     (lambda: batched_relaxation_bound(T, cuts_per_round=True), "cuts_per_round"),

@@ -247,14 +247,13 @@ def test_without_a_finished_rollout_the_answer_is_critical_paths(monkeypatch):
     assert r.makespan == solve(p, "critical-path", seed=0, runs=1).makespan
 
 
-def test_under_a_time_limit_the_start_in_hand_is_kept_where_rollouts_are_worse():
-    # with the limit, Critical Path's assignment is found first; an untrained policy's one greedy
-    # rollout (57.6 ms here) was returned over it (22.8 ms)
-    p = random_dag(30, 3, seed=2)
-    r = solve(p, "doppler", time_limit=60, seed=0, episodes=0, hidden=8, rounds=1)
+def test_a_binding_time_limit_keeps_the_start_in_hand_where_rollouts_are_worse():
+    # with the limit, Critical Path's assignment is found first; an untrained policy's few
+    # rollouts within the limit (one at 2,000 tasks: 4.3 times it) were returned over it
+    p = random_dag(1000, 3, seed=2)
+    r = solve(p, "doppler", time_limit=5, seed=0, episodes=1000, hidden=8, rounds=1)
     cp = simulate(p, solve(p, "critical-path", seed=0, runs=1).mapping())
     assert validate(p, r) == [] and r.makespan <= cp.makespan * (1 + 1e-9)
-    assert "Critical Path's assignment beat every rollout" in r.log
 
 
 def test_without_torch_the_method_says_how_to_install_it():

@@ -162,7 +162,7 @@ def interval_load_bound(problem: Problem, time_limit: float | None = None, colum
     """
     p = arguments.problem(problem)
     time_limit = arguments.seconds(time_limit, "time_limit")
-    columns = arguments.count(columns, "columns", none=True)
+    columns = arguments.count(columns, "columns", least=0, none=True)
     cuts = arguments.count(cuts, "cuts")
     if p.L != 1:
         return 0.0

@@ -122,6 +122,7 @@ class ProblemTrainer(ABC):
         self.seconds = 0.0  # the last episode's duration: none is started that would end past the deadline
         self.until = math.inf  # solve's deadline (perf_counter): see check_until
         self.diverged = False  # train_here stopped training at a policy gone past float32
+        self.cut = False  # train_here's time limit (or a stop) ended training before its episodes
 
     @abstractmethod
     def episode(self, stage: str, index: int, episodes: int) -> float:
@@ -233,6 +234,7 @@ def train_here(trainer_class: Any, problem: Any, ctx: Any, method: str, policy: 
                 raise OptionError(f"--policy: {policy} gives no finite action probabilities on this problem; "
                                   "train it again") from None
             trainer.diverged = True  # training went past float32: the best placement so far stands
+    trainer.cut = any(trainer.done[stage] < count for stage in stages) and not trainer.diverged
     return trainer
 
 
