@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, NoReturn
 
 from . import files, instances, interrupt, registry
-from .errors import HarnessError, InfeasibleError, MapschedError, OptionError, first_line
+from .errors import HarnessError, InfeasibleError, MapschedError, OptionError, ProblemError, first_line
 from .files import check_output
 from .learned import MAX_HIDDEN, MAX_ROUNDS
 from .problem import COMPILE, MAX_BATCH, MAX_DEVICES, Problem
@@ -567,28 +567,34 @@ def cmd_generate(args: argparse.Namespace) -> int:
                           "number)")
     given = generators.platform(args.system) if args.system is not None else None
     preset = given if given is not None else generators.platform("cpu-t4-a100")
-    if args.kind == "giph":
-        if args.batch > 1:
-            raise OptionError("--batch: GiPH's workloads are latency problems (one input); leave --batch at 1")
-        p = _giph(args)
-    elif args.kind == "random-dag":
-        p = generators.random_dag(args.tasks or 1000, args.devices or 4, args.seed, objective=objective)
-    elif args.kind in ("vgg", "resnet", "inception", "transformer"):
-        p = getattr(generators, args.kind)(platform=preset, objective=objective, seed=args.seed)
-    elif args.kind == "transformer-train":
-        if args.batch > 1:
-            raise OptionError("--batch: transformer-train is one training step (latency); its batch of 8 sequences "
-                              "is inside the op shapes")
-        p = generators.transformer_train(args.layers, platform=preset, seed=args.seed)
-    elif args.kind in DOPPLER_KINDS:
-        if args.batch > 1:
-            raise OptionError(f"--batch: {args.kind} is one forward pass (latency), its batch inside the op shapes")
-        p = getattr(generators, args.kind.replace("-", "_"))(args.devices or 4, platform=given, seed=args.seed)
-    elif args.kind == "gpt3":
-        p = generators.gpt3(args.layers, platform=given, objective=objective, seed=args.seed)
-    else:
-        p = generators.stack(args.modules, args.nodes, args.channels, args.variant, args.graph, args.seed,
-                             preset, objective)
+    try:
+        if args.kind == "giph":
+            if args.batch > 1:
+                raise OptionError("--batch: GiPH's workloads are latency problems (one input); leave --batch at 1")
+            p = _giph(args)
+        elif args.kind == "random-dag":
+            p = generators.random_dag(args.tasks or 1000, args.devices or 4, args.seed, objective=objective)
+        elif args.kind in ("vgg", "resnet", "inception", "transformer"):
+            p = getattr(generators, args.kind)(platform=preset, objective=objective, seed=args.seed)
+        elif args.kind == "transformer-train":
+            if args.batch > 1:
+                raise OptionError("--batch: transformer-train is one training step (latency); its batch of 8 sequences "
+                                  "is inside the op shapes")
+            p = generators.transformer_train(args.layers, platform=preset, seed=args.seed)
+        elif args.kind in DOPPLER_KINDS:
+            if args.batch > 1:
+                raise OptionError(f"--batch: {args.kind} is one forward pass (latency), its batch inside the op shapes")
+            p = getattr(generators, args.kind.replace("-", "_"))(args.devices or 4, platform=given, seed=args.seed)
+        elif args.kind == "gpt3":
+            p = generators.gpt3(args.layers, platform=given, objective=objective, seed=args.seed)
+        else:
+            p = generators.stack(args.modules, args.nodes, args.channels, args.variant, args.graph, args.seed,
+                                 preset, objective)
+    except ProblemError as exc:  # a generated problem's field, where the user gave --batch
+        if args.batch > 1 and "objective.batch" in str(exc):
+            raise OptionError(f"--batch: the generated devices cannot run {args.batch} inputs of every task "
+                              f"({exc}); give a smaller --batch") from None
+        raise
     p.write(args.output)
     print(f"wrote {p!r} to {args.output}")
     return 0

@@ -65,6 +65,8 @@ def test_solve_prints_json_without_output(capsys):
     # NumPy refused the array size in a traceback.
     (["generate", "random-dag", "-o", "x.json", "--tasks", str(2**70)], "--tasks: expected an integer from 1 to"),
     (["generate", "stack", "-o", "x.json", "--nodes", str(10**8)], "--nodes: expected an integer from 1 to"),
+    # the message named tasks[1] of the generated problem, not the option given
+    (["generate", "vgg", "-o", "x.json", "--batch", "5000"], "--batch: the generated devices cannot run 5000"),
 ])
 def test_user_errors_are_one_line_exit_2(capsys, argv, message):
     assert main(argv) == 2
