@@ -307,6 +307,8 @@ def cmd_adapt(args: argparse.Namespace, extra: Sequence[str]) -> int:
 
 def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
     options = _method_options(extra)
+    if args.dask is not None:  # the method's options, checked before a cluster starts
+        registry.get(args.method).parse_options(options)
     if args.output:  # a method's policy file too: '-o' the same path wrote the schedule over it
         check_output(args.output, [args.problem] + [f for f in (args.initial, args.relocation) if f]
                      + registry.read_files(args.method, options))
@@ -314,9 +316,6 @@ def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
     if args.initial:
         options["initial"] = Schedule.read(args.initial)
     _relocation(args, options)
-    if args.dask is not None:  # the method's options, checked before a cluster starts
-        registry.get(args.method).parse_options({k: v for k, v in options.items()
-                                                 if k not in ("initial", "relocation")})
     with _cluster(args.dask, args.method) as executor:
         if executor is not None:
             options["executor"] = executor

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InfeasibleError, OptionError
-from .problem import Problem
+from .problem import MEMORY_SLACK, Problem
 from .schedule import Job, Schedule
 
 __all__ = [
@@ -507,7 +507,7 @@ class Builder:
             c = mask.bit_count()
             k = p.batch_pos[c] if c < len(p.batch_pos) else -1
             d = float(p.lat[i, u, k]) if k >= 0 else np.inf
-            if self.check and (d == np.inf or p.weight[i] + p.act[i] * c > self.mem_left[u] * (1 + 1e-9)):
+            if self.check and (d == np.inf or p.weight[i] + p.act[i] * c > self.mem_left[u] * (1 + MEMORY_SLACK)):
                 return None
             r = self.ready(i, u, mask)
             if r == np.inf:

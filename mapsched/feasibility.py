@@ -53,8 +53,8 @@ def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_lim
     if np.isfinite(p.mem).all():
         # Every task holds its weights and its L inputs somewhere: at least that much memory
         # in all (a proof in O(n), where the model below would take minutes at 12,000 tasks).
-        need, have = float((p.weight + p.act * p.L).sum()), float(p.mem.sum())
-        if need > have * (1 + 1e-9):
+        need, have = float((p.weight + p.act * p.L).sum()), float(p.room.sum())
+        if need > have:
             raise InfeasibleError(f"no mapping of the {p.n} tasks exists: their weights and inputs need "
                                   f"{need:.4g} bytes of memory, and all the devices hold {have:.4g}")
     model = cp_model.CpModel()

@@ -363,9 +363,11 @@ def trace(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], clus
     """
     example = example_inputs(example)
     check_runnable(model)
+    # fx's errors for what it cannot trace: TraceError for control flow on a traced value, and
+    # TypeError or NotImplementedError for calls that take no proxy
     try:
         gm = fx.symbolic_trace(model)
-    except (fx.proxy.TraceError, TypeError, NotImplementedError) as exc:  # control flow on values, and the like
+    except (fx.proxy.TraceError, TypeError, NotImplementedError) as exc:
         raise HarnessError(f"model: torch.fx cannot trace it ({first_line(exc)}); the harness needs a model "
                            "without control flow on its inputs' values") from None
     _check_writes(gm)

@@ -510,11 +510,7 @@ def shipped_policy() -> str:
 def _config(data: dict[str, Any]) -> Config:
     """A file's :class:`Config`, its node features from the file: one written before the
     EFT features (GiPH's 4 node features only) loads as it was trained."""
-    if not isinstance(data["config"], dict):
-        raise ValueError(f"config: expected a mapping of settings, got {type(data['config']).__name__}")
-    cfg = dict(data["config"])
-    cfg["node_features"] = tuple(data["features"]["node"])
-    return file_config(Config, cfg)
+    return file_config(Config, data["config"], node_features=tuple(data["features"]["node"]))
 
 
 def load_policy(path: str = "", flag: str = "--policy") -> tuple[GiphNet, dict[str, Any]]:

@@ -57,8 +57,9 @@ def reading(flag: str, what: str = "the policy file is damaged") -> Iterator[Non
         raise OptionError(f"{flag}: {what} ({first_line(exc)}); train it again") from None
 
 
-def file_config(cls: type, values: Any) -> Any:
-    """``cls(**values)``, the config dataclass of a policy file, each value checked against
+def file_config(cls: type, values: Any, **fixed: Any) -> Any:
+    """``cls(**values, **fixed)``, the config dataclass of a policy file (``fixed``: fields the
+    file keeps elsewhere), each value checked against
     its field's default: a string, tuple or flag of that type; a count a whole number from 1
     (from 0 where the default is 0) to :data:`MAX_COUNT`; a rate, factor or temperature a finite
     number from 0 (at most 1 for ``gamma`` and the ``eps`` rates). A ``ValueError`` naming the
@@ -66,7 +67,7 @@ def file_config(cls: type, values: Any) -> Any:
     deep in training or solving (``eval_every`` 0 divided by zero)."""
     if not isinstance(values, dict):
         raise ValueError(f"config: expected a mapping of settings, got {type(values).__name__}")
-    cfg = cls(**values)
+    cfg = cls(**{**values, **fixed})
     for f in dataclasses.fields(cfg):
         v, default = getattr(cfg, f.name), f.default
         if isinstance(default, (bool, str, tuple)):
