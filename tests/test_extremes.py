@@ -2,6 +2,8 @@
 1e21 ms (1e18 bytes over 1 byte/s), sizes up to 1e18 bytes. Bounds stay below the
 optimum found by exhaustive search, and schedules stay valid."""
 
+import json
+
 import pytest
 from exhaustive import exhaustive_optimum
 from hypothesis import given, settings
@@ -164,6 +166,32 @@ def test_relaxation_sound_with_one_huge_time(p):
     opt = exhaustive_optimum(p, upper=solve(p, "heft").makespan)
     assert _below(relaxation_bound(p, time_limit=5), opt)
     assert _below(relaxation_bound(p, time_limit=5, integral=False), opt)
+
+
+_HUGE_LINK = (  # found by the test above: the list schedulers' makespan of 1e12 ms kept some 1e12 ms transfers
+    '{"format":"mapsched.problem/1","name":"rand-1","objective":{"kind":"latency"},"devices":[{"name":"d0'
+    '","batch_sizes":[1]},{"name":"d1","batch_sizes":[1]},{"name":"d2","batch_sizes":[1]}],"links":[{"a":'
+    '"d0","b":"d2","bandwidth":5000.0,"latency":0.0},{"a":"d1","b":"d2","bandwidth":1.0,"latency":1000000'
+    '000000.0}],"tasks":[{"name":"t0","latency":{"d1":18.509240443821653,"d2":31.895558388249537},"weight'
+    '_bytes":74.0,"input_bytes":23.0,"output_bytes":23.0},{"name":"t1","latency":{"d0":22.133219820412123'
+    ',"d1":31.56787257508418},"weight_bytes":96.0,"input_bytes":6.5,"output_bytes":6.5},{"name":"t2","lat'
+    'ency":{"d0":15.835756181856231,"d1":22.586010410374666,"d2":38.92074426220893},"weight_bytes":9.0,"i'
+    'nput_bytes":18.0,"output_bytes":18.0},{"name":"t3","latency":{"d0":12.859207881598525,"d2":31.605054'
+    '765096245},"weight_bytes":72.0,"input_bytes":4.0,"output_bytes":4.0},{"name":"t4","latency":{"d0":19'
+    '.162114440045347,"d1":27.330284152993546},"weight_bytes":29.0,"input_bytes":8.0,"output_bytes":8.0},'
+    '{"name":"t5","latency":{"d0":20.71680199935209,"d1":29.547683119997973,"d2":50.91726238317765},"weig'
+    'ht_bytes":54.0,"input_bytes":24.0,"output_bytes":24.0}],"edges":[{"src":"t0","dst":"t2","bytes":178.'
+    '0},{"src":"t0","dst":"t4","bytes":30.0},{"src":"t1","dst":"t5","bytes":8.0},{"src":"t2","dst":"t5","'
+    'bytes":96.0},{"src":"t3","dst":"t5","bytes":69.0}]}'
+)
+
+
+def test_the_integral_relaxation_stays_below_the_optimum_beside_a_huge_link():
+    # HiGHS proved 110.73 ms with x binary, over an optimum of 104.05 ms (exhaustive search)
+    p = Problem.from_dict(json.loads(_HUGE_LINK))
+    opt = exhaustive_optimum(p)
+    assert opt == pytest.approx(104.04811656945785)
+    assert _below(relaxation_bound(p, time_limit=5), opt)
 
 
 @pytest.mark.parametrize("method, options", [("exact", {}), ("exact", {"backend": "highs"}), ("heft", {}),
