@@ -191,6 +191,8 @@ def test_cli_train_resume_and_solve_with_policy(problem, tmp_path, capsys):
         # these were taken as the defaults, and the file's settings silently kept
         (["train", "doppler", prob, "-o", pt, "--resume", "--hidden", "16"], f"--hidden: {pt} keeps 8"),
         (["train", "doppler", prob, "-o", str(tmp_path / "x.pt"), "--stages", ""], "unknown stage ''"),
+        (["solve", prob, "-m", "doppler", "--policy", pt, "--rounds", "2", "-o", str(tmp_path / "x.json")],
+         f"--rounds: {pt} keeps rounds 1"),
         # the schedule was written over the policy
         (["solve", prob, "-m", "doppler", "--policy", pt, "-o", pt], f"-o: {pt!r} is"),
         (["adapt", prob, out, "--remove", problem.device_names[0], "-m", "doppler", "--policy", pt, "-o", pt],

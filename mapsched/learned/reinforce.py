@@ -212,7 +212,14 @@ def train_here(trainer_class: Any, problem: Any, ctx: Any, method: str, policy: 
     seed = int(ctx.rng.integers(2**31 - 1))
     with one_thread():
         if policy:
-            trainer = trainer_class.from_checkpoint(problem, load_checkpoint(policy, method, problem.m), seed)
+            data = load_checkpoint(policy, method, problem.m)
+            kept = data["config"] if isinstance(data["config"], dict) else {}
+            for field in dataclasses.fields(config):  # a width given beside a policy would be ignored
+                value = getattr(config, field.name)
+                if value != field.default and field.name in kept and value != kept[field.name]:
+                    raise OptionError(f"--{field.name}: {policy} keeps {field.name} {kept[field.name]!r}, which "
+                                      f"sets a new policy only; leave --{field.name} out with --policy")
+            trainer = trainer_class.from_checkpoint(problem, data, seed)
         else:
             trainer = trainer_class(problem, config, seed)
         trainer.until = deadline
