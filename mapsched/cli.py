@@ -811,12 +811,11 @@ def _model_input(shape: Sequence[int], what: str = "runs", rows: int | None = No
 
 def _checked_input(torch: Any, model: Any, shape: Sequence[int], seed: int, rows: int | None = None) -> Any:
     """A seeded random input of ``shape`` (with ``rows`` rows, if given) that ``model`` has run on once."""
-    from .harness.graph import check_runnable
+    from .harness.graph import check_runnable, random_input
 
     check_runnable(model)
     with _model_input(shape, rows=rows):
-        x = torch.randn(tuple(shape) if rows is None else (rows, *shape[1:]),
-                        generator=torch.Generator().manual_seed(seed))
+        x = random_input(model, tuple(shape) if rows is None else (rows, *shape[1:]), seed)
         with torch.inference_mode():
             model(x)
     return x

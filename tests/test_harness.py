@@ -593,3 +593,31 @@ def test_profile_refuses_to_write_over_the_models_source(tmp_path, monkeypatch, 
     before = source.read_text()
     assert main(["profile", "mymodel:build", "--devices", "cpu", "-o", str(source)]) == 2
     assert "-o: " in capsys.readouterr().err and source.read_text() == before
+
+
+def test_token_id_models_are_profiled_and_run_on_ids(tmp_path, monkeypatch, capsys):
+    # An nn.Embedding's input: profile, run and calibrate drew floats, and the model failed on them.
+    (tmp_path / "lm.py").write_text(
+        "import torch\nfrom torch import nn\n\n"
+        "class LM(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.e, self.f = nn.Embedding(50, 8), nn.Embedding(7, 8)\n        self.out = nn.Linear(8, 3)\n\n"
+        "    def forward(self, x):\n        return self.out(self.e(x) + self.f(x)).flatten(1)\n\n"
+        "def build():\n    m = LM().eval()\n    m.input_shape, m.input_dtype = (1, 6), torch.long\n    return m\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    prob, sched = str(tmp_path / "p.json"), str(tmp_path / "s.json")
+    assert main(["profile", "lm:build", "--devices", "cpu:0,cpu:1", "--repeats", "1", "--warmup", "0",
+                 "--no-calibrate", "-o", prob]) == 0
+    assert main(["solve", prob, "-m", "heft", "-o", sched]) == 0
+    assert main(["run", "lm:build", prob, sched, "--repeats", "1", "--threads", "1"]) == 0
+    assert "outputs match the unscheduled model: yes" in capsys.readouterr().out
+    import lm
+
+    from mapsched.harness.graph import random_input
+
+    m = lm.build()
+    ids = random_input(m, (200, 6), seed=3)
+    assert ids.dtype == torch.long and int(ids.min()) >= 0 and int(ids.max()) < 7  # the smallest table's ids
+    assert int(ids.max()) > 1 and torch.equal(ids, random_input(m, (200, 6), seed=3))
+    m.input_dtype = "long"
+    with pytest.raises(HarnessError, match="input_dtype 'long' is not a real torch dtype"):
+        random_input(m, (1, 6), seed=0)

@@ -313,6 +313,33 @@ def example_inputs(example: Any, name: str = "example") -> tuple[torch.Tensor, .
     return tuple(batch)
 
 
+def random_input(model: nn.Module, shape: Sequence[int], seed: int) -> torch.Tensor:
+    """A seeded random input of ``shape`` for ``model``, of the dtype its ``input_dtype``
+    names (float32 without one): normal values for a floating dtype; for an integer one
+    (token ids), ids below the model's ``input_high``, or else below its smallest
+    ``nn.Embedding``'s size, or else 0 and 1.
+
+    Examples
+    --------
+    >>> from mapsched.harness import models
+    >>> m = models.resnet()
+    >>> random_input(m, m.input_shape, seed=0).dtype
+    torch.float32
+    """
+    dtype = getattr(model, "input_dtype", torch.float32)
+    gen = torch.Generator().manual_seed(seed)
+    if not isinstance(dtype, torch.dtype) or dtype.is_complex:
+        raise HarnessError(f"model: its input_dtype {dtype!r} is not a real torch dtype; set e.g. torch.float32 "
+                           "or torch.long (token ids)")
+    if dtype.is_floating_point:
+        return torch.randn(tuple(shape), generator=gen, dtype=dtype)
+    sizes = [m.num_embeddings for m in model.modules() if isinstance(m, nn.Embedding)]
+    high = getattr(model, "input_high", None) or min(sizes, default=2)
+    if isinstance(high, bool) or not isinstance(high, int) or high < 1:
+        raise HarnessError(f"model: its input_high {high!r} is no positive integer; set the number of token ids")
+    return torch.randint(0, 2 if dtype == torch.bool else high, tuple(shape), generator=gen).to(dtype)
+
+
 def check_runnable(model: nn.Module) -> None:
     """Refuse, in one line, a model that is no module, one on the meta device (shapes, no
     weights), which cannot run, and one whose dropout or batch norm is in training mode,
