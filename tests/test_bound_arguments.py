@@ -21,6 +21,7 @@ from mapsched.bounds import (
     work_bound,
 )
 from mapsched.generators import stack
+from mapsched.split import chain_bound, full_bound, window_bound
 
 P = instances.load("topcuoglu2002")
 T = stack(modules=2, n=4, objective=Objective("throughput", 2), seed=1)
@@ -53,6 +54,16 @@ T = stack(modules=2, n=4, objective=Objective("throughput", 2), seed=1)
     (lambda: slr(P, None), "result: expected a schedule or a makespan"),
     (lambda: critical_path_bound(None), "problem: expected a mapsched.Problem"),
     (lambda: work_bound("p.json"), "problem: expected a mapsched.Problem"),
+    # TypeError and AttributeError, or True taken as one thread or one second
+    (lambda: full_bound("p.json"), "problem: expected a mapsched.Problem"),
+    (lambda: full_bound(P, time_limit="5"), "time_limit: expected a positive number of seconds"),
+    (lambda: full_bound(P, window_time_limit=True), "window_time_limit: expected a positive number"),
+    (lambda: chain_bound("x"), "problem: expected a mapsched.Problem"),
+    (lambda: chain_bound(P, time_limit="5"), "time_limit: expected a positive number of seconds"),
+    (lambda: chain_bound(P, module_time_limit=-1), "module_time_limit: expected a positive number"),
+    (lambda: chain_bound(P, span=0), "span: expected a whole number of at least 1"),
+    (lambda: window_bound(None), "problem: expected a mapsched.Problem"),
+    (lambda: window_bound(P, threads=True), "threads: expected a whole number of at least 1"),
 ])
 def test_bad_arguments_are_one_line_option_errors(call, says):
     with pytest.raises(OptionError, match=r"^[^\n]*$") as info:

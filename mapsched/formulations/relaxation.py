@@ -37,6 +37,7 @@ import time
 
 import numpy as np
 
+from .. import arguments
 from ..errors import OptionError
 from ..highs_lp import SETUP, RowProgramme
 from ..portfolio import best_list_schedule
@@ -241,15 +242,14 @@ def relaxation_bound(problem: Problem, time_limit: float = 10.0, integral: bool 
     >>> relaxation_bound(p, time_limit=10) > lower_bound(p).value
     True
     """
-    p = problem
+    p = arguments.problem(problem)
     if p.L > 1:
         raise OptionError("relaxation_bound: latency problems only (objective.batch 1)")
     if p.n > RELAXATION_TASKS:
         raise OptionError(f"relaxation_bound: {p.n} tasks, more than the {RELAXATION_TASKS} it takes on; "
                          "use mapsched.bounds.lower_bound")
-    if not time_limit > 0 or not (isinstance(cuts_per_round, int) and cuts_per_round >= 1):
-        raise OptionError("relaxation_bound: time_limit must be positive seconds and cuts_per_round a positive "
-                         f"integer, got {time_limit!r} and {cuts_per_round!r}")
+    time_limit = arguments.seconds(time_limit, "time_limit", none=False)
+    cuts_per_round = arguments.count(cuts_per_round, "cuts_per_round")
     start = time.perf_counter()
     if time_limit < SETUP * (p.n * p.m + p.E * p.m * p.m):
         return 0.0

@@ -57,10 +57,10 @@ from dataclasses import replace
 import networkx as nx
 import numpy as np
 
+from .. import arguments
 from ..bounds import Bound, SubsetBound, critical_path_bound, lower_bound, work_bound
 from ..bounds.batched import BATCHED_TASKS, batched_relaxation_bound, stage_bound, two_part_bound
 from ..distributed import as_executor, bound_result
-from ..errors import OptionError
 from ..formulations.relaxation import RELAXATION_TASKS, relaxation_bound
 from ..problem import Objective, Problem, System, Task
 from ..solve import solve
@@ -237,7 +237,10 @@ def chain_bound(problem: Problem, chain=None, time_limit: float = 60.0, module_t
     inputs, and with one); each wider span adds solves of task sets over that many
     modules. Throughput solves are costlier, so the time limit matters more there.
     """
-    p = problem
+    p = arguments.problem(problem)
+    time_limit = arguments.seconds(time_limit, "time_limit", none=False)
+    arguments.seconds(module_time_limit, "module_time_limit", none=False)
+    span = arguments.count(span, "span")
     executor = as_executor(executor)
     deadline = time.perf_counter() + time_limit
     chain = chain or pick_chain(p, 0, deadline=deadline)
@@ -293,9 +296,9 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
     >>> b.rule in ("module-chain", "module-windows")  # within 1e-7 of each other here: the clock decides
     True
     """
-    for name, value in (("time_limit", time_limit), ("window_time_limit", window_time_limit)):
-        if not value > 0:
-            raise OptionError(f"full_bound: {name} must be a positive number of seconds, got {value!r}")
+    arguments.problem(problem)
+    time_limit = arguments.seconds(time_limit, "time_limit", none=False)
+    arguments.seconds(window_time_limit, "window_time_limit", none=False)
     deadline = time.perf_counter() + time_limit
     executor = as_executor(executor)  # once for both rules
     latency = problem.L == 1

@@ -31,6 +31,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 
 import numpy as np
 
+from .. import arguments
 from ..bounds import SubsetBound, lower_bound
 from ..closure import Closure
 from ..distributed import as_executor, bound_result
@@ -237,18 +238,16 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
     >>> window_bound(p, time_limit=10) >= lower_bound(p).value
     True
     """
-    p = problem
+    p = arguments.problem(problem)
     if p.L > 1:
         raise OptionError("window_bound: latency problems only (objective.batch 1); "
                          "use chain_bound for throughput")
     executor = as_executor(executor)
     threads = threads or getattr(executor, "slots", None) or os.cpu_count() or 1
-    for name, value in (("span", span), ("block", block), ("threads", threads)):
-        if not (isinstance(value, int) and value >= 1):
-            raise OptionError(f"window_bound: {name} must be a positive integer, got {value!r}")
-    for name, value in (("time_limit", time_limit), ("window_time_limit", window_time_limit)):
-        if not value > 0:
-            raise OptionError(f"window_bound: {name} must be a positive number of seconds, got {value!r}")
+    span, block, threads = (arguments.count(v, name) for name, v in (("span", span), ("block", block),
+                                                                      ("threads", threads)))
+    time_limit = arguments.seconds(time_limit, "time_limit", none=False)
+    arguments.seconds(window_time_limit, "window_time_limit", none=False)
     deadline = time.perf_counter() + time_limit
     blocks = blocks_of(chain or pick_chain(p, 0, deadline=deadline), block)
     sizes = [len(b) for b in blocks]
