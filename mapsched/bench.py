@@ -20,31 +20,98 @@ Reports:
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
+import pickle
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import arguments
 from .distributed import as_executor, completed
-from .errors import InfeasibleError, MapschedError
+from .errors import InfeasibleError, MapschedError, OptionError, first_line
 from .problem import Problem
 
-__all__ = ["BOUND", "Case", "Suite", "plot_quality", "read_rows", "results_table", "run_suite", "runtime_table"]
+__all__ = ["BOUND", "Case", "Suite", "load_suites", "plot_quality", "read_rows", "results_table", "run_suite",
+           "runtime_table"]
 
 
 @dataclass(frozen=True)
 class Case:
-    """One instance: ``make(**kwargs)`` builds it (``make`` must be importable by name)."""
+    """One instance: ``make(**kwargs)`` builds it. ``make`` travels to worker processes by
+    name: a function at the top level of an importable module, or of a suites file read
+    by :func:`load_suites` (which each worker then reads from its path)."""
 
     name: str
     make: Callable[..., Problem]
     kwargs: dict[str, Any] = field(default_factory=dict)
 
     def build(self) -> Problem:
-        return self.make(**self.kwargs)
+        """The instance; a :class:`MapschedError` naming the case if ``make`` fails."""
+        try:
+            p = self.make(**self.kwargs)
+        except MapschedError:
+            raise
+        except Exception as exc:  # the user's builder: its first line of error, as ours are
+            raise OptionError(f"case {self.name!r}: {getattr(self.make, '__name__', self.make)}(**kwargs) failed: "
+                              f"{type(exc).__name__}: {first_line(exc)}") from None
+        if not isinstance(p, Problem):
+            raise OptionError(f"case {self.name!r}: its make returned a {type(p).__name__}, not a mapsched.Problem")
+        return p
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        source = getattr(self.make, "__globals__", {}).get(_SOURCE)
+        if source is None:
+            return Case, (self.name, self.make, self.kwargs)
+        return _case_from_file, (source, self.make.__qualname__, self.name, self.kwargs)
+
+
+_SOURCE = "__mapsched_suites__"
+"""The global of a suites file's module that holds the file's path."""
+_LOADED: dict[str, Any] = {}
+"""The suites files read in this process, by absolute path: each runs once a process."""
+
+
+def _suites_module(path: str) -> Any:
+    """The module of the suites file at ``path``, run once a process."""
+    if path not in _LOADED:
+        spec = importlib.util.spec_from_file_location("mapsched_suites", path)
+        if spec is None or spec.loader is None:
+            raise OptionError(f"--suites: {path!r} is not a Python file; give a .py file defining SUITES")
+        module = importlib.util.module_from_spec(spec)
+        setattr(module, _SOURCE, path)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:  # the user's code: its first line of error, as ours are
+            raise OptionError(f"--suites: running {path!r} failed: {type(exc).__name__}: {first_line(exc)}") from None
+        _LOADED[path] = module
+    return _LOADED[path]
+
+
+def _case_from_file(path: str, qualname: str, name: str, kwargs: dict[str, Any]) -> Case:
+    """A case whose ``make`` a suites file defines, rebuilt in a worker from the file."""
+    make: Any = _suites_module(path)
+    for part in qualname.split("."):
+        make = getattr(make, part)
+    return Case(name, make, kwargs)
+
+
+def load_suites(path: str) -> dict[str, Suite]:
+    """The ``SUITES`` dictionary of a Python file (``mapsched bench --suites FILE``). Its
+    functions may build cases: worker processes read the file again, from its path.
+
+    Raises :class:`OptionError` (naming ``--suites``) for a missing file, one that fails to
+    run, or one that defines no ``SUITES`` dictionary.
+    """
+    if not os.path.isfile(path):
+        raise OptionError(f"--suites: no file {path!r}; give the path of a Python file defining SUITES")
+    suites = getattr(_suites_module(os.path.abspath(path)), "SUITES", None)
+    if not isinstance(suites, dict):
+        raise OptionError(f"--suites: {path!r} defines no SUITES dictionary")
+    return suites
 
 
 BOUND = "bound"
@@ -65,6 +132,29 @@ class Suite:
     time_limit: float
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
     description: str = ""
+
+    def check(self) -> None:
+        """Refuse, in one :class:`OptionError` naming the field, what would fail in the
+        workers or mix rows up: no cases or methods, cases of one name, a time limit that
+        is not a positive number, options that are no mapping per method."""
+        if not isinstance(self.cases, (tuple, list)) or not self.cases:
+            raise OptionError(f"suite {self.name!r}: cases: expected a non-empty tuple of mapsched.bench.Case")
+        names: set[str] = set()
+        for k, c in enumerate(self.cases):
+            if not (isinstance(c, Case) and isinstance(c.name, str) and callable(c.make)
+                    and isinstance(c.kwargs, dict)):
+                raise OptionError(f"suite {self.name!r}: cases[{k}]: expected a Case(name, make, kwargs) with a "
+                                  "function make and a dict kwargs")
+            if c.name in names:
+                raise OptionError(f"suite {self.name!r}: cases[{k}]: a second case named {c.name!r}, whose rows "
+                                  "would be taken for the first's; give each case its own name")
+            names.add(c.name)
+        if not (isinstance(self.methods, (tuple, list)) and self.methods
+                and all(isinstance(m, str) for m in self.methods)):
+            raise OptionError(f"suite {self.name!r}: methods: expected a non-empty tuple of method names")
+        arguments.seconds(self.time_limit, f"suite {self.name!r}: time_limit", none=False)
+        if not (isinstance(self.options, dict) and all(isinstance(v, dict) for v in self.options.values())):
+            raise OptionError(f"suite {self.name!r}: options: expected a dict of method name to a dict of options")
 
 
 def _run_one(case: Case, method: str, time_limit: float, options: dict[str, Any], threads: int = 1) -> dict[str, Any]:
@@ -106,14 +196,16 @@ def _run_one(case: Case, method: str, time_limit: float, options: dict[str, Any]
 
         cp = critical_path_bound(p)
         row["simulated"] = simulate(p, r.mapping()).makespan
-        row |= {"critical_path": cp, "slr": r.makespan / cp, "slr_simulated": row["simulated"] / cp}
+        if cp > 0:  # a graph of 0 ms tasks has no SLR
+            row |= {"critical_path": cp, "slr": r.makespan / cp, "slr_simulated": row["simulated"] / cp}
     return row
 
 
 _ROW_START = b'{"instance": '  # how every row begins (json.dumps of _run_one's dict)
 # Fields the tables compute with: each a finite number where present.
 _NUMBERS = ("tasks", "inputs", "makespan", "throughput", "lower_bound", "seconds", "simulated", "critical_path",
-            "slr", "slr_simulated")
+            "slr", "slr_simulated", "time_limit")
+_REQUIRED = ("tasks", "inputs")  # in every row, an error's too
 
 
 def read_rows(path: str) -> list[dict[str, Any]]:
@@ -145,9 +237,18 @@ def read_rows(path: str) -> list[dict[str, Any]]:
                                 "-o/--output")
         for key in _NUMBERS:
             v = row.get(key)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
-                raise MapschedError(f"{path}, line {k}: '{key}' is {v!r}, not a finite number; remove the line, or "
-                                    "pass another -o/--output")
+            if (v is None and key in _REQUIRED) or (
+                    v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v))):
+                what = "missing" if v is None else f"{v!r}, not a finite number"
+                raise MapschedError(f"{path}, line {k}: '{key}' is {what}; remove the line, or pass another "
+                                    "-o/--output")
+        history = row.get("history")
+        if history is not None and not (isinstance(history, list) and history and all(
+                isinstance(h, list) and len(h) == 2 and all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in h)
+                for h in history)):
+            raise MapschedError(f"{path}, line {k}: 'history' is not a list of [seconds, makespan] pairs; remove the "
+                                "line, or pass another -o/--output")
         rows.append(row)
     return rows
 
@@ -193,15 +294,37 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
     progress : callable, optional
         Called as ``progress(done, total)`` after each run.
     """
+    suite.check()
+    own_pool = executor is None
+    arguments.count(workers, "workers", least=0)
+    arguments.count(threads, "threads", least=0)
     executor = as_executor(executor)
     rows = read_rows(out)
     _cut_short_row(out)
+    from . import registry
+
+    for m in suite.methods:  # a bad option fails before any run, not in every run of the method
+        if m != BOUND:
+            registry.get(m).parse_options(suite.options.get(m, {}))
+    pairs = {(c.name, m) for c in suite.cases for m in suite.methods}
+    for r in rows:
+        if (r["instance"], r["method"]) in pairs and r.get("time_limit", suite.time_limit) != suite.time_limit:
+            raise OptionError(f"{out}: its row of {r['instance']!r} and {r['method']!r} ran with a time limit of "
+                              f"{r['time_limit']:g} s, not {suite.time_limit:g} s; resume with the same time limit, "
+                              "or pass another -o/--output")
     done = {(r["instance"], r["method"]) for r in rows}
     todo = [(c, m) for c in suite.cases for m in suite.methods if (c.name, m) not in done]
+    for c in {c.name: c for c, _ in todo}.values() if own_pool or isinstance(executor, ProcessPoolExecutor) else ():
+        try:  # an unpicklable case hangs a process pool (its feeder thread dies) rather than failing
+            pickle.dumps(c)
+        except Exception as exc:
+            raise OptionError(f"case {c.name!r}: cannot be sent to worker processes ({type(exc).__name__}: "
+                              f"{first_line(exc)}); build it with a function defined at the top level of a "
+                              "module or of the suites file") from None
     total, finished = len(todo), 0
     if progress:
         progress(0, total)
-    own = executor is None
+    own = own_pool
     if own:
         from .split.milp_split import _mp_context
 
@@ -228,10 +351,25 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
         if finished < total and getattr(executor, "lost", False):
             raise MapschedError(f"--dask: the scheduler was lost mid-sweep; the {finished} run(s) done are in {out}; "
                                 "rerun the same command to resume")
+    except BaseException:  # Ctrl-C or SIGTERM: the runs under way stop with the sweep
+        if own:
+            _stop_workers(executor)
+        raise
     finally:
         if own:
             executor.shutdown(wait=True, cancel_futures=True)
     return rows
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Terminate a process pool's workers (a SIGTERM to this process alone leaves them running
+    their runs, up to a time limit each, and a Slurm job's grace period is shorter)."""
+    stop = getattr(pool, "terminate_workers", None)  # Python 3.14
+    if stop is not None:
+        stop()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
 
 
 def _best_bounds(rows: Iterable[dict[str, Any]]) -> dict[str, float]:
@@ -265,7 +403,8 @@ def results_table(rows: Sequence[dict[str, Any]], methods: Sequence[str] | None 
         for m in methods:
             v = vals.get(m)
             if v is None:
-                out.append("-" if (inst, m) not in cell else "fail")
+                done = cell.get((inst, m))
+                out.append("-" if done is None else "inf" if higher and done.get("makespan") == 0 else "fail")
                 continue
             text = f"{v:.4g}"
             span = cell[inst, m].get("simulated" if objective in ("simulated", "slr_simulated") else "makespan")
@@ -280,7 +419,8 @@ def results_table(rows: Sequence[dict[str, Any]], methods: Sequence[str] | None 
         cp = next((r["critical_path"] for (i, _), r in cell.items() if i == inst and r.get("critical_path")), None)
         if objective.startswith("slr"):
             b = None if b is None or cp is None else b / cp
-        bound = "-" if b is None else (f"{1000 * inputs / b:.4g}" if higher else f"{b:.4g}")
+        bound = "-" if b is None else (f"{1000 * inputs / b:.4g}" if higher and b > 0 else "inf" if higher
+                                       else f"{b:.4g}")
         lines.append(f"| {inst} | " + " | ".join(out) + f" | {bound} |")
     lines.append("")
     what = {"simulated": "makespan of each mapping run by the work-conserving runtime model",
@@ -300,26 +440,26 @@ def runtime_table(rows: Sequence[dict[str, Any]], slow: str = "exact", fast: str
         a, b = cell.get((inst, slow), {}).get("seconds"), cell.get((inst, fast), {}).get("seconds")
         if a is None or b is None:
             continue
-        lines.append(f"| {inst} | {a:.2f} | {b:.2f} | {a / b:.1f}x |")
+        lines.append(f"| {inst} | {a:.2f} | {b:.2f} | {f'{a / b:.1f}x' if b > 0 else '-'} |")
     return "\n".join(lines)
 
 
 def plot_quality(rows: Sequence[dict[str, Any]], path: str, instance: str | None = None,
                  methods: Sequence[str] | None = None) -> None:
     """Best makespan against seconds for each method on one instance (default: the first)."""
-    try:
-        import matplotlib
+    from .plot import _pyplot, check_format, save
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise MapschedError("bench: plots need matplotlib; pip install 'mapsched[plot]'") from None
+    plt = _pyplot()
+    fmt = check_format(path)
+    if not rows:
+        raise MapschedError("no rows to plot")
     instance = instance or rows[0]["instance"]
     fig, ax = plt.subplots(figsize=(7, 4))
     by_method: dict[str, tuple[list, float]] = {}
     for r in rows:
         if r["instance"] == instance and r.get("history") and (methods is None or r["method"] in methods):
-            by_method[r["method"]] = (r["history"], r.get("seconds", r["history"][-1][0]))
+            end = r.get("seconds")
+            by_method[r["method"]] = (r["history"], r["history"][-1][0] if end is None else end)
     for m, (hist, end) in sorted(by_method.items()):
         # each curve runs on to the end of its method's run
         t = [max(h[0], 1e-3) for h in hist] + [max(end, hist[-1][0], 1e-3) * 1.05]
@@ -334,5 +474,4 @@ def plot_quality(rows: Sequence[dict[str, Any]], path: str, instance: str | None
     ax.set_title(f"quality over time: {instance}")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, fmt)

@@ -11,6 +11,7 @@ import contextlib
 import json
 import math
 import os
+import signal
 import sys
 import threading
 import time
@@ -497,41 +498,32 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    import importlib.util
-
     from . import bench
 
     if args.suites is None:
         from .suites import SUITES
     else:  # a user's file of suites is Python code, run as such: only when named
-        if not os.path.isfile(args.suites):
-            raise OptionError(f"--suites: no file {args.suites!r}; give the path of a Python file defining SUITES")
-        spec = importlib.util.spec_from_file_location("mapsched_suites", args.suites)
-        if spec is None or spec.loader is None:
-            raise OptionError(f"--suites: {args.suites!r} is not a Python file; give a .py file defining SUITES")
-        module = importlib.util.module_from_spec(spec)
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:  # the user's code: its first line of error, as ours are
-            raise OptionError(f"--suites: running {args.suites!r} failed: {type(exc).__name__}: "
-                              f"{first_line(exc)}") from None
-        SUITES = getattr(module, "SUITES", None)
-        if not isinstance(SUITES, dict):
-            raise OptionError(f"--suites: {args.suites!r} defines no SUITES dictionary")
+        SUITES = bench.load_suites(args.suites)
     if args.suite not in SUITES:
         raise OptionError(f"suite: unknown suite {args.suite!r}; expected one of {sorted(SUITES)}")
     suite = SUITES[args.suite]
-    if not isinstance(suite, bench.Suite) or not suite.cases or not suite.methods:
-        raise OptionError(f"suite: SUITES[{args.suite!r}] is not a mapsched.bench.Suite with cases and methods")
-    out = args.output or f"{suite.name}.jsonl"
-    plot = f"{os.path.splitext(out)[0]}-quality.png"  # beside the rows, never on them
+    if not isinstance(suite, bench.Suite):
+        raise OptionError(f"suite: SUITES[{args.suite!r}] is not a mapsched.bench.Suite")
+    suite.check()
+    out = f"{suite.name}.jsonl" if args.output is None else args.output
     inputs = [args.suites] if args.suites else []
     check_output(out, inputs)
-    check_output(plot, [*inputs, out])
+    # The plot goes beside the rows, never on them; not beside a device such as /dev/null.
+    plot = f"{os.path.splitext(out)[0]}-quality.png" if not os.path.exists(out) or os.path.isfile(out) else None
+    if plot is not None:
+        check_output(plot, [*inputs, out])
     known = registry.methods()
     objective = suite.cases[0].build().objective.kind
     methods = tuple(m for m in suite.methods
                     if m == bench.BOUND or (m in known and objective in registry.get(m).objectives))
+    if not methods:
+        raise OptionError(f"suite: none of SUITES[{args.suite!r}]'s methods {list(suite.methods)} is a method for "
+                          f"the {objective} objective here; see 'mapsched methods'")
     suite = bench.Suite(suite.name, suite.cases, methods, args.time_limit or suite.time_limit, suite.options,
                         suite.description)
     with _cluster(args.dask) as executor, \
@@ -547,6 +539,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print("\n" + bench.results_table(rows, methods, "slr_simulated"))
     if "exact" in methods and "split" in methods:
         print("\n" + bench.runtime_table(rows))
+    if plot is None:
+        print(f"\nno plot beside {out}, which is no regular file")
+        return 0
     try:
         bench.plot_quality(rows, plot)
         print(f"\nwrote {plot}; raw rows in {out}")
@@ -1365,6 +1360,9 @@ def run() -> NoReturn:
     teardown of the solver libraries (0.3 s after a CP-SAT or HiGHS solve, past the time
     limit), which holds nothing of ours: every file is written and closed by then."""
     _stdout_ours()
+    # SIGTERM (a job scheduler's stop) ends a command as Ctrl-C does, cleaning up and keeping
+    # what it wrote; solve's own handler (mapsched.interrupt) takes over while it runs.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     code = main()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(BrokenPipeError, ValueError):  # a reader gone, or a stream closed

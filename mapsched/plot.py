@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 from typing import Any
 
 import numpy as np
 
-from .errors import MapschedError, OptionError, ScheduleError
+from . import arguments
+from .errors import MapschedError, OptionError, ScheduleError, first_line
 from .files import write_file
 from .problem import Problem
 from .schedule import Schedule
 
-__all__ = ["check_format", "gantt"]
+__all__ = ["check_format", "gantt", "save"]
 
 _MAX_ARROWS = 400  # beyond this, communication arrows hide the jobs
 MAX_JOBS = 2000
@@ -43,6 +45,7 @@ def check_format(path: str, flag: str = "-o") -> str:
     'svg'
     """
     _pyplot()
+    import matplotlib
     from matplotlib.backend_bases import FigureCanvasBase
 
     ext = os.path.splitext(path)[1][1:].lower()
@@ -50,6 +53,10 @@ def check_format(path: str, flag: str = "-o") -> str:
     if ext not in formats:
         raise OptionError(f"{flag}: unknown image format {ext or '(no extension)'!r} in {path!r}; "
                           f"expected one of {', '.join(sorted(formats))}")
+    latex = matplotlib.rcParams["pgf.texsystem"]
+    if ext == "pgf" and shutil.which(latex) is None:  # found out only when the figure is saved
+        raise OptionError(f"{flag}: matplotlib writes {path!r} (pgf) through {latex}, which is not installed; "
+                          "write .pdf, .svg or .png instead")
     return ext
 
 
@@ -87,7 +94,20 @@ def gantt(problem: Problem, schedule: Schedule, path: str | None = None, title: 
     O(J log J) for J jobs, plus drawing: a second or two for :data:`MAX_JOBS` jobs.
     """
     plt = _pyplot()
-    fmt = check_format(path) if path is not None else None
+    arguments.problem(problem)
+    if not isinstance(schedule, Schedule):
+        raise OptionError(f"schedule: expected a mapsched Schedule, got {type(schedule).__name__}; read a file with "
+                          "Schedule.read(path)")
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise OptionError(f"path: expected a file path or None, got {type(path).__name__}")
+    fmt = check_format(os.fspath(path)) if path is not None else None
+    with plt.rc_context({"text.parse_math": False}):  # names are drawn as written, '$' included
+        return _draw(plt, problem, schedule, path, fmt, title)
+
+
+def _draw(plt: Any, problem: Problem, schedule: Schedule, path: str | None, fmt: str | None,
+          title: str | None) -> Any:
+    """The chart of :func:`gantt`, its arguments checked."""
     rows = {d: k for k, d in enumerate(problem.device_names)}
     for k, j in enumerate(schedule.jobs):  # such a job would be left out of the chart, unsaid
         if j.task not in problem.task_index or j.device not in rows or not all(0 <= x < problem.L for x in j.inputs):
@@ -129,8 +149,21 @@ def gantt(problem: Problem, schedule: Schedule, path: str | None = None, title: 
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     if path is not None:
-        image = io.BytesIO()
-        fig.savefig(image, format=fmt, dpi=120)
-        plt.close(fig)
-        write_file(path, image.getvalue())
+        save(fig, path, fmt)
     return fig
+
+
+def save(fig: Any, path: str, fmt: str | None = None, flag: str = "-o") -> None:
+    """Write ``fig`` to ``path`` whole or not at all (:mod:`mapsched.files`), in the format its
+    extension names (``fmt``, if already checked), and close it; an :class:`OptionError`
+    naming ``flag`` where matplotlib cannot write that format here."""
+    plt = _pyplot()
+    image = io.BytesIO()
+    try:
+        fig.savefig(image, format=fmt or check_format(path, flag), dpi=120)
+    except (RuntimeError, OSError, ValueError) as exc:  # a writer's tool missing, a backend's limit
+        raise OptionError(f"{flag}: matplotlib cannot write {path!r} ({first_line(exc)}); write .png or .svg "
+                          "instead") from None
+    finally:
+        plt.close(fig)
+    write_file(path, image.getvalue())

@@ -1,6 +1,12 @@
 """The benchmark runner: resumable sweeps, tables, plot, CLI."""
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -102,7 +108,8 @@ def test_bench_refuses_what_is_not_its_results_before_any_run(tmp_path, capsys, 
     suites.write_text("from mapsched.suites import SUITES")  # no newline at its end
     victim = tmp_path / "victim.json"
     victim.write_text('{"my": "data"}')  # read as a row cut short, and truncated
-    row = json.dumps({"instance": "a", "method": "met", "makespan": 1.0, "lower_bound": "x"}) + "\n"
+    row = json.dumps({"instance": "a", "method": "met", "tasks": 8, "inputs": 1, "makespan": 1.0,
+                      "lower_bound": "x"}) + "\n"
     (tmp_path / "bad.jsonl").write_text(row)  # the tables raised TypeError on it
     cases = [
         (["-o", str(victim)], "its last line is neither a results row nor one cut short"),
@@ -118,10 +125,26 @@ def test_bench_refuses_what_is_not_its_results_before_any_run(tmp_path, capsys, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "mine.py", "victim.json"]
 
 
+_SUITE_HEAD = ("from mapsched.bench import Case, Suite\nfrom mapsched.generators import random_dag\n"
+               'SUITES = {"smoke": Suite("s", ')
+
+
 @pytest.mark.parametrize("code, message", [
     ("SUITES = {\n", "running '{}' failed: SyntaxError"),
     ('SUITES = {"smoke": 3}\n', "is not a mapsched.bench.Suite"),
-    ('from mapsched.bench import Suite\nSUITES = {"smoke": Suite("e", (), ("heft",), 1.0)}\n', "with cases"),
+    ('from mapsched.bench import Suite\nSUITES = {"smoke": Suite("e", (), ("heft",), 1.0)}\n',
+     "cases: expected a non-empty tuple"),
+    # each failed in the workers, after the results file was made, naming flags not given, or gave a traceback
+    (_SUITE_HEAD + '(Case("c", random_dag, {"n": 3, "m": 2}),), ("heft",), -1.0)}\n',
+     "suite 's': time_limit: expected a positive number of seconds, got -1.0"),
+    (_SUITE_HEAD + '(Case("c", random_dag, {"nn": 3}),), ("heft",), 1.0)}\n',
+     "case 'c': random_dag(**kwargs) failed: TypeError"),
+    (_SUITE_HEAD + '(Case("c", random_dag, {"n": 3}), Case("c", random_dag, {"n": 5})), ("heft",), 1.0)}\n',
+     "cases[1]: a second case named 'c'"),
+    (_SUITE_HEAD + '(Case("c", random_dag, {"n": 3}),), ("sa",), 1.0, options={"sa": {"bogus": 1}})}\n',
+     "--bogus: method 'sa' has no such option"),
+    (_SUITE_HEAD + '(Case("c", random_dag, {"n": 3}),), ("nosuchmethod",), 1.0)}\n',
+     "none of SUITES['smoke']'s methods ['nosuchmethod']"),
 ])
 def test_bench_refuses_a_bad_suites_file_in_one_line(tmp_path, capsys, code, message):
     suites = tmp_path / "s.py"
@@ -129,3 +152,103 @@ def test_bench_refuses_a_bad_suites_file_in_one_line(tmp_path, capsys, code, mes
     assert main(["bench", "smoke", "--suites", str(suites), "-o", str(tmp_path / "r.jsonl")]) == 2
     err = capsys.readouterr().err
     assert message.format(suites) in err and err.count("\n") == 1 and not (tmp_path / "r.jsonl").exists()
+
+
+def test_a_suites_files_own_builders_reach_the_worker_processes(tmp_path, capsys):
+    # the natural suites file: a pool of 4+ runs hung for ever, fewer gave a PicklingError traceback
+    suites = tmp_path / "mine.py"
+    suites.write_text("from mapsched.bench import Case, Suite\nfrom mapsched.generators import random_dag\n\n"
+                      "def mine(n):\n    return random_dag(n, 2, seed=1)\n\n"
+                      'SUITES = {"mine": Suite("mine", (Case("c", mine, {"n": 4}),), ("heft", "met", "greedy", '
+                      '"random"), time_limit=1.0)}\n')
+    out = tmp_path / "r.jsonl"
+    assert main(["bench", "mine", "--suites", str(suites), "--workers", "2", "-o", str(out)]) == 0
+    rows = read_rows(str(out))
+    assert sorted(r["method"] for r in rows) == ["greedy", "heft", "met", "random"]
+    assert all(r["tasks"] == 4 and r["makespan"] > 0 for r in rows)
+    capsys.readouterr()
+    # one a process cannot be sent: refused before any run, not a hang
+    lam = Suite("lam", (Case("l", lambda: random_wired(4, seed=0)),), ("heft",), time_limit=1.0)
+    with pytest.raises(MapschedError, match="case 'l': cannot be sent to worker processes") as err:
+        run_suite(lam, str(tmp_path / "l.jsonl"))
+    assert "\n" not in str(err.value) and not (tmp_path / "l.jsonl").exists()
+
+
+def test_zero_time_problems_and_rows_the_tables_cannot_read(tmp_path, capsys):
+    from mapsched import Objective, Problem, solve
+    from mapsched.bounds import slr
+
+    z = Problem.from_arrays([[0.0, 0.0]] * 3, [(0, 1), (1, 2)])
+    assert slr(z, solve(z, "heft")) == 1.0 and slr(z, 2.0) == float("inf")  # ZeroDivisionError
+    zero = Suite("z", (Case("z", Problem.from_arrays, {"latency": [[0.0, 0.0]] * 3, "edges": [(0, 1)]}),),
+                 ("met", "heft"), time_limit=1.0)
+    with ThreadPoolExecutor(1) as pool:
+        rows = run_suite(zero, str(tmp_path / "z.jsonl"), executor=pool)
+    assert all(r["makespan"] == 0 and "slr" not in r for r in rows)
+    tp = Suite("t", (Case("t", Problem.from_arrays, {"latency": [[0.0, 0.0]], "edges": [],
+                                                     "objective": Objective("throughput", 2)}),),
+               ("bmet",), time_limit=1.0)
+    with ThreadPoolExecutor(1) as pool:
+        rows = run_suite(tp, str(tmp_path / "t.jsonl"), executor=pool)
+    assert results_table(rows, ("bmet",), "throughput").splitlines()[2] == "| t | inf | inf |"
+    assert "| - |" in runtime_table([{"instance": "a", "method": "exact", "seconds": 1.0},
+                                     {"instance": "a", "method": "split", "seconds": 0.0}])
+    out = tmp_path / "bad.jsonl"
+    row = {"instance": "er10-seed0", "method": "met", "tasks": 10, "inputs": 1, "makespan": 1.0}
+    for bad, says in (({"history": "oops"}, "'history' is not a list"), ({"history": [[0.1]]}, "'history'"),
+                      ({"inputs": None}, "'inputs' is missing")):
+        out.write_text(json.dumps(row | bad) + "\n")
+        assert main(["bench", "smoke", "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert says in err and err.count("\n") == 1
+    # a resumed sweep at another time limit would mix its rows with the file's
+    out.write_text(json.dumps(row | {"time_limit": 1.0}) + "\n")
+    assert main(["bench", "smoke", "--time-limit", "0.5", "-o", str(out)]) == 2
+    assert "ran with a time limit of 1 s, not 0.5 s" in capsys.readouterr().err
+
+
+def test_bench_output_paths(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "smoke", "-o", ""]) == 2  # wrote smoke.jsonl
+    assert "-o: expected a file path" in capsys.readouterr().err and not list(tmp_path.iterdir())
+    suites = tmp_path / "s.py"
+    suites.write_text('from mapsched.bench import Case, Suite\nfrom mapsched.generators import random_dag\n'
+                      'SUITES = {"s": Suite("s", (Case("c", random_dag, {"n": 3}),), ("met",), 1.0)}\n')
+    assert main(["bench", "s", "--suites", str(suites), "-o", os.devnull]) == 0  # wrote /dev/null-quality.png
+    assert "no plot beside /dev/null" in capsys.readouterr().out
+    assert not os.path.exists(os.devnull + "-quality.png")
+
+
+def test_sigterm_stops_a_sweep_and_its_workers(tmp_path):
+    # the main process died at once (status -15), and its pool's workers ran on
+    suites, flag = tmp_path / "slow.py", tmp_path / "started"
+    suites.write_text("import time\nfrom mapsched.bench import Case, Suite\nfrom mapsched.generators import "
+                      f"random_dag\n\ndef slow():\n    open({str(flag)!r}, 'w').close()\n    time.sleep(120)\n"
+                      'SUITES = {"slow": Suite("slow", (Case("b", random_dag, {"n": 3}), Case("a", slow)), '
+                      '("met",), 1.0)}\n')
+    code = ("import sys\nfrom mapsched.cli import run\n"
+            f"sys.argv = ['mapsched', 'bench', 'slow', '--suites', {str(suites)!r}, '--workers', '1', "
+            f"'-o', {str(tmp_path / 'r.jsonl')!r}]\nrun()\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not flag.exists() and time.monotonic() < deadline:  # the worker is in the slow build
+            time.sleep(0.1)
+        assert flag.exists()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 130 and "mapsched: interrupted" in proc.stderr.read()
+        deadline = time.monotonic() + 30
+        while _group_alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _group_alive(proc.pid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -122,6 +122,31 @@ def test_plot_and_demo(tmp_path, capsys):
     assert "-o" in captured.err and captured.err.count("\n") == 1 and "single-best" not in captured.out
 
 
+def test_plot_draws_names_as_written_and_refuses_what_it_cannot_write(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import shutil
+
+    from mapsched import OptionError, Problem, solve
+    from mapsched.plot import gantt
+
+    p = Problem.from_arrays([[1.0, 2.0]] * 2, [(0, 1)], task_names=["$\\foo$", "b_$x^$"])  # mathtext: a traceback
+    r = solve(p, "heft")
+    png = tmp_path / "g.png"
+    gantt(p, r, str(png))
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    for call, says in ((lambda: gantt(p, str(png), str(png)), "schedule: expected a mapsched Schedule, got str"),
+                       (lambda: gantt(r, p), "problem: expected a mapsched.Problem"),
+                       (lambda: gantt(p, r, 5), "path: expected a file path or None, got int")):
+        with pytest.raises(OptionError, match="^[^\n]*$") as err:
+            call()
+        assert says in str(err.value)
+    # pgf needs LaTeX, found missing only after the whole demo had run
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert main(["demo", "--time-limit", "1", "-o", str(tmp_path / "d.pgf")]) == 2
+    captured = capsys.readouterr()
+    assert "which is not installed" in captured.err and captured.err.count("\n") == 1 and not captured.out
+
+
 def test_entry_point_has_no_traceback(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{")

@@ -6,6 +6,7 @@ each is a valid lower bound on the optimal makespan.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from typing import Any
 
@@ -56,8 +57,9 @@ def slr(problem: Problem, result: Any) -> float:
     """Schedule length ratio (Topcuoglu et al. 2002; GiPH's metric): the makespan of ``result``
     (a :class:`~mapsched.schedule.Schedule` or a number) over :func:`critical_path_bound`, the
     critical path under each task's least latency, without communication. At least 1 for
-    every schedule. (GiPH's code divides by the *shortest* entry-exit path instead, which
-    gives larger ratios.) O(n m nb + E).
+    every schedule; where the critical path is 0 ms, 1 for a 0 ms schedule and infinite for
+    any other. (GiPH's code divides by the *shortest* entry-exit path instead, which gives
+    larger ratios.) O(n m nb + E).
 
     Examples
     --------
@@ -69,7 +71,10 @@ def slr(problem: Problem, result: Any) -> float:
     makespan = getattr(result, "makespan", result)
     if not (arguments.real(makespan) and makespan >= 0):
         raise OptionError(f"result: expected a schedule or a makespan in ms, got {shown(result)}")
-    return float(makespan) / critical_path_bound(problem)
+    cp = critical_path_bound(problem)
+    if cp == 0:  # every task can take 0 ms: a 0 ms schedule meets the bound, any other is infinitely above
+        return 1.0 if makespan == 0 else math.inf
+    return float(makespan) / cp
 
 
 def work_bound(problem: Problem) -> float:
