@@ -25,8 +25,9 @@ from typing import Any
 
 from .errors import MapschedError, OptionError, shown
 from .problem import Problem
+from .schedule import Schedule
 
-__all__ = ["blocks", "count", "flag", "problem", "real", "seconds", "tasks"]
+__all__ = ["blocks", "count", "flag", "problem", "real", "schedule", "seconds", "tasks"]
 
 
 def problem(value: Any) -> Problem:
@@ -34,6 +35,14 @@ def problem(value: Any) -> Problem:
     if not isinstance(value, Problem):
         raise OptionError(f"problem: expected a mapsched.Problem, got {type(value).__name__}; read a file with "
                           "Problem.read(path)")
+    return value
+
+
+def schedule(value: Any) -> Schedule:
+    """``value``, a :class:`~mapsched.schedule.Schedule`."""
+    if not isinstance(value, Schedule):
+        raise OptionError(f"schedule: expected a mapsched.Schedule, got {type(value).__name__}; read a file with "
+                          "Schedule.read(path)")
     return value
 
 

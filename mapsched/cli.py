@@ -816,11 +816,21 @@ def _checked_input(torch: Any, model: Any, shape: Sequence[int], seed: int, rows
     return x
 
 
+def _from_here() -> None:
+    """Let ``MODULE:FACTORY`` name a module in the current folder, as ``python -m`` does: the
+    ``mapsched`` script's path starts at its own folder. Appended, so that a file there does
+    not hide an installed package of the same name."""
+    here = os.getcwd()
+    if "" not in sys.path and here not in sys.path:
+        sys.path.append(here)
+
+
 def _model_files(ref: str) -> list[str]:
     """The source file of ``MODULE:FACTORY``'s module, if it is one: an input of the command,
     which its ``-o`` must not overwrite."""
     import importlib.util
 
+    _from_here()
     try:
         spec = importlib.util.find_spec(ref.partition(":")[0])
     except (ImportError, ValueError):  # reported in one line when the model is loaded
@@ -835,6 +845,7 @@ def _model(ref: str, input_shape: str | None) -> tuple[Any, tuple[int, ...]]:
     module, _, factory = ref.partition(":")
     if not module or not factory:
         raise OptionError(f"model: expected MODULE:FACTORY (e.g. mapsched.harness.models:resnet), got {ref!r}")
+    _from_here()
     try:
         build = getattr(importlib.import_module(module), factory)
     except (ImportError, AttributeError) as exc:

@@ -95,9 +95,7 @@ def gantt(problem: Problem, schedule: Schedule, path: str | None = None, title: 
     """
     plt = _pyplot()
     arguments.problem(problem)
-    if not isinstance(schedule, Schedule):
-        raise OptionError(f"schedule: expected a mapsched Schedule, got {type(schedule).__name__}; read a file with "
-                          "Schedule.read(path)")
+    arguments.schedule(schedule)
     if path is not None and not isinstance(path, (str, os.PathLike)):
         raise OptionError(f"path: expected a file path or None, got {type(path).__name__}")
     fmt = check_format(os.fspath(path)) if path is not None else None

@@ -148,13 +148,13 @@ def simulate(
     if not (rng is None or isinstance(rng, np.random.Generator)
             or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0)):
         raise OptionError(f"rng: expected a numpy Generator or a seed of at least 0, got {rng!r}")
-    if noise > MAX_NOISE:
-        raise OptionError(f"--noise: at most {MAX_NOISE:g}, got {noise!r}: a lognormal sigma past it draws nearly "
-                          "every duration as 0 (and from about 30 they overflow)")
     if noise_model not in ("lognormal", "giph"):
         raise OptionError(f"noise_model: expected 'lognormal' or 'giph', got {noise_model!r}")
     if noise_model == "giph" and noise > 1:
         raise OptionError(f"--noise: GiPH's noise is a fraction of each time, at most 1; got {noise!r}")
+    if noise > MAX_NOISE:
+        raise OptionError(f"--noise: at most {MAX_NOISE:g}, got {noise!r}: a lognormal sigma past it draws nearly "
+                          "every duration as 0 (and from about 30 they overflow)")
     dev = _owner(p, mapping)
     n = p.n
     dur = p.dur[np.arange(n), dev]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import arguments
 from .decoder import memory_use
 from .problem import Problem
 from .schedule import Job, Schedule
@@ -62,7 +63,8 @@ def validate(problem: Problem, schedule: Schedule) -> list[Violation]:
     -----
     O(J log J + E L) for J jobs, E edges and L inputs.
     """
-    p = problem
+    p = arguments.problem(problem)
+    arguments.schedule(schedule)
     out: list[Violation] = []
     L = p.L
     jobs: list[tuple[int, int, Job]] = []  # (task, device, job) of jobs with known names

@@ -134,7 +134,7 @@ def test_plot_draws_names_as_written_and_refuses_what_it_cannot_write(tmp_path, 
     png = tmp_path / "g.png"
     gantt(p, r, str(png))
     assert png.read_bytes()[:4] == b"\x89PNG"
-    for call, says in ((lambda: gantt(p, str(png), str(png)), "schedule: expected a mapsched Schedule, got str"),
+    for call, says in ((lambda: gantt(p, str(png), str(png)), "schedule: expected a mapsched.Schedule, got str"),
                        (lambda: gantt(r, p), "problem: expected a mapsched.Problem"),
                        (lambda: gantt(p, r, 5), "path: expected a file path or None, got int")):
         with pytest.raises(OptionError, match="^[^\n]*$") as err:

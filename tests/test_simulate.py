@@ -100,6 +100,8 @@ def test_refusals_name_the_task():
     with pytest.raises(OptionError, match="--noise: at most 5"):
         simulate(p, full, noise=1e308, rng=2)
     assert np.isfinite(simulate(p, full, noise=5.0, rng=2).makespan)
+    with pytest.raises(OptionError, match="GiPH's noise is a fraction of each time, at most 1; got 6"):  # "at most 5"
+        simulate(p, full, noise=6, noise_model="giph")
     with pytest.raises(OptionError, match="--noise: expected a non-negative number, got '0.1'"):  # TypeError
         simulate(p, full, noise="0.1")
     with pytest.raises(OptionError, match="rng: expected a numpy Generator or a seed of at least 0"):

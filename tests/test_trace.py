@@ -1,6 +1,8 @@
 """``make_fx`` tracing of whole training steps in fake mode (``mapsched trace``), on small models."""
 
 import operator
+import subprocess
+import sys
 from collections import Counter
 
 import numpy as np
@@ -93,3 +95,31 @@ def test_cli_trace_errors_are_one_line(tmp_path, monkeypatch, capsys, argv, mess
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert not (tmp_path / "x.json").exists()
+
+
+def test_the_script_finds_a_model_in_the_current_folder(tmp_path):
+    # 'No module named mymodel': the script's path starts at its own folder, not here, as python -m's does
+    (tmp_path / "mymodel.py").write_text("from mapsched.harness.models import gpt\n\ndef build():\n    return gpt()\n")
+    script = [sys.executable, "-I", "-c", "from mapsched.cli import run; run()"]  # as the script: not '' first
+    proc = subprocess.run([*script, "trace", "mymodel:build", "--no-train", "-o", "p.json"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert Problem.read(str(tmp_path / "p.json")).name == "build"
+
+
+def test_trace_step_checks_its_arguments():
+    from mapsched import HarnessError
+
+    m = gpt()
+    for kwargs, says in (({"input_shape": (-1, 16)}, "input_shape: expected a whole number of at least 1, got -1"),
+                         ({"input_shape": (0, 16)}, "got 0"),  # traced a graph of an empty batch
+                         ({"lr": float("nan")}, "lr: expected a positive finite"),
+                         ({"lr": -1}, "lr:"),
+                         ({"platform": "cpu-t4-a100"}, "platform: expected a mapsched.generators.Platform"),
+                         ({"train": "no"}, "train: expected True or False"),
+                         ({"input_shape": (2**31 - 1, 16)}, "runs on no device here (tasks[0]")):
+        with pytest.raises(HarnessError, match="^[^\n]*$") as err:
+            trace_step(m, **kwargs)
+        assert says in str(err.value)
+    with pytest.raises(HarnessError, match="model: expected a torch.nn.Module"):
+        trace_step("gpt")

@@ -187,3 +187,16 @@ def test_schedule_times_must_be_finite(tmp_path, capsys, text, field):
     if importlib.util.find_spec("matplotlib"):
         assert main(["plot", str(path), "--problem", "builtin:topcuoglu2002", "-o", str(out)]) == 2
         assert not out.exists()
+
+
+def test_validate_names_a_wrong_argument():
+    # AttributeError: 'NoneType' object has no attribute 'jobs'
+    from mapsched import OptionError, instances, solve
+
+    p = instances.load("topcuoglu2002")
+    r = solve(p, "heft")
+    for args, says in (((p, None), "schedule: expected a mapsched.Schedule, got NoneType"),
+                       ((r, p), "problem: expected a mapsched.Problem, got Schedule")):
+        with pytest.raises(OptionError, match="^[^\n]*$") as err:
+            validate(*args)
+        assert says in str(err.value)

@@ -23,7 +23,8 @@ from torch.func import functional_call
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils.flop_counter import flop_registry
 
-from ..errors import HarnessError
+from .. import arguments
+from ..errors import HarnessError, ProblemError
 from ..generators.costs import Platform
 from ..generators.training import Op, op_problem
 from ..problem import Problem
@@ -257,8 +258,22 @@ def trace_step(model: nn.Module, input_shape: Sequence[int] | None = None, *, tr
     >>> p.n, p.m
     (299, 3)
     """
+    if not isinstance(model, nn.Module):
+        raise HarnessError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     shape = tuple(input_shape or getattr(model, "input_shape", ()))
     if not shape:
         raise HarnessError("input_shape: the model sets no input_shape; give the batch's shape, e.g. 8,128")
+    for v in shape:  # -1 failed deep in torch; 0 traced another graph, of an empty batch
+        arguments.count(v, "input_shape", err=HarnessError)
+    arguments.flag(train, "train", err=HarnessError)
+    if not (arguments.real(lr) and 0 < lr < math.inf):
+        raise HarnessError(f"lr: expected a positive finite learning rate, got {lr!r}")
+    if platform is not None and not isinstance(platform, Platform):
+        raise HarnessError(f"platform: expected a mapsched.generators.Platform (e.g. generators.platform("
+                           f"'cpu-t4-a100')), got {type(platform).__name__}")
     ops = step_ops(step_graph(model, shape, train=train, lr=lr))
-    return op_problem(ops, platform, name or type(model).__name__.strip("_"))
+    try:
+        return op_problem(ops, platform, name or type(model).__name__.strip("_"))
+    except ProblemError as exc:  # the step's ops at this batch fit no device
+        raise HarnessError(f"input_shape: the step of a batch of shape {list(shape)} runs on no device here "
+                           f"({exc}); give a smaller batch (--batch-size)") from None
