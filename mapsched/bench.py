@@ -33,6 +33,7 @@ from typing import Any
 from . import arguments
 from .distributed import as_executor, completed
 from .errors import InfeasibleError, MapschedError, OptionError, first_line
+from .files import check_output
 from .problem import Problem
 
 __all__ = ["BOUND", "Case", "Suite", "load_suites", "plot_quality", "read_rows", "results_table", "run_suite",
@@ -295,6 +296,7 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
         Called as ``progress(done, total)`` after each run.
     """
     suite.check()
+    check_output(out, flag="out")
     own_pool = executor is None
     arguments.count(workers, "workers", least=0)
     arguments.count(threads, "threads", least=0)

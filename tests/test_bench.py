@@ -252,3 +252,16 @@ def _group_alive(group: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_run_suite_checks_its_arguments_before_any_run(tmp_path):
+    for kwargs, says in (({"out": str(tmp_path / "no" / "r.jsonl")}, "out: no folder"),  # FileNotFoundError
+                         ({"workers": -1}, "workers: expected a whole number of at least 0"),  # max_workers
+                         ({"threads": 1.5}, "threads: expected a whole number")):
+        with pytest.raises(MapschedError, match="^[^\n]*$") as err:
+            run_suite(SUITE, **{"out": str(tmp_path / "r.jsonl"), **kwargs})
+        assert says in str(err.value)
+    bad = Suite("bad", SUITE.cases, ("heft", "nosuchmethod"), time_limit=1.0)
+    with pytest.raises(MapschedError, match="unknown method 'nosuchmethod'"):
+        run_suite(bad, str(tmp_path / "r.jsonl"))
+    assert not list(tmp_path.iterdir())
