@@ -17,9 +17,9 @@ from ortools.sat.python import cp_model
 
 from . import interrupt
 from .errors import InfeasibleError
+from .formulations.cpsat import memory_row
 from .problem import Problem
 from .splits import batch_options
-from .units import byte_unit
 
 __all__ = ["feasible_counts"]
 
@@ -79,15 +79,12 @@ def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_lim
     for u in range(p.m):
         if not math.isfinite(p.mem[u]):
             continue
-        need = [p.weight[i] + p.act[i] * b for i, b, _ in per_device[u]]
-        # Sizes reach 1e18 bytes: where the row's terms would sum past 64 bits (CP-SAT refuses
-        # the model), count in larger units, still rounding sizes up and the capacity down, so
-        # that every mapping found fits.
-        unit = byte_unit(sum(need), 2.0**61)
-        terms = [math.ceil(size / unit - 1e-9) * var for size, (_, _, var) in zip(need, per_device[u])]
-        if terms:
+        need = np.array([p.weight[i] + p.act[i] * b for i, b, _ in per_device[u]])
+        if len(need):  # one job of each task at most: a term per task
+            sizes, room = memory_row(need, p.mem[u], terms=len({i for i, _, _ in per_device[u]}))
             lit = assume_mem[u] = model.new_bool_var(f"mem{u}")
-            model.add(sum(terms) <= math.floor(p.room[u] / unit + 1e-9)).only_enforce_if(lit)
+            model.add(cp_model.LinearExpr.weighted_sum([var for _, _, var in per_device[u]], sizes)
+                      <= room).only_enforce_if(lit)
 
     assume_link = {}
     unlinked = [(u, v) for u in range(p.m) for v in range(p.m) if u != v and not np.isfinite(p.link_latency[u, v])]

@@ -209,3 +209,106 @@ def test_memory_within_the_validators_allowance_is_memory_for_bounds_and_methods
     assert max(lower_bound(p).value, load_bound(p), interval_load_bound(p)) <= 1.0
     r = solve(p, method, time_limit=10, **options)
     assert validate(p, r) == [] and r.makespan == 1.0
+
+
+def _two_tasks(scale):
+    # the optimum runs a on d0 and b on d1: 7.896... x scale
+    return Problem([Task("a", {"d0": 7.896359032609839 * scale, "d1": 7.827890848561657 * scale}),
+                    Task("b", {"d1": 1.0 * scale})], [], System((Device("d0"), Device("d1"))))
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e8, 1e9, 1e11])
+def test_highs_models_count_long_times_in_their_own_unit(scale):
+    # at 1e8-1e9 ms HiGHS's MIP proved 8.83e9 (both tasks on d1) over an optimum of 7.90e9, and
+    # exact's HiGHS backend returned that schedule as optimal
+    p = _two_tasks(scale)
+    opt = 7.896359032609839 * scale
+    assert _below(relaxation_bound(p, time_limit=5), opt)
+    assert _below(full_bound(p, time_limit=5).value, opt)
+    r = solve(p, "exact", time_limit=20, backend="highs")
+    assert validate(p, r) == [] and r.makespan == pytest.approx(opt, rel=1e-9) and r.status == "optimal"
+
+
+@settings(max_examples=15, deadline=None)
+@given(problems(max_tasks=5), st.sampled_from([1e6, 1e8, 1e9]))
+def test_the_relaxation_and_exact_highs_are_right_at_any_time_scale(p, factor):
+    d = p.to_dict()
+    for t in d["tasks"]:
+        t["latency"] = {k: (v * factor if not isinstance(v, dict) else {b: x * factor for b, x in v.items()})
+                        for k, v in t["latency"].items()}
+    for link in d["links"]:
+        link["latency"] = link.get("latency", 0.0) * factor
+        link["bandwidth"] = max(1.0, link["bandwidth"] / factor)
+    q = Problem.from_dict(d)
+    opt = exhaustive_optimum(q)
+    assert _below(relaxation_bound(q, time_limit=5), opt)
+    r = solve(q, "exact", time_limit=30, backend="highs")
+    assert validate(q, r) == [] and r.makespan >= opt * (1 - 1e-9)
+    if r.status == "optimal":
+        assert r.makespan <= opt * (1 + 1e-6)
+
+
+def test_the_batched_relaxation_stays_below_the_optimum_at_1e10_ms():
+    # the MIP stage proved 3.74e10 (every job on d0) over a schedule of 2.85e10 that validates
+    from mapsched.bounds import batched_relaxation_bound
+
+    d = {"format": "mapsched.problem/1", "objective": {"kind": "throughput", "batch": 2},
+         "devices": [{"name": "d0", "batch_sizes": [1]}, {"name": "d1", "batch_sizes": [1, 2], "memory": 290.9}],
+         "tasks": [{"name": "t0", "latency": {"d0": 8e9, "d1": {"1": 21e9, "2": 30e9}}, "weight_bytes": 47.0,
+                    "input_bytes": 11.0, "output_bytes": 11.0},
+                   {"name": "t1", "latency": {"d0": 6264614006.78842, "d1": {"1": 16e9, "2": 23752632538.930786}},
+                    "weight_bytes": 3.0, "input_bytes": 9.5, "output_bytes": 9.5},
+                   {"name": "t2", "latency": {"d0": 4439746768.165471, "d1": {"1": 11534159132.481808, "2": 21e9}},
+                    "weight_bytes": 11.0, "input_bytes": 22.0, "output_bytes": 22.0}],
+         "edges": [{"src": "t0", "dst": "t1", "bytes": 103.0}]}
+    p = Problem.from_dict(d)
+    t0, t1 = 8e9, 6264614006.78842
+    best = Schedule.from_jobs(p, [Job("t0", "d0", 0, t0, (0,)), Job("t0", "d0", t0, 2 * t0, (1,)),
+                                  Job("t1", "d0", 2 * t0, 2 * t0 + t1, (0,)),
+                                  Job("t1", "d0", 2 * t0 + t1, 2 * t0 + 2 * t1, (1,)),
+                                  Job("t2", "d1", 0, 21e9, (0, 1))])
+    assert validate(p, best) == []
+    assert _below(batched_relaxation_bound(p, time_limit=5), best.makespan)
+    assert _below(full_bound(p, time_limit=5).value, best.makespan)
+
+
+def test_the_relaxation_stays_below_the_optimum_with_petabyte_sizes():
+    # memory rows with coefficients up to 2**40: the MIP proved 60.38 over an optimum of 48.41
+    dev = [{"name": "d0"}, {"name": "d1", "memory": 2226473885443635.5}, {"name": "d2"}]
+    tasks = [("t0", {"d0": 29.0, "d1": 11.0}, 94e13, 0, 235e12), ("t1", {"d1": 11.800950215084109}, 0, 0, 0),
+             ("t2", {"d0": 40.0, "d1": 15.0, "d2": 32.0}, 49e13, 0, 0),
+             ("t4", {"d0": 5.0, "d1": 2.0, "d2": 4.112090996548155}, 5e14, 55e12, 55e12)]
+    d = {"format": "mapsched.problem/1", "objective": {"kind": "latency"}, "devices": dev,
+         "links": [{"a": "d0", "b": "d1", "bandwidth": 1e16, "latency": 0.5},
+                   {"a": "d1", "b": "d2", "bandwidth": 5e16, "latency": 0.5}],
+         "tasks": [{"name": n, "latency": lat, "weight_bytes": w, "input_bytes": a, "output_bytes": o}
+                   for n, lat, w, a, o in tasks],
+         "edges": [{"src": "t0", "dst": "t4", "bytes": 102e13}, {"src": "t1", "dst": "t2", "bytes": 0.0},
+                   {"src": "t2", "dst": "t4", "bytes": 147e13}]}
+    p = Problem.from_dict(d)
+    opt = exhaustive_optimum(p)
+    assert opt == pytest.approx(48.41304121163226)
+    assert _below(relaxation_bound(p, time_limit=5), opt)
+
+
+@pytest.mark.parametrize("method", ["heft", "exact", "split", "auto", "cp-search"])
+def test_fractional_byte_sizes_are_not_rounded_into_infeasibility(method):
+    # sizes rounded up to whole bytes and the memory down: 'no mapping of the 4 tasks exists'
+    lat = [{"d0": 3.0, "d1": 5.0}, {"d0": 2.0, "d1": 3.0}, {"d0": 3.0, "d1": 5.0}, {"d0": 3.0, "d1": 3.0}]
+    size = [0.25, 0.75, 0.5, 0.5]
+    p = Problem([Task(f"t{i}", lat[i], weight_bytes=size[i]) for i in range(4)], [],
+                System((Device("d0", memory=1.25), Device("d1", memory=0.75)), (Link("d0", "d1", 1e3),)))
+    r = solve(p, method, time_limit=10)
+    assert validate(p, r) == [] and r.makespan >= exhaustive_optimum(p) == 8.0
+    if method in ("exact", "split"):
+        assert r.makespan == 8.0
+
+
+def test_throughput_split_with_times_a_billion_apart():
+    # a batch of 3 in 4e-8 ms beside a batch of 1 in 16 ms: the walk's resolution put its
+    # horizon past CP-SAT's, and split raised '--resolution: ...' that nobody gave
+    p = Problem([Task("t0", {"d0": {"1": 16.0, "3": 3.7345081495361025e-08}}, 21.0, 14.5, 14.5)], [],
+                System((Device("d0", memory=111.64707559906628, batch_sizes=(1, 3)),)), Objective("throughput", 3))
+    for limit in (None, 1.0):
+        r = solve(p, "split", time_limit=limit)
+        assert validate(p, r) == [] and r.makespan == pytest.approx(3.7345081495361025e-08)

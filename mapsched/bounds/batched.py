@@ -83,7 +83,7 @@ from ..closure import Closure
 from ..errors import OptionError
 from ..highs_lp import SETUP, RowProgramme
 from ..problem import Objective, Problem, System, Task
-from ..units import byte_unit
+from ..units import highs_time_scale
 from ..validate import floating_bound
 from .load import load_bound
 from .simple import critical_path_bound, work_bound
@@ -138,6 +138,8 @@ class _Batched(RowProgramme):
         comm = np.where(np.eye(m, dtype=bool)[None], 0.0, p.comm)  # [e, u, v]
         self.zcols = np.flatnonzero((np.isfinite(comm) & (comm <= limit)).ravel())
         self.zcomm = comm.ravel()[self.zcols]
+        # Time in units of 1 / f ms (highs_time_scale): the a and C columns, and every time (add).
+        self.f = highs_time_scale(max(float(self.t.max(initial=0.0)), float(self.zcomm.max(initial=0.0))))
         h = self.h
         inf = highspy.kHighsInf
         cols = self.Z + len(self.zcols)
@@ -148,14 +150,13 @@ class _Batched(RowProgramme):
         self.by_task = [np.flatnonzero(self.ti == i) for i in range(n)]
         for i in range(n):
             self.rows.append((1.0, 1.0, dict.fromkeys(self.by_task[i].tolist(), 1.0)))
-            self.rows.append((0.0, inf, {self.C: 1.0, **self.minus_end(i)}))
+            self.add(0.0, {self.C: 1.0, **self.minus_end(i)})
         for u in range(m):
             on = np.flatnonzero(self.tu == u)
-            self.rows.append((0.0, inf, {self.C: 1.0, **{int(c): -float(self.jobs[c] * self.t[c]) for c in on}}))
-            if math.isfinite(p.mem[u]):
-                unit = byte_unit(room[u], 2 ** 20)
-                need = (p.L * p.act + p.weight) / unit
-                self.rows.append((-inf, float(room[u] / unit), {int(c): float(need[self.ti[c]]) for c in on}))
+            self.add(0.0, {self.C: 1.0, **{int(c): -float(self.jobs[c] * self.t[c]) for c in on}})
+            if math.isfinite(p.mem[u]):  # in shares of the room
+                need = (p.L * p.act + p.weight) / room[u]
+                self.rows.append((-inf, 1.0, {int(c): float(need[self.ti[c]]) for c in on}))
         ze, zu, zv = np.unravel_index(self.zcols, (p.E, m, m))
         # zcols ascend, so each edge's columns are one run
         by_edge = np.split(np.arange(len(self.zcols)), np.searchsorted(ze, np.arange(1, p.E))) if p.E else []
@@ -167,7 +168,7 @@ class _Batched(RowProgramme):
                 self.rows.append((0.0, 0.0, {**out, **self.minus_share(i, u)}))
                 self.rows.append((0.0, 0.0, {**inn, **self.minus_share(j, u)}))
             sends = {self.Z + k: -float(self.zcomm[k]) for k in ks.tolist() if self.zcomm[k] > 0}
-            self.rows.append((0.0, inf, {self.A + j: 1.0, **self.minus_end(i), **sends}))
+            self.add(0.0, {self.A + j: 1.0, **self.minus_end(i), **sends})
         self.flush()
 
     def minus_share(self, i: int, u: int) -> dict[int, float]:
@@ -179,7 +180,10 @@ class _Batched(RowProgramme):
         return {self.A + i: -1.0, **{int(c): -float(self.t[c]) for c in self.by_task[i]}}
 
     def add(self, lo: float, row: dict[int, float]) -> None:
-        self.rows.append((lo, self.hs.kHighsInf, row))
+        """The row ``lo <= row`` of times in ms, whose ``a`` and ``C`` columns (coefficient
+        1) count in the programme's unit: every other coefficient and ``lo`` times ``f``."""
+        f, a, c = self.f, self.A, self.C
+        self.rows.append((lo * f, self.hs.kHighsInf, {k: v if a <= k <= c else v * f for k, v in row.items()}))
 
     def integral_bound(self, most: int) -> float:
         """HiGHS's proved bound, by the deadline, of the programme where every task runs
@@ -223,19 +227,22 @@ class _Batched(RowProgramme):
                 self.rows.append((0.0, 0.0, {c: 1.0, **row}))
             col += len(found)
         for u, row in memory.items():
-            unit = byte_unit(room[u], 2 ** 20)
-            self.rows.append((-inf, float(room[u] / unit), {c: v / unit for c, v in row.items()}))
+            self.rows.append((-inf, 1.0, {c: v / room[u] for c, v in row.items()}))
         self.flush()
         self.h.setOptionValue("mip_feasibility_tolerance", 1e-7)
         self.h.clearSolver()
         self.run()
         bound = self.h.getInfo().mip_dual_bound
-        return float(bound) if math.isfinite(bound) else 0.0
+        return float(bound) / self.f if math.isfinite(bound) else 0.0
 
     def solution(self) -> tuple[np.ndarray, np.ndarray, float]:
-        """Per column the share, per task the mean start, and C."""
+        """Per column the share, per task the mean start (ms), and C (ms)."""
         col = np.array(self.h.getSolution().col_value)
-        return col[:self.A].clip(0.0, 1.0), col[self.A:self.C], float(col[self.C])
+        return col[:self.A].clip(0.0, 1.0), col[self.A:self.C] / self.f, float(col[self.C] / self.f)
+
+    def value(self) -> float:
+        """The objective value of the last solve, in ms."""
+        return super().value() / self.f
 
 
 def _patterns(sizes: list[int], total: int, most: int) -> list[dict[int, int]]:

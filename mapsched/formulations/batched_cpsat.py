@@ -269,7 +269,9 @@ class CpSatBatched:
             if math.isfinite(p.mem[u]):
                 # CP-SAT sums the row over every batch-size literal
                 most = sum(p.act[i] * k + p.weight[i] for i in on for k in options[i, u])
-                sizes, room = memory_row(np.concatenate([p.act[on], p.weight[on]]), p.mem[u], most)
+                # each input's activation is one term: L per task at most, and the weights
+                sizes, room = memory_row(np.concatenate([p.act[on], p.weight[on]]), p.mem[u], most,
+                                         (p.L + 1) * len(on))
                 m.add(cp_model.LinearExpr.weighted_sum([self.n[i, u] for i in on] + [self.x[i, u] for i in on],
                                                        sizes) <= room)
 

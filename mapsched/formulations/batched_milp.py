@@ -38,8 +38,8 @@ import pyomo.environ as pyo
 from ..problem import Problem
 from ..schedule import Schedule
 from ..splits import batch_options
-from ..units import byte_unit
-from .common import HIGHS_BYTES, Plugin, apply_plugins, capped
+from ..units import byte_unit, highs_time_scale
+from .common import HIGHS_BYTES, Plugin, apply_plugins, capped, scaled
 from .milp import proved_bound, run_highs
 
 __all__ = ["MilpBatched"]
@@ -54,6 +54,9 @@ class MilpBatched:
         UB = float(upper_bound) * (1 + 1e-9) + 1e-9
         # C <= UB: jobs and transfers beyond 2 UB, shortened to it, keep the optimum (see capped).
         p = capped(problem, 2 * UB)
+        # Times in units of 1 / f ms (highs_time_scale): every time below, UB too, is scaled.
+        self.f = highs_time_scale(2 * UB)
+        p, UB = scaled(p, self.f), UB * self.f
         L = p.L
         sizes = {(i, u): batch_options(p, i, u) for i in range(p.n) for u in range(p.m)}
         X = [(i, u) for (i, u), ks in sizes.items() if ks]
@@ -139,18 +142,19 @@ class MilpBatched:
         for (i, u, lo) in m.XL:
             m.x[i, u, lo].set_value(int((i, u) in jobs and lo in jobs[i, u].inputs))
         for (i, u) in m.X:
-            m.s[i, u].set_value(jobs[i, u].start if (i, u) in jobs else 0.0)
+            m.s[i, u].set_value(jobs[i, u].start * self.f if (i, u) in jobs else 0.0)
         for (i, j, u) in m.Z:
             a, b = jobs.get((i, u)), jobs.get((j, u))
             m.z[i, j, u].set_value(int(a is not None and b is not None and a.start <= b.start))
-        m.C.set_value(schedule.makespan)
+        m.C.set_value(schedule.makespan * self.f)
 
     def solve(self, time_limit: float | None, threads: int, seed: int = 0, log: bool = False,
               on_solution: Any = None, detect_symmetry: bool = True) -> dict[str, Any]:
         """Solve with HiGHS; same result dict as the CP-SAT model (no progress callback)."""
         res, text, optimal = run_highs(self.m, time_limit, threads, True, log, detect_symmetry)
+        bound = proved_bound(res, optimal)
         out: dict[str, Any] = {"jobs": None, "log": text, "optimal": optimal,
-                               "bound": proved_bound(res, optimal)}
+                               "bound": None if bound is None else bound / self.f}
         if res.best_feasible_objective is not None:
             res.solution_loader.load_vars()
             p, m = self.problem, self.m
@@ -158,5 +162,5 @@ class MilpBatched:
             for (i, u) in m.X:
                 mask = sum(1 << lo for lo in range(p.L) if pyo.value(m.x[i, u, lo]) > 0.5)
                 if mask:
-                    out["jobs"].append((i, u, mask, float(pyo.value(m.s[i, u]))))
+                    out["jobs"].append((i, u, mask, float(pyo.value(m.s[i, u])) / self.f))
         return out

@@ -85,6 +85,20 @@ def capped(problem: Problem, cap: float) -> Problem:
     return q
 
 
+def scaled(problem: Problem, factor: float) -> Problem:
+    """The problem with every time multiplied by ``factor`` (a power of two, so exactly), for
+    building models that count time in another unit: a shallow copy as :func:`capped`
+    makes, whose jobs, transfers and link latencies are scaled."""
+    if factor == 1.0:
+        return problem
+    q = copy.copy(problem)
+    for name in ("lat", "dur", "comm", "link_latency", "link_ms_per_byte"):
+        a = getattr(problem, name) * factor
+        a.setflags(write=False)
+        setattr(q, name, a)
+    return q
+
+
 HIGHS_BYTES = 2.0**40
 """Largest size the HiGHS models state in a memory row (see :func:`byte_unit`)."""
 

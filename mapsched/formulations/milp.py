@@ -52,7 +52,7 @@ from .. import interrupt
 from ..closure import Closure
 from ..problem import Problem
 from ..schedule import Schedule
-from ..units import byte_unit
+from ..units import byte_unit, highs_time_scale
 from ..validate import floating_bound
 from .common import (
     HIGHS_BYTES,
@@ -63,6 +63,7 @@ from .common import (
     device_load_cuts,
     device_windows,
     edge_comm,
+    scaled,
     time_windows,
 )
 
@@ -110,7 +111,9 @@ def build_model(
     -------
     pyomo.environ.ConcreteModel
         With variables ``x``, ``s``, ``y``, ``C``; users may add constraints before
-        :func:`solve_model`. ``model.build_seconds`` holds the build time.
+        :func:`solve_model`. Its times count in units of ``1 / model.time_scale`` ms
+        (:func:`~mapsched.units.highs_time_scale`; 1 below about a second);
+        ``model.build_seconds`` holds the build time.
 
     Notes
     -----
@@ -134,6 +137,9 @@ def build_model(
     # C <= UB: jobs and transfers beyond 2 UB, shortened to it, keep the optimum and no
     # longer swamp the other coefficients (see capped); so do windows past it.
     p = capped(problem, 2 * UB)
+    # Times in units of 1 / f ms (highs_time_scale): every time below, UB too, is scaled.
+    f = highs_time_scale(2 * UB)
+    p, UB = scaled(p, f), UB * f
     dmin, head, tail = time_windows(p)
     dur = p.dur
     runnable = [(i, u) for i in range(p.n) for u in range(p.m) if p.can_run[i, u]]
@@ -219,6 +225,7 @@ def build_model(
     m.plugins = pyo.ConstraintList()
     apply_plugins(_PyomoView(p, m), plugins)
     m.obj = pyo.Objective(expr=m.C, sense=pyo.minimize)
+    m.time_scale = f
     m.build_seconds = time.perf_counter() - t0
     return m
 
@@ -229,11 +236,12 @@ def set_start(model: pyo.ConcreteModel, problem: Problem, schedule: Schedule) ->
     start = {problem.task_index[j.task]: j.start for j in schedule.jobs}
     for (i, u) in model.X:
         model.x[i, u].set_value(1 if dev[problem.task_names[i]] == u else 0)
+    f = model.time_scale
     for i in range(problem.n):
-        model.s[i].set_value(start[i])
+        model.s[i].set_value(start[i] * f)
     for i, j in model.P:
         model.y[i, j].set_value(1 if start[i] <= start[j] else 0)
-    model.C.set_value(schedule.makespan)
+    model.C.set_value(schedule.makespan * f)
 
 
 class _QuietInterrupt(logging.Filter):
@@ -314,8 +322,11 @@ def solve_model(
     ``bound``, ``optimal`` (bool) and ``log``; ``owner`` is None if no solution was found.
     """
     res, text, optimal = run_highs(model, time_limit, threads, warmstart, log, detect_symmetry)
-    out: dict[str, Any] = {"owner": None, "starts": None, "objective": res.best_feasible_objective,
-                           "bound": proved_bound(res, optimal), "log": text, "optimal": optimal}
+    f = model.time_scale  # the model's times are in units of 1 / f ms
+    bound, objective = proved_bound(res, optimal), res.best_feasible_objective
+    out: dict[str, Any] = {"owner": None, "starts": None, "log": text, "optimal": optimal,
+                           "objective": None if objective is None else objective / f,
+                           "bound": None if bound is None else bound / f}
     if res.best_feasible_objective is not None:
         res.solution_loader.load_vars()
         n = len(model.s)
@@ -324,5 +335,5 @@ def solve_model(
             if pyo.value(model.x[i, u]) > 0.5:
                 owner[i] = u
         out["owner"] = owner
-        out["starts"] = np.array([pyo.value(model.s[i]) for i in range(n)])
+        out["starts"] = np.array([pyo.value(model.s[i]) for i in range(n)]) / f
     return out

@@ -42,9 +42,9 @@ from ..errors import OptionError
 from ..highs_lp import SETUP, RowProgramme
 from ..portfolio import best_list_schedule
 from ..problem import Problem
-from ..units import byte_unit
+from ..units import highs_time_scale
 from ..validate import floating_bound
-from .common import HIGHS_BYTES, LoadCut, Margins
+from .common import LoadCut, Margins
 
 __all__ = ["MARGIN_TASKS", "RELAXATION_TASKS", "relaxation_bound"]
 
@@ -79,6 +79,10 @@ class _Relaxation(RowProgramme):
         comm = np.where(comm <= limit, comm, np.inf)
         # The largest time the programme holds (see integral_bound).
         self.largest = max(float(self.t.max(initial=0.0)), float(comm[np.isfinite(comm)].max(initial=0.0)))
+        # Time in units of 1 / f ms (highs_time_scale): the C and S columns, and every time below.
+        self.f = highs_time_scale(self.largest)
+        ts = self.t * self.f
+        comm = comm * self.f
         h = self.h
         cols = self.Z + p.E * m * m
         upper = np.full(cols, highspy.kHighsInf)
@@ -91,11 +95,10 @@ class _Relaxation(RowProgramme):
             self.rows.append((1.0, 1.0, {self.x(i, u): 1.0 for u in range(m)}))
             self.rows.append((0.0, inf, {self.C: 1.0, **self.minus_end(i)}))
         for u in range(m):
-            self.rows.append((0.0, inf, {self.C: 1.0, **{self.x(i, u): -self.t[i, u] for i in range(n)}}))
-            if math.isfinite(p.mem[u]):
-                unit = byte_unit(room[u], HIGHS_BYTES)  # no task u can hold needs more than room[u]
-                self.rows.append((-inf, float(room[u] / unit),
-                                  {self.x(i, u): float(need[i] / unit) for i in range(n) if self.ok[i, u]}))
+            self.rows.append((0.0, inf, {self.C: 1.0, **{self.x(i, u): -ts[i, u] for i in range(n)}}))
+            if math.isfinite(p.mem[u]):  # in shares of the room: coefficients up to 2**40 misled the MIP too
+                self.rows.append((-inf, 1.0, {self.x(i, u): float(need[i] / room[u]) for i in range(n)
+                                              if self.ok[i, u]}))
         for e in range(p.E):
             i, j = int(p.src[e]), int(p.dst[e])
             for u in range(m):
@@ -114,7 +117,7 @@ class _Relaxation(RowProgramme):
 
     def minus_end(self, i: int) -> dict[int, float]:
         """``-e[i]`` as coefficients."""
-        return {self.S + i: -1.0, **{self.x(i, u): -self.t[i, u] for u in range(self.p.m)}}
+        return {self.S + i: -1.0, **{self.x(i, u): -self.t[i, u] * self.f for u in range(self.p.m)}}
 
     def add_cut(self, cut: LoadCut) -> None:
         """``s[k] - e[i] - sum_B t x - first (1 - x[i, v]) - last (1 - x[k, v]) >= 0``."""
@@ -122,8 +125,9 @@ class _Relaxation(RowProgramme):
         row: dict[int, float] = {self.S + k if k >= 0 else self.C: 1.0}
         if i >= 0:
             row.update(self.minus_end(i))
+        first, last = first * self.f, last * self.f
         for j in runs:
-            row[self.x(j, v)] = row.get(self.x(j, v), 0.0) - self.t[j, v]
+            row[self.x(j, v)] = row.get(self.x(j, v), 0.0) - self.t[j, v] * self.f
         if first:
             row[self.x(i, v)] = row.get(self.x(i, v), 0.0) + first
         if last:
@@ -133,7 +137,11 @@ class _Relaxation(RowProgramme):
     def solution(self) -> tuple[np.ndarray, np.ndarray, float]:
         col = np.array(self.h.getSolution().col_value)
         n, m = self.p.n, self.p.m
-        return col[: n * m].reshape(n, m).clip(0.0, 1.0), col[self.S:self.S + n], float(col[self.C])
+        return col[: n * m].reshape(n, m).clip(0.0, 1.0), col[self.S:self.S + n] / self.f, float(col[self.C] / self.f)
+
+    def value(self) -> float:
+        """The objective value of the last solve, in ms."""
+        return super().value() / self.f
 
     def integral_bound(self) -> float:
         """HiGHS's proved bound of the programme with ``x`` binary, by the deadline; 0 (no
@@ -156,7 +164,7 @@ class _Relaxation(RowProgramme):
         self.run()
         # Not the objective: "optimal" leaves a gap of up to mip_rel_gap (1e-4) above the dual bound.
         bound = h.getInfo().mip_dual_bound
-        return float(bound) if math.isfinite(bound) else 0.0
+        return float(bound) / self.f if math.isfinite(bound) else 0.0
 
 
 def _broken_cuts(p: Problem, relax: _Relaxation, margins: Margins, most: int, until: float) -> list[LoadCut]:

@@ -79,7 +79,7 @@ from ortools.sat.python import cp_model
 from ..context import SolveContext
 from ..formulations.batched_cpsat import CpSatBatched, group_size, grouped
 from ..formulations.common import retime_jobs
-from ..formulations.cpsat import default_resolution, run_cpsat, start_ticks
+from ..formulations.cpsat import MAX_TICKS, default_resolution, run_cpsat, start_ticks
 from ..formulations.exact import improve
 from ..problem import Problem
 from ..schedule import Schedule
@@ -232,6 +232,10 @@ def _step(p: Problem, tasks: list[int], placed: list[tuple[int, int, int, int, i
     # A schedule of the window exists within this horizon: after everything placed, task
     # after task, each of its batches after the other.
     horizon = latest / res + float(finite.max(axis=2).sum() + (comm.max(axis=(1, 2)).sum() if sub.E else 0.0))
+    # At a resolution set by a short makespan (a batch of 3 in 4e-8 ms beside a batch of 1 in
+    # 16 ms), that horizon can pass what CP-SAT counts: the step then looks within the most
+    # it can, and where no schedule is found there, the walk gives way as it does at its limit.
+    horizon = min(horizon, MAX_TICKS * (1 - 1e-9) / res)
     busy = [[] for _ in range(p.m)]
     for _, u, _, s, d in placed:
         busy[u].append((s, d))
