@@ -806,12 +806,25 @@ def _model_input(shape: Sequence[int], what: str = "runs", rows: int | None = No
 
 def _checked_input(torch: Any, model: Any, shape: Sequence[int], seed: int, rows: int | None = None) -> Any:
     """A seeded random input of ``shape`` (with ``rows`` rows, if given) that ``model`` has run on once."""
+    import inspect
+    import warnings
+
     from .harness.graph import check_runnable, random_input
 
     check_runnable(model)
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):  # a forward with no signature to read: run it as it is
+        params = []
+    needed = [p for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if len(needed) > 1:
+        raise OptionError(f"model: its forward takes {', '.join(p.name for p in params)}, and the command line "
+                          "gives it one tensor; wrap it so that forward takes one tensor, or profile it from "
+                          "Python with mapsched.harness.profile(model, (x, y, ...), devices)")
     with _model_input(shape, rows=rows):
         x = random_input(model, tuple(shape) if rows is None else (rows, *shape[1:]), seed)
-        with torch.inference_mode():
+        with torch.inference_mode(), warnings.catch_warnings():  # a failing model's warnings: lines before ours
+            warnings.simplefilter("ignore")
             model(x)
     return x
 

@@ -621,3 +621,133 @@ def test_token_id_models_are_profiled_and_run_on_ids(tmp_path, monkeypatch, caps
     m.input_dtype = "long"
     with pytest.raises(HarnessError, match="input_dtype 'long' is not a real torch dtype"):
         random_input(m, (1, 6), seed=0)
+
+
+class _Chunked(torch.nn.Module):
+    """Q, K and V from one projection, split by chunk (a tuple handed between tasks), and
+    a multi-head attention module (a tuple output)."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv, self.o = torch.nn.Linear(16, 48), torch.nn.Linear(16, 16)
+        self.mha = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, -1)
+        h = self.o(torch.nn.functional.scaled_dot_product_attention(q, k, v))
+        return self.mha(h, h, h)[0]
+
+
+def _mixed_schedules(p, seeds=3):
+    """Valid schedules whose tasks split the inputs between the two devices each its own way."""
+    import random
+
+    from mapsched.decoder import Decoder
+
+    patterns = [[0, 0, 1, 1], [0, 1, 1, 0], [1, 0, 0, 1], [0, 1, 0, 1], [0] * 4, [1] * 4]
+    for seed in range(seeds):
+        rng = random.Random(seed)
+        yield Decoder(p).schedule(np.array([rng.choice(patterns) for _ in range(p.n)]), method="mixed")
+
+
+def test_tuples_of_batched_tensors_are_split_between_jobs():
+    # the tuple was taken whole from one job of part of the batch: outputs did not match
+    m = _Chunked().eval()
+    x = torch.randn(4, 6, 16)
+    p = profile(m, x[:1], ["cpu:0", "cpu:1"], [1, 2, 4], repeats=1, warmup=0, objective=Objective("throughput", 4))
+    with torch.inference_mode():
+        reference = m(x)
+    for s in _mixed_schedules(p):
+        assert validate(p, s) == []
+        assert outputs_match(execute(m, p, s, x).outputs, reference, p.device_names)
+
+
+class _CatBatch(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+    def forward(self, x):  # two halves along the batch: rows [x; a(x)], not two rows per input
+        c, u = self.b(torch.cat([x, self.a(x)], 0)).chunk(2)
+        return c - u
+
+
+class _SizeView(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(8, 8), torch.nn.Linear(16, 2)
+
+    def forward(self, x):
+        b = x.size(0)  # the batch size as a number, handed to another task
+        return self.b(torch.relu(self.a(x)).view(b, -1))
+
+
+class _ThroughView(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.a(x)
+        out = self.b(h)
+        h.view(-1).mul_(0.5)  # writes h through a view
+        return out + self.c(h)
+
+
+class _Defaults(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 8)
+
+    def forward(self, x, mask=None, scale: float = 2.0):
+        h = self.a(x) * scale
+        return h if mask is None else h.masked_fill(mask, 0.0)
+
+
+@pytest.mark.parametrize("model, example, says", [
+    # each profiled, then ran jobs of part of the batch on the wrong rows, or crashed in run
+    (_CatBatch(), torch.randn(1, 8), "cat mixes the inputs of a batch"),
+    (_SizeView(), torch.randn(1, 2, 8), "size mixes the inputs of a batch"),
+])
+def test_values_that_do_not_split_by_input_are_refused_for_throughput(model, example, says):
+    with pytest.raises(HarnessError, match=r"^[^\n]*$") as info:
+        profile(model.eval(), example, ["cpu"], [1, 2], repeats=1, warmup=0, objective=Objective("throughput", 2))
+    assert says in str(info.value)
+    assert profile(model.eval(), example, ["cpu"], repeats=1, warmup=0).n > 1  # latency: every job is one input
+
+
+def test_writes_through_a_view_and_default_arguments():
+    with pytest.raises(HarnessError, match="mul_ writes view in place, which b also reads through a"):
+        trace(_ThroughView().eval(), torch.randn(1, 8))  # profiled, and a schedule changed the outputs
+    m = _Defaults().eval()
+    x = torch.randn(1, 8)
+    p = profile(m, x, ["cpu:0", "cpu:1"], repeats=1, warmup=0)  # KeyError: 'mask'
+    with torch.inference_mode():
+        assert outputs_match(execute(m, p, mapsched.solve(p, "random", seed=1), x).outputs, m(x), p.device_names)
+
+
+class _Checks(torch.nn.Module):
+    def forward(self, x):
+        if not isinstance(x, torch.Tensor):  # as nn.TransformerEncoderLayer's checks do: fx's proxy fails them
+            raise RuntimeError("input must be a torch.Tensor")
+        return x * 2
+
+
+def test_what_fx_cannot_trace_is_one_line():
+    # a RuntimeError was let through as a traceback
+    with pytest.raises(HarnessError, match=r"^model: torch.fx cannot trace it \(RuntimeError: [^\n]*$"):
+        trace(_Checks(), torch.randn(1, 4))
+    encoder = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True).eval()
+    with pytest.raises(HarnessError, match=r"^model: torch.fx cannot trace it [^\n]*$"):
+        trace(encoder, torch.randn(1, 4, 16))
+
+
+def test_cli_says_it_gives_one_tensor(tmp_path, monkeypatch, capsys):
+    # '--input-shape: the model runs on no input of shape [1, 8] (missing ... 'y')', which no shape mends
+    (tmp_path / "two.py").write_text("import torch\n\nclass Two(torch.nn.Module):\n    def forward(self, x, y):\n"
+                                     "        return x + y\n\ndef build():\n    m = Two()\n    m.input_shape = (1, 8)\n"
+                                     "    return m\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["profile", "two:build", "--devices", "cpu", "-o", str(tmp_path / "p.json")]) == 2
+    err = capsys.readouterr().err
+    assert "its forward takes x, y, and the command line gives it one tensor" in err and err.count("\n") == 1

@@ -132,9 +132,18 @@ def _gather(pieces: list[tuple[int, slice | None]], jobs: list[Job], done: dict[
         d = done[j]
         if d.event is not None:  # a GPU's output: the consumer's stream (or the host) waits for it
             stream.wait_event(d.event) if stream is not None else d.event.synchronize()
-        value = d.values[slot] if rows is None else d.values[slot][rows]
+        value = d.values[slot] if rows is None else _rows_of(d.values[slot], rows)
         parts.append(move(value, jobs[j].device, dev))
-    return parts[0] if len(parts) == 1 else torch.cat(parts)
+    if len(parts) == 1:
+        return parts[0]
+    if isinstance(parts[0], (tuple, list)):  # a tuple of batched tensors (chunk, split): joined element by element
+        return type(parts[0])(torch.cat(column) for column in zip(*parts))
+    return torch.cat(parts)
+
+
+def _rows_of(value: Any, rows: slice) -> Any:
+    """The rows ``rows`` of a batched value: a tensor, or each tensor of a tuple or list."""
+    return type(value)(v[rows] for v in value) if isinstance(value, (tuple, list)) else value[rows]
 
 
 @dataclass

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,18 +87,43 @@ def _writes_in_place(gm: fx.GraphModule, node: fx.Node) -> bool:
     return name.endswith("_") and not name.endswith("__")
 
 
-def _check_writes(gm: fx.GraphModule) -> None:
-    """Refuse, in one line, an op that writes a value in place which another op reads too:
-    the task graph has no edge between the two, so a schedule may run them in either order
-    (or at once, on two devices), and the model's outputs change."""
-    for node in gm.graph.nodes:
-        if node.op in ("call_module", "call_function", "call_method") and node.args \
-                and isinstance(node.args[0], fx.Node) and _writes_in_place(gm, node):
-            others = [u.name for u in node.args[0].users if u is not node]
-            if others:
-                raise HarnessError(f"model: {node.name} writes {node.args[0].name} in place, which {others[0]} also "
-                                   "reads, and tasks run in any order their edges allow; use the out-of-place op "
-                                   "(or inplace=False)")
+def _check_writes(gm: fx.GraphModule, storage: dict[str, set[int]]) -> None:
+    """Refuse, in one line, an op that writes a value in place which another op reads too,
+    directly or through a view (``storage``: the storages each value holds, from
+    :func:`_value_info`), unless that op runs before the write (the writer depends on it).
+    Otherwise nothing orders the two, or the reader takes the value as it was produced: a
+    job on another device gets a copy the write never reaches. So the model's outputs
+    would change with the schedule. Reading the writer's own result, or views of it, is
+    fine. O(nodes) per op that writes in place."""
+    nodes = list(gm.graph.nodes)
+    for node in nodes:
+        if not (node.op in ("call_module", "call_function", "call_method") and node.args
+                and isinstance(node.args[0], fx.Node) and _writes_in_place(gm, node)):
+            continue
+        written = storage.get(node.args[0].name, set()) - {0}
+        before = _reach(node, lambda n: _value_nodes(n)) | {node}
+        after = _reach(node, lambda n: list(n.users))
+        for value in nodes:
+            if value is node or value in after or not written & storage.get(value.name, set()):
+                continue
+            for user in value.users:
+                if user not in before:
+                    through = "" if value is node.args[0] else f" through {value.name}"
+                    raise HarnessError(f"model: {node.name} writes {node.args[0].name} in place, which {user.name} "
+                                       f"also reads{through}: a schedule may run that before the write, or on a "
+                                       "copy the write never reaches; use the out-of-place op (or inplace=False)")
+
+
+def _reach(node: fx.Node, step: Callable[[fx.Node], list[fx.Node]]) -> set[fx.Node]:
+    """The nodes reached from ``node`` by ``step`` (its inputs: ancestors; its users: descendants)."""
+    seen: set[fx.Node] = set()
+    todo = step(node)
+    while todo:
+        n = todo.pop()
+        if n not in seen:
+            seen.add(n)
+            todo.extend(step(n))
+    return seen
 
 
 def _value_nodes(node: fx.Node) -> list[fx.Node]:
@@ -122,12 +148,16 @@ class CoarseGraph:
         fx value name to the index of the segment that produces it.
     batched : dict
         fx value name to its rows per input: ``k`` when its first dimension holds ``k``
-        consecutive rows for each input (found by propagating shapes at batch sizes 1
-        and 2; ``k`` > 1 where a model folds a mini-batch per input into the first
-        dimension), 0 when it does not follow the batch. Only batched values may be
-        split between jobs that hold different inputs.
+        consecutive rows for each input (a tensor, or each tensor of a tuple or list;
+        found by running the model on two inputs apart and as one batch: see
+        :func:`_value_info`; ``k`` > 1 where a model folds a mini-batch per input into the
+        first dimension), 0 when it does not follow the batch. Only batched values may
+        be split between jobs that hold different inputs.
     nbytes : dict
         fx value name to its size in bytes for one input (0 for non-tensors).
+    unbatched : str or None
+        Why the model does not run on a batch of two inputs (then it is profiled for
+        latency only), or None.
     """
 
     def __init__(self, gm: fx.GraphModule, groups: list[list[fx.Node]], example: Sequence[torch.Tensor]):
@@ -155,23 +185,26 @@ class CoarseGraph:
             used_outside.setdefault(name, []).append(-1)
         for seg in self.segments:
             seg.outputs = [n for n in (seg.nodes or [seg.name]) if n in used_outside]
-        self.nbytes, self.batched = _value_info(gm, example)
+        self._crossing = set(used_outside)  # what jobs hand on: the values a schedule may split
+        self.nbytes, self.batched, self._mixers, self._storage, self.unbatched = _value_info(gm, example)
         self._modules: dict[int, fx.GraphModule] = {}
         self._lean: dict[tuple[str, int, int], Any] = {}  # see mapsched.harness.lean.prepare
 
     def batch_mixer(self) -> str | None:
-        """The first tensor computed from the inputs whose first dimension does not follow
-        the batch (a sum or mean over it, a transpose that moves it), or None: a job of part
-        of a batch computes another value there than the whole batch does. O(nodes)."""
-        depends = set(self.placeholders)
-        for node in self.gm.graph.nodes:
-            if node.op not in ("call_module", "call_function", "call_method"):
-                continue
-            if any(a.name in depends for a in _value_nodes(node)):
-                depends.add(node.name)
-                if hasattr(node.meta.get("tensor_meta"), "shape") and not self.batched.get(node.name):
-                    return node.name
-        return None
+        """The first value handed from one task to another (or out of the model) that,
+        computed from the inputs, neither follows the batch row by row nor is the same for
+        every input (a sum, softmax or concatenation over the batch, a transpose that moves
+        it, the batch size as a number), or None: a job of part of a batch computes another
+        value there than the whole batch does, or hands a job of another size what fits
+        its own (see :func:`_value_info`). Within a task such values are harmless: a job
+        computes them for its own inputs. O(values)."""
+        crossing = next((name for name in self._mixers if name in self._crossing), None)
+        if crossing is None:
+            return None
+        # named by where the mixing starts: back from the crossing value through mixing values
+        mixing = set(self._mixers)
+        found = _reach(self._node(crossing), lambda n: [a for a in _value_nodes(n) if a.name in mixing])
+        return next(name for name in self._mixers if name == crossing or self._node(name) in found)
 
     @property
     def names(self) -> list[str]:
@@ -271,29 +304,130 @@ def _nbytes(meta: Any) -> int:
     return 0
 
 
-def _value_info(gm: fx.GraphModule, example: Sequence[torch.Tensor]) -> tuple[dict[str, int], dict[str, int]]:
-    """Bytes per input of every value, and its rows per input (0: its first dimension does
-    not follow the batch)."""
-    shapes = []
-    for b in (1, 2):
-        try:
-            with contextlib.redirect_stderr(io.StringIO()):  # ShapeProp prints a traceback, then raises
-                ShapeProp(gm).propagate(*[_rows(x, b) for x in example])
-        except Exception as exc:  # the user's model, failing in its own way
-            if b == 1:
-                raise HarnessError(f"example: the model does not run on it ({first_line(exc)}); give inputs of "
+def _value_info(gm: fx.GraphModule, example: Sequence[torch.Tensor]
+                ) -> tuple[dict[str, int], dict[str, int], list[str], dict[str, set[int]], str | None]:
+    """Bytes per input of every value; its rows per input; the values that mix the inputs
+    of a batch; the storages each value's tensors hold; and why the model does not run on
+    a batch of two inputs (None where it does: then no value follows the batch).
+
+    Shapes come from propagating one input (``ShapeProp``). How a value follows the batch
+    comes from running the model, op by op, on the example's first row (``x0``), on a
+    second input unlike it (``x1``: :func:`_variant`) and on the two as one batch: a value
+    holds ``k`` rows per input (a tensor, or a tuple or list of tensors, split alike)
+    where the batch's value is ``x0``'s ``k`` rows then ``x1``'s; it is shared (0 rows) where
+    all three are the same (a constant, a position index). Any other value computed from
+    the inputs mixes them: a sum or softmax over the batch, a ``torch.cat`` of two halves
+    along it, the batch size as a number (``x.size(0)``), random draws. The storages, from
+    ``x0``'s run, show which values alias one another (views) for :func:`_check_writes`.
+    """
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # ShapeProp prints a traceback, then raises
+            ShapeProp(gm).propagate(*[_rows(x, 1) for x in example])
+    except Exception as exc:  # the user's model, failing in its own way
+        raise HarnessError(f"example: the model does not run on it ({_cause(exc)}); give inputs of "
+                           "a shape it takes") from None
+    nbytes = {n.name: _nbytes(n.meta.get("tensor_meta")) for n in gm.graph.nodes}
+    x0 = [x[:1] for x in example]
+    x1 = [_variant(x) for x in x0]
+    runs = [fx.Interpreter(gm) for _ in range(3)]
+    for run, args in zip(runs, ([torch.cat(pair) for pair in zip(x0, x1)], x0, x1)):
+        run.args_iter, run.env = iter(args), {}
+    batched: dict[str, int] = {}
+    mixers: list[str] = []
+    storage: dict[str, set[int]] = {}
+    depends: set[str] = set()
+    unbatched = None  # why the model does not run on a batch of two, if it does not
+    with torch.inference_mode():
+        for node in gm.graph.nodes:
+            if node.op == "output":
+                break
+            try:
+                one, other = (run.env.setdefault(node, run.run_node(node)) for run in runs[1:])
+            except Exception as exc:  # the user's model, failing in its own way
+                raise HarnessError(f"example: the model does not run on it ({_cause(exc)}); give inputs of "
                                    "a shape it takes") from None
-            shapes.append({})  # it runs on one input at a time only: no value follows the batch
-            break
-        shapes.append({n.name: n.meta.get("tensor_meta") for n in gm.graph.nodes})
-    nbytes, batched = {}, {}
-    for name, meta in shapes[0].items():
-        other = shapes[1].get(name)
-        follows = (hasattr(meta, "shape") and hasattr(other, "shape") and len(meta.shape) > 0
-                   and meta.shape[0] > 0 and other.shape[0] == 2 * meta.shape[0])
-        batched[name] = int(meta.shape[0]) if follows else 0
-        nbytes[name] = _nbytes(meta)
-    return nbytes, batched
+            if unbatched is None:
+                try:
+                    both = runs[0].env.setdefault(node, runs[0].run_node(node))
+                except Exception as exc:  # it runs on one input at a time only: for latency
+                    unbatched = _cause(exc)
+            storage[node.name] = {t.untyped_storage().data_ptr() for t in _tensors(one)}
+            if node.op == "placeholder" or any(a.name in depends for a in _value_nodes(node)):
+                depends.add(node.name)
+            k = 0 if unbatched is not None else _rows_per_input(both, one, other)
+            batched[node.name] = k
+            if not k and node.name in depends and not (unbatched is None and _same(both, one) and _same(one, other)):
+                mixers.append(node.name)
+    return nbytes, batched, mixers, storage, unbatched
+
+
+def _cause(exc: BaseException) -> str:
+    """The first line of what went wrong inside ``exc`` (ShapeProp wraps the model's error
+    in one naming the node)."""
+    return first_line(exc.__cause__ or exc)
+
+
+def _variant(x: torch.Tensor) -> torch.Tensor:
+    """A second input of ``x``'s shape, dtype and range, unlike it: ``x`` reversed along its
+    last dimension, or where that changes nothing, ``~x`` (bool), ``x + 1`` (floating),
+    one id away (integer)."""
+    y = x.flip(-1) if x.dim() > 1 else x.clone()
+    if not torch.equal(y, x):
+        return y
+    if x.dtype == torch.bool:
+        return ~x
+    if x.is_floating_point() or x.is_complex():
+        return x + 1
+    return torch.where(x > 0, x - 1, x + 1)
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors in ``value`` (nested in tuples, lists and dicts)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal within what a kernel run at another batch size changes (rounding)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not (a.is_floating_point() or a.is_complex()):
+        return torch.equal(a, b)
+    scale = float(b.abs().max()) if b.numel() else 0.0
+    return torch.allclose(a, b, rtol=1e-4, atol=1e-6 * max(1.0, scale), equal_nan=True)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two values of the model are the same (tensors within :func:`_close`)."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and _close(a, b)
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    try:
+        return bool(a == b)
+    except Exception:  # a value that cannot be compared: not known to be the same
+        return False
+
+
+def _rows_per_input(both: Any, one: Any, other: Any) -> int:
+    """``k`` where ``both`` (the value of a batch of the two inputs) is ``one``'s ``k`` rows,
+    then ``other``'s, as a tensor or element by element of a tuple or list; else 0."""
+    if isinstance(both, (tuple, list)):
+        if not (type(both) is type(one) is type(other) and both and len(both) == len(one) == len(other)):
+            return 0
+        ks = {_rows_per_input(a, b, c) for a, b, c in zip(both, one, other)}
+        return ks.pop() if len(ks) == 1 else 0
+    if not all(isinstance(v, torch.Tensor) and v.dim() > 0 for v in (both, one, other)):
+        return 0
+    k = one.shape[0]
+    if not (k > 0 and other.shape[0] == k and both.shape[0] == 2 * k):
+        return 0
+    return k if _close(both[:k], one) and _close(both[k:], other) else 0
 
 
 def _rows(x: torch.Tensor, b: int) -> torch.Tensor:
@@ -378,7 +512,8 @@ def trace(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], clus
 
     Notes
     -----
-    Linear in the number of fx nodes, plus two shape propagations of the model.
+    Linear in the number of fx nodes, plus a shape propagation and three runs of the model
+    (two inputs apart and together), op by op, holding every value.
 
     Examples
     --------
@@ -392,12 +527,28 @@ def trace(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], clus
     check_runnable(model)
     # fx's errors for what it cannot trace: TraceError for control flow on a traced value, and
     # TypeError or NotImplementedError for calls that take no proxy
+    try:  # arguments left to their defaults are traced as those constants (if x is None: ...)
+        params = list(inspect.signature(model.forward).parameters.values())[len(example):]
+        fixed = {p.name: p.default for p in params if p.default is not p.empty}
+    except (TypeError, ValueError):  # no signature to read
+        fixed = {}
     try:
-        gm = fx.symbolic_trace(model)
-    except (fx.proxy.TraceError, TypeError, NotImplementedError) as exc:
-        raise HarnessError(f"model: torch.fx cannot trace it ({first_line(exc)}); the harness needs a model "
-                           "without control flow on its inputs' values") from None
-    _check_writes(gm)
+        gm = fx.symbolic_trace(model, concrete_args=fixed or None)
+    except Exception as exc:  # fx's TraceError, TypeError, RuntimeError...: what it cannot follow
+        raise HarnessError(f"model: torch.fx cannot trace it ({type(exc).__name__}: {first_line(exc)}); the "
+                           "harness needs a model that fx traces: no control flow on its inputs' values, "
+                           "and only calls that take fx's proxies") from None
+    inputs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for p in inputs[len(example):]:  # arguments with defaults, not given: their defaults, as constants
+        if not p.args:
+            raise HarnessError(f"example: the model's forward takes {len(inputs)} inputs "
+                               f"({', '.join(n.name for n in inputs)}) and {len(example)} tensor(s) were given; "
+                               "give one tensor for each")
+        for user in list(p.users):
+            user.args, user.kwargs = fx.node.map_arg((user.args, user.kwargs), lambda a, p=p: p.args[0] if a is p
+                                                     else a)
+        gm.graph.erase_node(p)
+    gm.recompile()
     groups: list[list[fx.Node]] = []
     where: dict[str, int] = {}  # node name to group index; placeholders are not grouped
     for node in gm.graph.nodes:
@@ -417,5 +568,7 @@ def trace(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], clus
         else:
             groups[home].append(node)
             where[node.name] = home
-    return CoarseGraph(gm, groups, example)
+    graph = CoarseGraph(gm, groups, example)
+    _check_writes(gm, graph._storage)
+    return graph
 

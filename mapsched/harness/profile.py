@@ -328,9 +328,13 @@ def profile_report(model: nn.Module, example: torch.Tensor | Sequence[torch.Tens
         raise HarnessError(f"objective: expected a mapsched.Objective, e.g. Objective('throughput', 8), "
                            f"got {objective!r}")
     graph = trace(model, example_t, cluster)
+    if objective is not None and objective.inputs > 1 and graph.unbatched is not None:
+        raise HarnessError(f"objective: the model does not run on a batch of two inputs ({graph.unbatched}); "
+                           "profile it for latency (--batch 1)")
     if objective is not None and objective.inputs > 1 and (mixer := graph.batch_mixer()) is not None:
-        raise HarnessError(f"objective: {mixer} mixes the inputs of a batch (its first dimension does not follow "
-                           "it), so jobs of part of the batch compute another value; profile it for latency "
+        raise HarnessError(f"objective: {mixer} mixes the inputs of a batch (its value for a batch is not its "
+                           "values for each input, row after row: an op over the batch, or the batch size as a "
+                           "number), so jobs of part of the batch compute another value; profile it for latency "
                            "(--batch 1)")
     return profile_graph(graph, example_t, devices, batch_sizes, warmup=warmup, repeats=repeats,
                          objective=objective, name=name or type(model).__name__, links=len(devices) > 1,
