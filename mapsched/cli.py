@@ -1384,9 +1384,10 @@ def run() -> NoReturn:
     teardown of the solver libraries (0.3 s after a CP-SAT or HiGHS solve, past the time
     limit), which holds nothing of ours: every file is written and closed by then."""
     _stdout_ours()
-    # SIGTERM (a job scheduler's stop) ends a command as Ctrl-C does, cleaning up and keeping
-    # what it wrote; solve's own handler (mapsched.interrupt) takes over while it runs.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    if sys.argv[1:2] not in (["solve"], ["adapt"]):  # those stop their solve on it (mapsched.interrupt)
+        # SIGTERM (a job scheduler's stop) ends the command as Ctrl-C does: cleaned up, what
+        # it wrote kept (a sweep's rows), its worker processes stopped.
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
     code = main()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(BrokenPipeError, ValueError):  # a reader gone, or a stream closed
