@@ -21,7 +21,16 @@ from .formulations.cpsat import memory_row
 from .problem import Problem
 from .splits import batch_options
 
-__all__ = ["feasible_counts"]
+__all__ = ["NotFound", "feasible_counts"]
+
+
+class NotFound(InfeasibleError):
+    """No mapping was found in the time given (or before an interrupt): not a proof that none exists."""
+
+
+REPAIR_LEAST = 1.0
+"""Seconds CP-SAT gets for a mapping even past the time limit of the solve it serves
+(:func:`mapsched.interrupt.until`), which has nothing to return without one."""
 
 
 def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_limit: float = 30.0) -> np.ndarray:
@@ -34,7 +43,8 @@ def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_lim
         Counts to stay close to: the model maximises the number of (task, device)
         pairs whose count it keeps.
     time_limit : float
-        Seconds for CP-SAT.
+        Seconds for CP-SAT; within a solve, no more than its time limit leaves (but at
+        least :data:`REPAIR_LEAST`).
 
     Raises
     ------
@@ -105,6 +115,9 @@ def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_lim
     model.add_assumptions(lits)
 
     solver = cp_model.CpSolver()
+    # within a solve's time limit (mapsched.interrupt.until), leaving a tenth of what is left for
+    # what follows (a fallback placement, the decode), but never less than REPAIR_LEAST
+    time_limit = min(time_limit, max(REPAIR_LEAST, 0.9 * interrupt.seconds_left()))
     solver.parameters.max_time_in_seconds = time_limit
     solver.parameters.num_workers = 1  # assumptions cores need a single worker
     solver.parameters.catch_sigint_signal = False  # mapsched.interrupt decides what an interrupt does
@@ -136,8 +149,8 @@ def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_lim
                                   "format allows but mapsched's methods do not build, might fit)")
         raise InfeasibleError(f"no mapping of the {p.n} tasks exists: {why} rule(s) every one out")
     if interrupt.requested():
-        raise InfeasibleError("interrupted before a mapping that fits memory and links was found")
-    raise InfeasibleError(f"no feasible mapping found within {time_limit:g} s (memory and links are tight)")
+        raise NotFound("interrupted before a mapping that fits memory and links was found")
+    raise NotFound(f"no feasible mapping found within {time_limit:g} s (memory and links are tight)")
 
 
 def _one_job_loses_nothing(p: Problem) -> bool:

@@ -29,14 +29,17 @@ False
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
-__all__ = ["graceful", "on_stop", "request", "requested"]
+__all__ = ["graceful", "on_stop", "request", "requested", "seconds_left", "until"]
 
 _requested = threading.Event()
 _hooks: list[Callable[[], object]] = []
@@ -106,3 +109,25 @@ def graceful(prog: str = "mapsched") -> Iterator[None]:
         watcher.join()
         os.close(read)
         _requested.clear()
+
+
+_deadline: ContextVar[float] = ContextVar("mapsched_deadline", default=math.inf)
+
+
+@contextmanager
+def until(at: float) -> Iterator[None]:
+    """Within the block, work with no best-so-far to return, and so no time limit of its own
+    (the feasibility repair of a construction that dead-ended on memory or links), ends by
+    ``at`` (a ``time.perf_counter()`` value) or the enclosing block's time, if earlier:
+    :func:`mapsched.solve` and the bounds set it from their time limits. Threads started
+    within the block do not see it."""
+    token = _deadline.set(min(_deadline.get(), at))
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+def seconds_left() -> float:
+    """Seconds to the innermost :func:`until` block's time (infinite outside any)."""
+    return _deadline.get() - time.perf_counter()

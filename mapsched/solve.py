@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -146,7 +147,8 @@ def solve(
             from .relocation import RelocationCosts, relocation_costs
 
             ctx.relocation = RelocationCosts(problem, relocation_costs(problem, relocation, start.origin))
-    result: Schedule = m.fn(problem, ctx, **opts)
+    with interrupt.until(started + time_limit if time_limit is not None else math.inf):
+        result: Schedule = m.fn(problem, ctx, **opts)
     # This solve's, never one a returned initial schedule brought from an earlier solve.
     result.relocation_cost = None if ctx.relocation is None else ctx.relocation.of(result)
     if start is not None:

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -334,3 +335,49 @@ def test_mutated_files_give_a_result_or_one_line(tmp_path, capsys, content):
         if code == 0 and args[0] == "solve":
             p = Problem.read(str(path))
             assert validate(p, Schedule.read(str(out))) == []
+
+
+# ------------------------------------------------------------- the feasibility repair's time
+def _tight():
+    # 60 tasks of 10 bytes on 3 devices of 210: a construction's greedy choices can dead-end
+    from mapsched import Device, System, Task
+
+    tasks = [Task(f"t{i}", {"d0": 1.0 + i % 3, "d1": 2.0, "d2": 3.0 - i % 2}, weight_bytes=10.0) for i in range(60)]
+    return Problem(tasks, [], System(tuple(Device(f"d{u}", memory=210.0) for u in range(3))))
+
+
+def test_the_repair_keeps_within_the_solves_time(monkeypatch):
+    # feasible_counts gave CP-SAT 30 s whatever the solve's limit: 31.6 s for heft at a 5 s limit
+    from ortools.sat.python import cp_model
+
+    from mapsched import feasibility
+
+    given = []
+
+    class Recording(cp_model.CpSolver):
+        def solve(self, model, *args):
+            given.append(self.parameters.max_time_in_seconds)
+            return super().solve(model, *args)
+
+    monkeypatch.setattr(feasibility.cp_model, "CpSolver", Recording)
+    p = _tight()
+    feasibility.feasible_counts(p)
+    with interrupt.until(time.perf_counter() + 4.0):
+        feasibility.feasible_counts(p)
+    with interrupt.until(time.perf_counter() - 1.0):  # past it: the least it gets
+        feasibility.feasible_counts(p)
+    assert given[0] == 30.0 and given[1] <= 0.9 * 4.0 and given[2] == feasibility.REPAIR_LEAST
+
+
+def test_a_repair_out_of_time_fills_the_devices_in_order(monkeypatch):
+    # the method refused ('no feasible mapping found within 30 s') where m-TOPO finds one at once
+    from mapsched import construct, feasibility
+    from mapsched.ranks import rank_order, upward_rank
+
+    def out_of_time(*args, **kwargs):
+        raise feasibility.NotFound("no feasible mapping found within 1 s (memory and links are tight)")
+
+    monkeypatch.setattr(feasibility, "feasible_counts", out_of_time)
+    p = _tight()
+    s = construct.repair(p, rank_order(p, upward_rank(p)), np.zeros((p.n, p.m), dtype=np.int64), insertion=True)
+    assert validate(p, s) == [] and "m-TOPO" in s.log

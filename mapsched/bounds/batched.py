@@ -78,7 +78,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import arguments
+from .. import arguments, interrupt
 from ..closure import Closure
 from ..errors import OptionError
 from ..highs_lp import SETUP, RowProgramme
@@ -401,7 +401,8 @@ def batched_relaxation_bound(problem: Problem, time_limit: float = 10.0, integra
     from ..portfolio import best_list_schedule
 
     try:
-        limit = best_list_schedule(p).makespan * (1 + 1e-9)
+        with interrupt.until(start + time_limit):  # a repair's CP-SAT within the bound's time
+            limit = best_list_schedule(p).makespan * (1 + 1e-9)
     except InfeasibleError:
         limit = math.inf
     if time.perf_counter() >= start + time_limit:

@@ -48,15 +48,13 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
-from typing import NamedTuple
 
 import numpy as np
 
 from .. import interrupt
-from ..construct import repair_placement
+from ..construct import Placement, repair_placement, topo_placement
 from ..context import SolveContext
-from ..decoder import Decoder, checked_order
+from ..decoder import Decoder
 from ..errors import InfeasibleError, OptionError
 from ..problem import Problem
 from ..ranks import mean_comm, mean_cost, rank_order, upward_rank
@@ -68,17 +66,6 @@ __all__ = ["Placement", "etf_placement", "favourite_children", "favourite_lp", "
 _HALL_DEVICES = 16  # up to this many devices, memory_shortfall checks every set of devices
 _CHECK_EVERY = 256  # placements between two looks at the clock
 _INF = math.inf
-
-
-class Placement(NamedTuple):
-    """A placer's output: ``owner[i]`` the device of task i (-1: not placed, after a dead
-    end), ``order`` the tasks in the order placed (topological), ``pushes`` the heap
-    pushes spent, ``hurried`` whether the time limit cut the ETF loop short."""
-
-    owner: np.ndarray
-    order: list[int]
-    pushes: int = 0
-    hurried: bool = False
 
 
 def memory_shortfall(problem: Problem) -> str | None:
@@ -132,74 +119,6 @@ def memory_shortfall(problem: Problem) -> str | None:
         who = f"all {p.m} devices have" if len(devs) == p.m > 2 else f"devices {', '.join(names)} have"
     return (f"{who} {have:.0f} bytes of memory, the tasks only {'it' if len(devs) == 1 else 'they'} "
             f"can run need {load[k]:.0f}: {math.ceil(load[k] - have):.0f} bytes short")
-
-
-def topo_placement(problem: Problem, cap: str = "uniform", order: Sequence[int] | None = None,
-                   devices: Sequence[int] | None = None) -> Placement:
-    """m-TOPO's placement: devices filled in order along the breadth-first topological order.
-
-    Parameters
-    ----------
-    problem : Problem
-    cap : {"uniform", "memory"}
-        ``uniform``: each device holds at most the memory of all tasks over the number of
-        devices plus the largest task's (Baechi's default), and never more than its own
-        memory; ``memory``: each device is filled to its memory, so the graph spreads
-        over as few devices as memory allows.
-    order : sequence of int, optional
-        The topological order to walk; by default the breadth-first :attr:`Problem.topo`
-        (Celeritas's Order-Place walks its coarse graph in CPD-TOPO order instead).
-    devices : sequence of int, optional
-        The devices in the order they are filled, a permutation; by default by index.
-
-    Notes
-    -----
-    A task goes to the current device while it fits under its cap; when it does not,
-    the current device is full and the next one becomes current. A task that the current
-    device cannot run, or whose parents' devices have no link to it, goes to the first
-    device after it (cyclically) with room under its cap, else to the first whose memory
-    still holds it. Tasks that hold no memory all stay on the first device. O(E m + n m).
-
-    Examples
-    --------
-    >>> from mapsched import instances
-    >>> topo_placement(instances.load("topcuoglu2002")).owner.tolist()  # no memory limits
-    [0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
-    """
-    p = problem
-    if cap not in ("uniform", "memory"):
-        raise OptionError(f"cap: expected 'uniform' or 'memory', got {cap!r}")
-    need = (p.weight + p.act).tolist()
-    room = p.room.tolist()
-    if cap == "uniform":
-        share = sum(need) / p.m + max(need)
-        limit = [min(r, share) for r in room]
-    else:
-        limit = room
-    linked = np.isfinite(p.link_latency).tolist()
-    can = p.can_run.tolist()
-    seq = list(range(p.m)) if devices is None else [int(u) for u in devices]
-    if sorted(seq) != list(range(p.m)):
-        raise OptionError(f"devices: expected a permutation of the {p.m} device indices, got {seq}")
-    used = [0.0] * p.m
-    owner = np.full(p.n, -1, dtype=np.int64)
-    placed = []
-    k = 0  # the current device is seq[k]
-    for i in (p.topo.tolist() if order is None else checked_order(p, order)):
-        sources = {int(owner[q]) for q in p.pred[i]}
-        ok = [can[i][u] and all(linked[v][u] for v in sources) for u in range(p.m)]
-        while k < p.m and ok[seq[k]] and used[seq[k]] + need[i] > limit[seq[k]]:
-            k += 1  # the current device is full
-        turn = seq[k:] + seq[:k]
-        u = next((u for u in turn if ok[u] and used[u] + need[i] <= limit[u]), None)
-        if u is None:
-            u = next((u for u in turn if ok[u] and used[u] + need[i] <= room[u]), None)
-        if u is None:
-            break  # dead end: the repair takes over
-        owner[i] = u
-        used[u] += need[i]
-        placed.append(i)
-    return Placement(owner, placed)
 
 
 def favourite_lp(problem: Problem, time_limit: float | None = None) -> tuple[np.ndarray, float] | None:

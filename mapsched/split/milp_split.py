@@ -88,7 +88,7 @@ from ..bounds import critical_path_bound, lower_bound, work_bound
 from ..decoder import Decoder, owner_counts
 from ..distributed import as_executor, task_threads
 from ..errors import InfeasibleError, ProblemError
-from ..feasibility import feasible_counts
+from ..feasibility import NotFound, feasible_counts
 from ..formulations.common import retime_jobs
 from ..formulations.exact import improve
 from ..portfolio import LIST_SCHEDULERS, best_start
@@ -332,7 +332,8 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
                                                                              ctx.threads), module_time_limit, ctx)
         if stages is not None:
             staged = _stitch(p, *stages, ctx)
-            staged.log += f"{len(stages[0])} stage(s) over identical servers\n"
+            if staged is not None:
+                staged.log += f"{len(stages[0])} stage(s) over identical servers\n"
     T, m = len(chain.modules), p.m
     ins_dev = [[None] if t == 0 else list(range(m)) for t in range(T)]
     out_dev = [[None] if t == T - 1 else list(range(m)) for t in range(T)]
@@ -413,12 +414,13 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
             t -= 1
         dp = _stitch(p, chain.modules, [results[k] for k in reversed(chosen)], ctx)
         # A bound over a partial table would miss the combinations it lacks: none then.
-        if exact_chain and complete and "repair" not in dp.log:
+        if dp is not None and exact_chain and complete and "repair" not in dp.log:
             dp.lower_bound = min(bound[k] for k in finals)
-        candidates.append(dp)
-    if not exact_chain and all(free):
-        candidates.append(_stitch(p, chain.modules, free, ctx))
-        candidates[-1].log += "modules solved with free channel ends, stitched\n"
+        if dp is not None:
+            candidates.append(dp)
+    if not exact_chain and all(free) and (stitched := _stitch(p, chain.modules, free, ctx)) is not None:
+        stitched.log += "modules solved with free channel ends, stitched\n"
+        candidates.append(stitched)
     if staged is not None:
         candidates.append(staged)
     if walked is not None:
@@ -668,10 +670,10 @@ def _mp_context() -> multiprocessing.context.BaseContext:
 
 
 def _stitch(p: Problem, groups: Sequence[Collection[int]], parts: list[ModuleSolution],
-            ctx: SolveContext) -> Schedule:
+            ctx: SolveContext) -> Schedule | None:
     """One schedule from the schedules of task groups (modules, or stages of modules): their
     jobs, group after group and each group's in its solver's order, re-timed exactly over
-    the whole graph."""
+    the whole graph; None where its mapping overflows memory and no repair is found in time."""
     jobs = []
     for t, part in enumerate(parts):
         for task, dev, inputs, start in part.jobs:
@@ -685,7 +687,10 @@ def _stitch(p: Problem, groups: Sequence[Collection[int]], parts: list[ModuleSol
     if Decoder(p).infeasibility(owner) is None:
         s = retime_jobs(p, jobs)
     else:  # the modules' memory adds up past a device's capacity
-        s = Decoder(p).schedule(owner_from_counts(feasible_counts(p, owner_counts(p, owner))))
+        try:
+            s = Decoder(p).schedule(owner_from_counts(feasible_counts(p, owner_counts(p, owner))))
+        except NotFound:  # no repair within the time limit: this candidate is dropped
+            return None
         s.log += "stitched mapping overflowed memory; finished by a feasibility repair\n"
     ctx.improved(s.makespan)
     return s
