@@ -53,6 +53,7 @@ def best_list_schedule(problem: Problem, ctx=None) -> Schedule:
     80.0
     """
     from .context import SolveContext
+    from .feasibility import NotFound
     from .registry import get
 
     global _last
@@ -64,12 +65,20 @@ def best_list_schedule(problem: Problem, ctx=None) -> Schedule:
         if best is not None and ctx is not None and ctx.remaining() <= 2 * slowest:
             break
         began = time.perf_counter()
-        s = get(name).fn(problem, SolveContext())
-        slowest = max(slowest, time.perf_counter() - began)
+        try:
+            s = get(name).fn(problem, SolveContext())
+        except NotFound as exc:  # its repair ran out of time: the others may still place every task
+            missed = exc
+            tried.append(f"{name} none in time")
+            continue
+        finally:
+            slowest = max(slowest, time.perf_counter() - began)
         s.method = name
         tried.append(f"{name} {s.makespan:.6g}")
         if best is None or s.makespan < best.makespan:
             best = s
+    if best is None:
+        raise missed
     best.log += f"list schedulers: {', '.join(tried)}; best {best.method}\n"
     if len(tried) == len(LIST_SCHEDULERS[problem.objective.kind]):  # not cut short by a time limit
         _last = (weakref.ref(problem), _copy(best))

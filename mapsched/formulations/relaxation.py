@@ -265,8 +265,13 @@ def relaxation_bound(problem: Problem, time_limit: float = 10.0, integral: bool 
     # No optimal schedule runs a job or sends data for longer than heft's makespan: left out,
     # they keep the optimum feasible and no longer bring in coefficients up to 1e21 ms, which
     # (a billion times the others) made HiGHS prove bounds above the optimum.
-    with interrupt.until(start + time_limit):  # a repair's CP-SAT within the bound's time
-        cap = best_list_schedule(p).makespan * (1 + 1e-9)
+    from ..feasibility import NotFound
+
+    try:
+        with interrupt.until(start + time_limit):  # a repair's CP-SAT within the bound's time
+            cap = best_list_schedule(p).makespan * (1 + 1e-9)
+    except NotFound:  # memory and links too tight for a list schedule in time: no cap, still sound
+        cap = math.inf
     if time.perf_counter() >= start + time_limit:
         return 0.0
     relax = _Relaxation(p, start + time_limit, cap)

@@ -61,6 +61,7 @@ from .. import arguments
 from ..bounds import Bound, SubsetBound, critical_path_bound, lower_bound, work_bound
 from ..bounds.batched import BATCHED_TASKS, batched_relaxation_bound, stage_bound, two_part_bound
 from ..distributed import as_executor, bound_result
+from ..feasibility import NotFound
 from ..formulations.relaxation import RELAXATION_TASKS, relaxation_bound
 from ..problem import Objective, Problem, System, Task
 from ..solve import solve
@@ -131,14 +132,17 @@ class _Recursion:
         if x not in self.exact_memo:
             left = self.deadline - time.perf_counter()
             value = self.simple(x)
-            if left > 0.05 and (len(x) > BOUND_SOLVE_TASKS or self.p.L > 1):
-                limit = left if self.p.L == 1 else min(self.limit, left)
-                value = max(value, lower_bound(self.p.restrict(sorted(x)), time_limit=limit).value)
-            elif left > 0.05 and self.executor is not None:
-                self.prefetch(x)
-                value = max(value, self._collect(x))
-            elif left > 0.05:
-                value = max(value, _solved_bound(self.p, sorted(x), min(self.limit, left)))
+            try:
+                if left > 0.05 and (len(x) > BOUND_SOLVE_TASKS or self.p.L > 1):
+                    limit = left if self.p.L == 1 else min(self.limit, left)
+                    value = max(value, lower_bound(self.p.restrict(sorted(x)), time_limit=limit).value)
+                elif left > 0.05 and self.executor is not None:
+                    self.prefetch(x)
+                    value = max(value, self._collect(x))
+                elif left > 0.05:
+                    value = max(value, _solved_bound(self.p, sorted(x), min(self.limit, left)))
+            except NotFound:  # a list schedule's repair ran out of time: the simple bounds stand
+                pass
             self.exact_memo[x] = value
         return self.exact_memo[x]
 
