@@ -17,9 +17,9 @@ from ortools.sat.python import cp_model
 
 from . import interrupt
 from .errors import InfeasibleError
-from .formulations.cpsat import memory_row
 from .problem import Problem
 from .splits import batch_options
+from .units import memory_row
 
 __all__ = ["NotFound", "feasible_counts"]
 

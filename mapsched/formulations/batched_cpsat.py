@@ -104,8 +104,9 @@ from ..errors import ProblemError
 from ..problem import Edge, Objective, Problem, System, Task
 from ..schedule import Schedule
 from ..splits import batch_options
+from ..units import memory_row
 from .common import Plugin, apply_plugins, capped
-from .cpsat import default_resolution, horizon_ticks, memory_row, run_cpsat, start_ticks
+from .cpsat import default_resolution, horizon_ticks, run_cpsat, start_ticks
 
 __all__ = ["CpSatBatched", "group_size", "grouped", "realise_greedily", "search_form"]
 
