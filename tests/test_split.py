@@ -524,3 +524,20 @@ def test_split_of_a_zero_makespan_latency_problem():
                (Link("d0", "d2", 10000.0), Link("d1", "d2", 100.0, 0.5, directed=True))))
     s = solve(p, "split", time_limit=5, workers=1)
     assert validate(p, s) == [] and s.makespan == 0.0 and s.status == "optimal"
+
+
+def test_a_chain_too_long_to_recurse_gives_the_quick_bounds(monkeypatch):
+    # 'generate stack --modules 200' made 'mapsched bound' end in a RecursionError traceback
+    import sys
+
+    from mapsched.bounds import critical_path_bound, work_bound
+    from mapsched.split import bound as split_bound
+
+    def deep(self, *args):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(split_bound._Recursion, "bound", deep)
+    p = stack(3, 5, 1, seed=0)
+    depth = sys.getrecursionlimit()
+    assert split_bound.chain_bound(p, time_limit=5) == max(critical_path_bound(p), work_bound(p))
+    assert sys.getrecursionlimit() == depth

@@ -50,6 +50,7 @@ optimum of 13.7 ms).
 
 from __future__ import annotations
 
+import sys
 import time
 from concurrent.futures import Executor, Future
 from dataclasses import replace
@@ -91,6 +92,11 @@ def single_input_relaxation(problem: Problem) -> Problem:
                   t.weight_bytes, t.input_bytes, t.output_bytes) for i, t in enumerate(p.tasks)]
     system = System(tuple(replace(d, batch_sizes=(1,)) for d in p.system.devices), p.system.links)
     return Problem(tasks, p.edges, system, Objective(), f"{p.name}[one input]")
+
+
+RECURSION_MOST = 20_000
+"""Deepest Python recursion :func:`chain_bound` allows itself (a few frames a module, on the
+main thread's 8 MB stack); past it the chain bound gives the quick bounds."""
 
 
 def _solved_bound(problem: Problem, tasks: list[int], time_limit: float) -> float:
@@ -251,12 +257,21 @@ def chain_bound(problem: Problem, chain=None, time_limit: float = 60.0, module_t
     one = _Recursion(single_input_relaxation(p), chain, deadline, module_time_limit,
                      executor=executor) if p.L > 1 else None
     rec = _Recursion(p, chain, deadline, module_time_limit, one, executor)
-    best = rec.bound(frozenset(range(p.n)), 0)
-    for k in range(2, span + 1):
-        if time.perf_counter() >= deadline:
-            break
-        rec.widen(k)
-        best = max(best, rec.bound(frozenset(range(p.n)), 0))
+    # The recursion goes a few frames deeper per module: 200 modules passed Python's 1,000.
+    depth = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(depth, min(RECURSION_MOST, 20 * len(chain.modules) + 1000)))
+    best = 0.0
+    try:
+        best = rec.bound(frozenset(range(p.n)), 0)
+        for k in range(2, span + 1):
+            if time.perf_counter() >= deadline:
+                break
+            rec.widen(k)
+            best = max(best, rec.bound(frozenset(range(p.n)), 0))
+    except RecursionError:  # a chain longer still: the quick bounds below stand
+        pass
+    finally:
+        sys.setrecursionlimit(depth)
     for r in {rec, rec.one}:  # solves started for a branch that time cut short
         for future in r.pending.values():
             future.cancel()
