@@ -297,7 +297,7 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
     """
     suite.check()
     check_output(out, flag="out")
-    own_pool = executor is None
+    own = executor is None  # then a process pool of this call's, made below
     arguments.count(workers, "workers", least=0)
     arguments.count(threads, "threads", least=0)
     executor = as_executor(executor)
@@ -316,7 +316,7 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
                               "or pass another -o/--output")
     done = {(r["instance"], r["method"]) for r in rows}
     todo = [(c, m) for c in suite.cases for m in suite.methods if (c.name, m) not in done]
-    for c in {c.name: c for c, _ in todo}.values() if own_pool or isinstance(executor, ProcessPoolExecutor) else ():
+    for c in {c.name: c for c, _ in todo}.values() if own or isinstance(executor, ProcessPoolExecutor) else ():
         try:  # an unpicklable case hangs a process pool (its feeder thread dies) rather than failing
             pickle.dumps(c)
         except Exception as exc:
@@ -326,7 +326,6 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
     total, finished = len(todo), 0
     if progress:
         progress(0, total)
-    own = own_pool
     if own:
         from .split.milp_split import _mp_context
 

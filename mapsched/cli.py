@@ -432,9 +432,7 @@ def cmd_bound(args: argparse.Namespace) -> int:
     p = load_problem(args.problem)
     dask = None if args.fast else args.dask
     with _cluster(dask) as executor:
-        left = None if args.fast else _left(args, _closing(dask))
-        with interrupt.until(time.perf_counter() + (left or math.inf)):  # a list schedule's repair too
-            b = lower_bound(p) if args.fast else full_bound(p, left, args.window_time, executor)
+        b = lower_bound(p) if args.fast else full_bound(p, _left(args, _closing(dask)), args.window_time, executor)
         lost = getattr(executor, "lost", False)
     if lost:
         print("mapsched: the Dask scheduler was lost mid-run; the bound is the best proved before", file=sys.stderr)

@@ -232,17 +232,12 @@ class _Batched(RowProgramme):
         self.h.setOptionValue("mip_feasibility_tolerance", 1e-7)
         self.h.clearSolver()
         self.run()
-        bound = self.h.getInfo().mip_dual_bound
-        return float(bound) / self.f if math.isfinite(bound) else 0.0
+        return self.dual_bound()
 
     def solution(self) -> tuple[np.ndarray, np.ndarray, float]:
         """Per column the share, per task the mean start (ms), and C (ms)."""
         col = np.array(self.h.getSolution().col_value)
         return col[:self.A].clip(0.0, 1.0), col[self.A:self.C] / self.f, float(col[self.C] / self.f)
-
-    def value(self) -> float:
-        """The objective value of the last solve, in ms."""
-        return super().value() / self.f
 
 
 def _patterns(sizes: list[int], total: int, most: int) -> list[dict[int, int]]:

@@ -152,9 +152,8 @@ class MilpBatched:
               on_solution: Any = None, detect_symmetry: bool = True) -> dict[str, Any]:
         """Solve with HiGHS; same result dict as the CP-SAT model (no progress callback)."""
         res, text, optimal = run_highs(self.m, time_limit, threads, True, log, detect_symmetry)
-        bound = proved_bound(res, optimal)
         out: dict[str, Any] = {"jobs": None, "log": text, "optimal": optimal,
-                               "bound": None if bound is None else bound / self.f}
+                               "bound": proved_bound(res, optimal, self.f)}
         if res.best_feasible_objective is not None:
             res.solution_loader.load_vars()
             p, m = self.problem, self.m

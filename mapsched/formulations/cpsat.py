@@ -21,8 +21,8 @@ Soundness of the bound
     (``floor(a + b) >= floor(a) + floor(b)``), so the rounded optimum is at most the
     real one: the solver's bound, divided by the resolution, is a lower bound of the
     real, unrounded problem. Memory is counted in whole bytes (exact for integer
-    sizes; a fractional size is rounded up and a capacity down), or in larger units
-    where sizes are huge (:func:`~mapsched.units.memory_row`). The solver's schedule is re-timed
+    sizes), or in a power-of-two unit fine enough that every mapping within a device's
+    capacity stays in the model (:func:`~mapsched.units.memory_row`). The solver's schedule is re-timed
     exactly by the decoder, in the solver's order.
 """
 

@@ -297,14 +297,15 @@ def run_highs(model: pyo.ConcreteModel, time_limit: float | None, threads: int, 
     return res, text, res.termination_condition == TerminationCondition.optimal
 
 
-def proved_bound(res: Any, optimal: bool) -> float | None:
-    """The lower bound a HiGHS result proves (:func:`~mapsched.validate.floating_bound`). A
-    model solved in presolve ends optimal with a dual bound of -inf: its objective is then
-    the bound."""
+def proved_bound(res: Any, optimal: bool, time_scale: float = 1.0) -> float | None:
+    """The lower bound a HiGHS result proves (:func:`~mapsched.validate.floating_bound`), in ms
+    of a model that counts time in units of ``1 / time_scale`` ms. A model solved in presolve
+    ends optimal with a dual bound of -inf: its objective is then the bound."""
     bound = res.best_objective_bound
     if optimal and res.best_feasible_objective is not None and (bound is None or not math.isfinite(bound)):
         bound = res.best_feasible_objective
-    return floating_bound(bound)
+    bound = floating_bound(bound)
+    return None if bound is None else bound / time_scale
 
 
 def solve_model(
@@ -323,10 +324,10 @@ def solve_model(
     """
     res, text, optimal = run_highs(model, time_limit, threads, warmstart, log, detect_symmetry)
     f = model.time_scale  # the model's times are in units of 1 / f ms
-    bound, objective = proved_bound(res, optimal), res.best_feasible_objective
+    objective = res.best_feasible_objective
     out: dict[str, Any] = {"owner": None, "starts": None, "log": text, "optimal": optimal,
                            "objective": None if objective is None else objective / f,
-                           "bound": None if bound is None else bound / f}
+                           "bound": proved_bound(res, optimal, f)}
     if res.best_feasible_objective is not None:
         res.solution_loader.load_vars()
         n = len(model.s)

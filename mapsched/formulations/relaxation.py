@@ -139,10 +139,6 @@ class _Relaxation(RowProgramme):
         n, m = self.p.n, self.p.m
         return col[: n * m].reshape(n, m).clip(0.0, 1.0), col[self.S:self.S + n] / self.f, float(col[self.C] / self.f)
 
-    def value(self) -> float:
-        """The objective value of the last solve, in ms."""
-        return super().value() / self.f
-
     def integral_bound(self) -> float:
         """HiGHS's proved bound of the programme with ``x`` binary, by the deadline; 0 (no
         proof) where its times span more than :data:`MIP_SPAN` of the LP's value: with a
@@ -162,9 +158,7 @@ class _Relaxation(RowProgramme):
         # ran for minutes); the bound is the dual bound at the deadline, which needs none.
         h.setOptionValue("presolve", "off")
         self.run()
-        # Not the objective: "optimal" leaves a gap of up to mip_rel_gap (1e-4) above the dual bound.
-        bound = h.getInfo().mip_dual_bound
-        return float(bound) / self.f if math.isfinite(bound) else 0.0
+        return self.dual_bound()
 
 
 def _broken_cuts(p: Problem, relax: _Relaxation, margins: Margins, most: int, until: float) -> list[LoadCut]:

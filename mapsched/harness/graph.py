@@ -525,8 +525,6 @@ def trace(model: nn.Module, example: torch.Tensor | Sequence[torch.Tensor], clus
     """
     example = example_inputs(example)
     check_runnable(model)
-    # fx's errors for what it cannot trace: TraceError for control flow on a traced value, and
-    # TypeError or NotImplementedError for calls that take no proxy
     try:  # arguments left to their defaults are traced as those constants (if x is None: ...)
         params = list(inspect.signature(model.forward).parameters.values())[len(example):]
         fixed = {p.name: p.default for p in params if p.default is not p.empty}

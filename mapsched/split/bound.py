@@ -58,7 +58,7 @@ from dataclasses import replace
 import networkx as nx
 import numpy as np
 
-from .. import arguments
+from .. import arguments, interrupt
 from ..bounds import Bound, SubsetBound, critical_path_bound, lower_bound, work_bound
 from ..bounds.batched import BATCHED_TASKS, batched_relaxation_bound, stage_bound, two_part_bound
 from ..distributed import as_executor, bound_result
@@ -319,39 +319,41 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
     time_limit = arguments.seconds(time_limit, "time_limit", none=False)
     arguments.seconds(window_time_limit, "window_time_limit", none=False)
     deadline = time.perf_counter() + time_limit
-    executor = as_executor(executor)  # once for both rules
-    latency = problem.L == 1
-    chain = pick_chain(problem, 0, deadline=deadline - time_limit * 5 / 6)  # module detection once, for every rule
-    # A chain of one module whose bound is the quick bounds of the whole problem would only repeat them.
-    chained = len(chain.modules) > 1 or (latency and problem.n <= BOUND_SOLVE_TASKS)
-    relaxed = problem.n <= (RELAXATION_TASKS if latency else BATCHED_TASKS)
-    # A share each for the relaxation, the chain and the last rules (windows, or stages and two
-    # parts), of what is left when it starts (at least 0.01 s: a short limit can be spent by now).
-    parts = relaxed + chained + 1
+    # each rule within its share; a list schedule's repair (the relaxations' caps) within the whole
+    with interrupt.until(deadline):
+        executor = as_executor(executor)  # once for both rules
+        latency = problem.L == 1
+        chain = pick_chain(problem, 0, deadline=deadline - time_limit * 5 / 6)  # module detection once, for every rule
+        # A chain of one module whose bound is the quick bounds of the whole problem would only repeat them.
+        chained = len(chain.modules) > 1 or (latency and problem.n <= BOUND_SOLVE_TASKS)
+        relaxed = problem.n <= (RELAXATION_TASKS if latency else BATCHED_TASKS)
+        # A share each for the relaxation, the chain and the last rules (windows, or stages and two
+        # parts), of what is left when it starts (at least 0.01 s: a short limit can be spent by now).
+        parts = relaxed + chained + 1
 
-    def share_now() -> float:
-        return max(0.01, (deadline - time.perf_counter()) / parts)
+        def share_now() -> float:
+            return max(0.01, (deadline - time.perf_counter()) / parts)
 
-    # Throughput: the batched relaxation once, with its mixed-integer stage, not also in lower_bound.
-    rules = [lower_bound(problem, share_now() if not latency else max(0.01, deadline - time.perf_counter()),
-                         batched=latency)]
-    share = share_now()
-    if relaxed and latency:
-        rules.append(Bound(relaxation_bound(problem, time_limit=share), "relaxation"))
-    elif relaxed:
-        left = max(0.01, deadline - time.perf_counter() - (chained + 1) * share)
-        rules.append(Bound(batched_relaxation_bound(problem, time_limit=left), "batched-relaxation"))
-    if chained:
-        rules.append(Bound(chain_bound(problem, chain, time_limit=max(0.01, deadline - time.perf_counter() - share),
-                                       executor=executor),
-                           "module-chain"))
-    left = deadline - time.perf_counter()
-    if latency and left > 0:
-        rules.append(Bound(window_bound(problem, chain, time_limit=left, window_time_limit=window_time_limit,
-                                             executor=executor),
-                           "module-windows"))
-    elif not latency:
-        until = time.perf_counter() + max(0.01, left)
-        rules.append(Bound(stage_bound(problem, chain.modules, deadline=until), "pipeline-stages"))
-        rules.append(Bound(two_part_bound(problem, chain.modules, deadline=until), "two-part"))
+        # Throughput: the batched relaxation once, with its mixed-integer stage, not also in lower_bound.
+        rules = [lower_bound(problem, share_now() if not latency else max(0.01, deadline - time.perf_counter()),
+                             batched=latency)]
+        share = share_now()
+        if relaxed and latency:
+            rules.append(Bound(relaxation_bound(problem, time_limit=share), "relaxation"))
+        elif relaxed:
+            left = max(0.01, deadline - time.perf_counter() - (chained + 1) * share)
+            rules.append(Bound(batched_relaxation_bound(problem, time_limit=left), "batched-relaxation"))
+        if chained:
+            rules.append(Bound(chain_bound(problem, chain, time_limit=max(0.01, deadline - time.perf_counter() - share),
+                                           executor=executor),
+                               "module-chain"))
+        left = deadline - time.perf_counter()
+        if latency and left > 0:
+            rules.append(Bound(window_bound(problem, chain, time_limit=left, window_time_limit=window_time_limit,
+                                                 executor=executor),
+                               "module-windows"))
+        elif not latency:
+            until = time.perf_counter() + max(0.01, left)
+            rules.append(Bound(stage_bound(problem, chain.modules, deadline=until), "pipeline-stages"))
+            rules.append(Bound(two_part_bound(problem, chain.modules, deadline=until), "two-part"))
     return max(rules, key=lambda b: b.value)
