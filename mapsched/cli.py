@@ -20,7 +20,7 @@ from typing import IO, Any, NoReturn
 
 from . import files, instances, interrupt, registry
 from .errors import HarnessError, InfeasibleError, MapschedError, OptionError, ProblemError, first_line
-from .files import check_output
+from .files import check_output, write_files
 from .learned import MAX_HIDDEN, MAX_ROUNDS
 from .problem import COMPILE, MAX_BATCH, MAX_DEVICES, Problem
 from .schedule import Schedule
@@ -348,12 +348,15 @@ def _solve_and_write(args: argparse.Namespace, problem: Problem, options: dict[s
             print("mapsched: interrupted, and the schedule in hand is not valid; nothing written",
                   file=sys.stderr)
             return 130
-    if problem_output:
+    if args.output:  # with the changed problem, all or nothing
+        write_files([(args.output, result.to_json() + "\n")]
+                    + ([(problem_output, problem.to_json() + "\n")] if problem_output else []))
+    elif problem_output:
         problem.write(problem_output)
+    if problem_output:
         print(f"wrote the changed problem, devices {', '.join(problem.device_names)}, to {problem_output}",
               file=sys.stderr)
     if args.output:
-        result.write(args.output)
         print(_summary(result))
     else:
         print(result.to_json())

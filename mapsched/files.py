@@ -1,8 +1,9 @@
 """Writing output files without harming what is already there.
 
-Every file mapsched writes goes through :func:`write_file`, and every command that
-writes one calls :func:`check_output` before it starts working, so that a bad path
-is refused before minutes of solving rather than after:
+Every file mapsched writes goes through :func:`write_file` (or :func:`write_files`, for
+outputs that go together), and every command that writes one calls :func:`check_output`
+before it starts working, so that a bad path is refused before minutes of solving rather
+than after:
 
 - an output path that is one of the command's inputs (also through a link) is refused;
 - a symbolic link is written through, to the file it points at, and stays a link;
@@ -19,11 +20,11 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from .errors import OptionError
 
-__all__ = ["check_output", "write_file"]
+__all__ = ["check_output", "write_file", "write_files"]
 
 STDOUT_NAMES = ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
 stdout_fd: int | None = None
@@ -83,24 +84,55 @@ def write_file(path: str, data: str | bytes) -> None:
     Raises :class:`~mapsched.errors.OptionError` when the file cannot be written;
     nothing is left half-written in a regular file. O(len(data)).
     """
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    if stdout_fd is not None and _names_stdout(path):
-        sys.stdout.flush()  # what was printed before comes first
-        path = f"/dev/fd/{stdout_fd}"
+    write_files([(path, data)])
+
+
+def write_files(outputs: Sequence[tuple[str, str | bytes]]) -> None:
+    """Write each ``(path, data)`` as :func:`write_file` does, all or none of them.
+
+    Every regular file is first written in full to a temporary file beside it; special
+    files (a device, a pipe) are written next; the renames come last. So a failure on
+    any of them (a full disk, ``/dev/full``) leaves every regular file as it was, where a
+    command's outputs go together (a schedule and the problem it solved). O(total data).
+    """
+    staged: list[tuple[str, str]] = []  # (temporary file, target) to rename at the end
+    special: list[tuple[str, bytes]] = []
     try:
-        st = os.stat(path)
-    except OSError:
-        st = None
-    try:
-        if st is not None and not stat.S_ISREG(st.st_mode):
-            if stat.S_ISDIR(st.st_mode):
-                raise OptionError(f"{path!r} is a folder; give a file path inside it")
-            with open(path, "wb") as fh:  # a device or pipe: write to it, never replace it
-                fh.write(raw)
-            return
-        _replace(os.path.realpath(path), raw, None if st is None else stat.S_IMODE(st.st_mode))
-    except OSError as exc:
-        raise OptionError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        for path, data in outputs:
+            raw = data.encode("utf-8") if isinstance(data, str) else data
+            if stdout_fd is not None and _names_stdout(path):
+                path = f"/dev/fd/{stdout_fd}"
+            try:
+                st = os.stat(path)
+            except OSError:
+                st = None
+            try:
+                if st is not None and stat.S_ISDIR(st.st_mode):
+                    raise OptionError(f"{path!r} is a folder; give a file path inside it")
+                if st is not None and not stat.S_ISREG(st.st_mode):
+                    special.append((path, raw))  # a device or pipe: write to it, never replace it
+                    continue
+                target = os.path.realpath(path)
+                staged.append((_staged(target, raw, None if st is None else stat.S_IMODE(st.st_mode)), target))
+            except OSError as exc:
+                raise OptionError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        for path, raw in special:
+            sys.stdout.flush()  # what was printed before comes first, where it is standard output
+            try:
+                with open(path, "wb") as fh:
+                    fh.write(raw)
+            except OSError as exc:
+                raise OptionError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        while staged:
+            tmp, target = staged[0]
+            try:
+                os.replace(tmp, target)
+            except OSError as exc:
+                raise OptionError(f"{target}: cannot write: {exc.strerror or exc}") from None
+            staged.pop(0)
+    finally:
+        for tmp, _ in staged:
+            os.unlink(tmp)
 
 
 def _names_stdout(path: str) -> bool:
@@ -115,17 +147,18 @@ def _names_stdout(path: str) -> bool:
     return False
 
 
-def _replace(target: str, raw: bytes, mode: int | None) -> None:
-    """Write ``target`` through a temporary file in its folder and a rename."""
+def _staged(target: str, raw: bytes, mode: int | None) -> str:
+    """A temporary file in ``target``'s folder holding ``raw``, with ``mode`` (or a new
+    file's), to be renamed over ``target``."""
     fd, tmp = tempfile.mkstemp(prefix=".mapsched-", dir=os.path.dirname(target) or ".")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(raw)
         os.chmod(tmp, 0o666 & ~_umask() if mode is None else mode)  # mkstemp makes it 0o600
-        os.replace(tmp, target)
     except BaseException:
         os.unlink(tmp)
         raise
+    return tmp
 
 
 def _umask() -> int:

@@ -632,7 +632,8 @@ class Problem:
                        self.calibration)
 
     def without_devices(self, names: Iterable[str]) -> Problem:
-        """The problem after ``names`` are taken away: their links and latencies go too.
+        """The problem after ``names`` are taken away: their links and latencies go too. Its
+        name is this one's with ``" without "`` and those devices.
 
         Raises :class:`ProblemError` naming the first task that no remaining device can
         run, with the devices it could use. O((n + E) m).
@@ -661,10 +662,14 @@ class Problem:
         if cal is not None:
             cal = replace(cal, overhead={d: v for d, v in cal.overhead.items() if d not in gone},
                           sync={ab: v for ab, v in cal.sync.items() if not gone & set(ab)})
-        return Problem(tasks, self.edges, System(devices, links), self.objective, self.name, cal)
+        # Another problem, so another name: a schedule names its problem, and a bound proved
+        # here must not pass for one of the problem before (mapsched simulate keeps it by name).
+        name = f"{self.name} without {', '.join(d for d in self.device_names if d in gone)}"
+        return Problem(tasks, self.edges, System(devices, links), self.objective, name, cal)
 
     def with_devices(self, like: Mapping[str, str]) -> Problem:
-        """The problem with new devices, each a copy of an existing one: ``{new: old}``.
+        """The problem with new devices, each a copy of an existing one: ``{new: old}``. Its
+        name is this one's with ``" with "`` and the new devices.
 
         A copy has the old device's memory, batch sizes and server, runs every task in
         the old device's time, and has a copy of each of its links (to the other copies
@@ -716,7 +721,8 @@ class Problem:
                     if (copies[x], copies[y]) in cal.sync}
             cal = replace(cal, overhead={**cal.overhead, **{new: cal.overhead[old] for new, old in like.items()
                                                              if old in cal.overhead}}, sync=sync)
-        return Problem(tasks, self.edges, System(devices, tuple(links)), self.objective, self.name, cal)
+        name = f"{self.name} with {', '.join(like)}"  # another problem: see without_devices
+        return Problem(tasks, self.edges, System(devices, tuple(links)), self.objective, name, cal)
 
     def __repr__(self) -> str:
         obj = self.objective.kind

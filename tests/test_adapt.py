@@ -143,6 +143,32 @@ def test_adapt_writes_neither_file_when_the_change_leaves_no_mapping(tmp_path):
     assert not new.exists() and not newp.exists()
 
 
+def test_an_adapted_schedule_names_the_changed_problem_so_its_bound_stays_there(tmp_path):
+    # The schedule of the problem without p1 named the original problem: its proved 82 ms
+    # then passed 'simulate' on the original, whose optimum is 73 ms.
+    prob = instances.load("topcuoglu2002")
+    q = prob.with_devices({"p4": "p1"}).without_devices(["p1"])
+    assert q.name == "topcuoglu-2002 with p4 without p1"
+    sched, new, sim = tmp_path / "s.json", tmp_path / "new.json", tmp_path / "sim.json"
+    assert run("solve", "builtin:topcuoglu2002", "-m", "heft", "-o", sched)[0] == 0
+    code, _, err = run("adapt", "builtin:topcuoglu2002", sched, "--remove", "p1", "-m", "exact", "-o", new)
+    assert code == 0, err
+    adapted = Schedule.read(str(new))
+    assert adapted.problem == "topcuoglu-2002 without p1" and adapted.lower_bound > 73
+    assert run("simulate", "builtin:topcuoglu2002", new, "-o", sim)[0] == 0
+    assert Schedule.read(str(sim)).lower_bound is None
+
+
+def test_adapt_writes_neither_file_when_one_cannot_be_written(tmp_path):
+    # The changed problem was written first, and left behind when -o failed.
+    sched, newp = tmp_path / "s.json", tmp_path / "newp.json"
+    assert run("solve", "builtin:topcuoglu2002", "-m", "heft", "-o", sched)[0] == 0
+    code, _, err = run("adapt", "builtin:topcuoglu2002", sched, "--remove", "p1", "-o", "/dev/full",
+                       "--problem-output", newp)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "/dev/full: cannot write" in err, err
+    assert not newp.exists() and [f.name for f in tmp_path.iterdir()] == ["s.json"]
+
+
 def test_an_initial_schedule_kept_as_it_was_leaves_its_bound_behind():
     # Valid on the problem with a device added, and better than its re-decoding (13.24 ms), the
     # old optimum was kept with its proof of 9.66 ms, which solve() took as this problem's

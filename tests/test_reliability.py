@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import mapsched
 from mapsched import Problem, Schedule, generators, instances, interrupt, solve, validate
 from mapsched.cli import main
 
@@ -138,6 +139,19 @@ def test_new_files_follow_the_umask_and_old_ones_keep_their_mode(problem_file, t
     assert run("solve", problem_file, "-o", out, umask=0o077)[0] == 0
     assert stat.S_IMODE(os.stat(out).st_mode) == 0o604
     assert not [f for f in os.listdir(tmp_path) if f.startswith(".mapsched-")]  # no temporary file left
+
+
+def test_outputs_that_go_together_are_written_all_or_none(tmp_path):
+    from mapsched.files import write_files
+
+    old = tmp_path / "old.json"
+    old.write_text("kept")
+    for bad in ("/dev/full", tmp_path):  # a failed write, a folder
+        with pytest.raises(mapsched.OptionError, match="cannot write|is a folder"):
+            write_files([(str(old), "new"), (str(tmp_path / "made.json"), "new"), (str(bad), "new")])
+        assert old.read_text() == "kept" and sorted(f.name for f in tmp_path.iterdir()) == ["old.json"]
+    write_files([(str(old), "new"), (str(tmp_path / "made.json"), "made")])
+    assert old.read_text() == "new" and (tmp_path / "made.json").read_text() == "made"
 
 
 # ------------------------------------------------------------------------ 7. large charts
