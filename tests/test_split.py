@@ -72,6 +72,22 @@ def test_articulation_points_become_node_channels():
     assert r.makespan == pytest.approx(solve(p, "exact").makespan)
 
 
+@settings(max_examples=60, deadline=None)
+@given(problems(max_tasks=14, max_devices=1))
+def test_single_channel_pieces_are_those_of_networkx_bridges_and_articulation_points(p):
+    # _bridged_parts finds both in one search; networkx's own two give the pieces by definition.
+    from mapsched.split.modules import _bridged_parts
+
+    und = p.graph.to_undirected()
+    bridges = {frozenset(b) for b in nx.bridges(und)}
+    cut = set(nx.articulation_points(und)) - {v for b in bridges for v in b}
+    g = nx.Graph(und)
+    g.remove_edges_from(tuple(b) for b in bridges)
+    g.remove_edges_from([(v, j) for v in cut for j in p.succ[v]])
+    expected = sorted(sorted(c) for c in nx.connected_components(g))
+    assert sorted(sorted(c) for c in _bridged_parts(p, und)) == expected
+
+
 @pytest.mark.parametrize("channels", [2, 3])
 def test_multi_channel_stacks(channels):
     p = stack(3, 10, channels, "sdep", seed=channels)

@@ -527,6 +527,8 @@ def pick_chain(p: Problem, channels: int, deadline: float = math.inf) -> ModuleC
         return detect_modules(p, channels)
     chains = []
     for k in range(1, 5):  # k-edge components cost max-flow computations: stop at the first good one
+        if k > 1 and time.perf_counter() > deadline:
+            break
         try:
             chains.append(detect_modules(p, k, deadline=deadline))
         except TimeoutError:
