@@ -21,7 +21,7 @@ from typing import IO, Any, NoReturn
 from . import files, instances, interrupt, registry
 from .errors import HarnessError, InfeasibleError, MapschedError, OptionError, ProblemError, first_line
 from .files import check_output, write_files
-from .learned import MAX_HIDDEN, MAX_ROUNDS
+from .learned import MAX_EDGE_HIDDEN, MAX_HIDDEN, MAX_ROUNDS
 from .problem import COMPILE, MAX_BATCH, MAX_DEVICES, Problem
 from .schedule import Schedule
 from .solve import DEFAULT_METHOD, MAX_THREADS, solve
@@ -649,6 +649,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             _resumed_config(args, defaults, data["config"])
             trainer = learner.Trainer.from_checkpoint(problem, data, args.seed, resume=True, flag="--resume")
         else:
+            if method == "doppler" and args.hidden is not None and args.hidden > MAX_EDGE_HIDDEN:
+                raise OptionError(f"--hidden: doppler's edge network has hidden^3 weights; give at most "
+                                  f"{MAX_EDGE_HIDDEN}, got {args.hidden}")
             width = {k: v for k, v in (("hidden", args.hidden), ("rounds", args.rounds)) if v is not None}
             trainer = learner.Trainer(problem, learner.Config(**width), args.seed)
 
@@ -666,9 +669,14 @@ def cmd_train(args: argparse.Namespace) -> int:
                 if trainer.best_policy is None:
                     trainer.evaluate()
                 if trainer.best_makespan == math.inf:  # no rollout finished: is there a mapping at all?
-                    from .feasibility import feasible_counts
+                    from .construct import repaired_owner
+                    from .feasibility import NotFound
 
-                    feasible_counts(problem, time_limit=min(30.0, max(1.0, deadline - time.perf_counter())))
+                    try:  # refused only where none exists (InfeasibleError, a proof)
+                        with interrupt.until(deadline):
+                            repaired_owner(problem)
+                    except NotFound:  # no proof either way: the rollouts may still find one
+                        pass
                 trainer.run(stages, args.episodes, deadline, progress, save, args.checkpoint_every,
                             stop=interrupt.requested)
             except reinforce.Cut:  # mid-rollout at the deadline: the best policy so far stands

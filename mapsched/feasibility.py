@@ -150,7 +150,8 @@ def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_lim
         raise InfeasibleError(f"no mapping of the {p.n} tasks exists: {why} rule(s) every one out")
     if interrupt.requested():
         raise NotFound("interrupted before a mapping that fits memory and links was found")
-    raise NotFound(f"no feasible mapping found within {time_limit:g} s (memory and links are tight)")
+    raise NotFound(f"no feasible mapping found within {time_limit:g} s (memory and links are tight); a longer "
+                   "--time-limit may find one")
 
 
 def _one_job_loses_nothing(p: Problem) -> bool:

@@ -46,7 +46,7 @@ def test_solve_prints_json_without_output(capsys):
     (["solve", "builtin:topcuoglu2002", "-m", "exact", "--resolution", "1e300"],
      "--resolution: 1e+300 ticks per ms put the"),
     (["solve", "builtin:topcuoglu2002", "-m", "giph", "--ratio", "inf"], "--ratio: method 'giph' expects a finite"),
-    (["solve", "builtin:topcuoglu2002", "-m", "doppler", "--hidden", str(10**20)], "at most 4096"),
+    (["solve", "builtin:topcuoglu2002", "-m", "placeto", "--hidden", str(10**20)], "at most 4096"),
     (["train", "giph", "-o", "x.pt", "--eval-cases", "2000"], "--eval-cases: expected an integer from 1 to 1000"),
     (["train", "giph", "-o", "x.pt", "--lr", "1e300"], "--lr: expected a number of at most 10"),
     (["train", "doppler", "builtin:topcuoglu2002", "-o", "x.pt", "--seed", str(2**63)],

@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from mapsched import OptionError, solve, validate  # noqa: E402
+from mapsched import OptionError, Problem, solve, validate  # noqa: E402
 from mapsched.cli import main  # noqa: E402
 from mapsched.generators import ffnn, random_dag  # noqa: E402
 from mapsched.learned.doppler import Config, Trainer, _Env, parse_stages  # noqa: E402
@@ -184,7 +184,12 @@ def test_cli_train_resume_and_solve_with_policy(problem, tmp_path, capsys):
     assert main(["solve", prob, "-m", "doppler", "--policy", pt, "-o", out]) == 0
     assert main(["validate", prob, out]) == 0
     capsys.readouterr()
+    other = str(tmp_path / "other.json")  # the same graph, another task size: its best assignment was kept
+    data = problem.to_dict()
+    data["tasks"][0]["weight_bytes"] = 12345.0
+    Problem.from_dict(data).write(other)
     for argv, message in [
+        (["train", "doppler", other, "-o", pt, "--resume"], "another problem of the same size"),
         (["train", "doppler", prob, "--stages", "real", "-o", str(tmp_path / "x.pt")], "'real'"),
         (["train", "doppler", prob, "-o", str(tmp_path / "y.pt"), "--resume"], "--resume: no policy file"),
         (["solve", prob, "-m", "doppler", "--policy", prob], "not a readable policy file"),
@@ -197,6 +202,11 @@ def test_cli_train_resume_and_solve_with_policy(problem, tmp_path, capsys):
         (["solve", prob, "-m", "doppler", "--policy", pt, "-o", pt], f"-o: {pt!r} is"),
         (["adapt", prob, out, "--remove", problem.device_names[0], "-m", "doppler", "--policy", pt, "-o", pt],
          f"-o: {pt!r} is"),
+        # a traceback: the edge network's hidden^3 weights wanted 275 GB at the width allowed
+        (["train", "doppler", prob, "-o", str(tmp_path / "x.pt"), "--hidden", "4096"], "give at most 256"),
+        (["solve", prob, "-m", "doppler", "--hidden", "4096", "-o", str(tmp_path / "x.json")], "at most 256"),
+        # an OverflowError traceback: ratio times the tasks overflowed
+        (["solve", prob, "-m", "giph", "--ratio", "1e308", "-o", str(tmp_path / "x.json")], "at most 1e+06"),
     ]:
         assert main(argv) == 2
         err = capsys.readouterr().err
@@ -216,6 +226,23 @@ def test_train_refuses_a_problem_without_a_mapping(tmp_path, capsys):
     assert main(["train", "doppler", prob, "--episodes", "2", "-o", str(pt), "--hidden", "8", "--rounds", "1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no mapping of the 2 tasks exists" in err and not pt.exists()
+
+
+def test_train_goes_on_where_tight_memory_leaves_a_mapping(tmp_path, capsys):
+    # Each device holds exactly its share (7, 7 and 6 of the 20 tasks' weights): CP-SAT without a
+    # preference ran 30 s without a mapping, and 'train' exited 2 'no feasible mapping found'.
+    p = random_dag(20, 3, seed=1)
+    data = p.to_dict()
+    weights = [1000 + i for i in range(20)]
+    for t, w in zip(data["tasks"], weights):
+        t.update(weight_bytes=w, input_bytes=0, output_bytes=0)
+    for d, share in zip(data["devices"], (weights[:7], weights[7:14], weights[14:])):
+        d["memory"] = sum(share)
+    prob, pt = str(tmp_path / "p.json"), tmp_path / "p.pt"
+    Problem.from_dict(data).write(prob)
+    assert main(["train", "doppler", prob, "--episodes", "2", "-o", str(pt), "--hidden", "8", "--rounds", "1",
+                 "--time-limit", "20"]) == 0, capsys.readouterr().err
+    assert pt.exists()
 
 
 def test_dead_ends_are_avoided_or_repaired():
@@ -247,6 +274,18 @@ def test_without_a_finished_rollout_the_answer_is_critical_paths(monkeypatch):
     r = solve(p, "doppler", seed=0, episodes=2, hidden=8, rounds=1)
     assert validate(p, r) == [] and "no rollout of the policy finished; Critical Path's assignment" in r.log
     assert r.makespan == solve(p, "critical-path", seed=0, runs=1).makespan
+
+
+def test_a_fallback_that_spends_the_time_is_returned_before_training(monkeypatch):
+    # On tight memory Critical Path's repair took 3.4 s of an 8 s limit; the trainer was built
+    # anyway and its optimizer's import ran the solve 1.5 s past the limit.
+    from mapsched.learned import doppler
+
+    monkeypatch.setattr(doppler, "no_time_to_load", lambda ctx, train: True)  # as after a long repair
+    monkeypatch.setattr(doppler, "train_here", lambda *a, **k: pytest.fail("trained past the limit"))
+    p = ffnn(4)
+    r = solve(p, "doppler", seed=0, time_limit=60, hidden=8, rounds=1)
+    assert validate(p, r) == [] and "that assignment, with no learning" in r.log
 
 
 def test_a_binding_time_limit_keeps_the_start_in_hand_where_rollouts_are_worse():

@@ -19,11 +19,14 @@ from ..registry import Option, register
 from ..schedule import Schedule
 from .starts import before_loading, load
 
-__all__ = ["MAX_HIDDEN", "MAX_ROUNDS", "load", "torch_module"]
+__all__ = ["MAX_EDGE_HIDDEN", "MAX_HIDDEN", "MAX_ROUNDS", "load", "torch_module"]
 
 MAX_HIDDEN = 4096
 """Widest embedding a new policy takes (the defaults are 32-128; past this a network of
 these small graphs only costs memory)."""
+MAX_EDGE_HIDDEN = 256
+"""Widest embedding of ``doppler``'s policy, whose edge network ends in ``hidden x hidden**2``
+weights: 67 MB at 256 (and Adam's two copies), but 275 GB at 4,096."""
 MAX_ROUNDS = 64
 """Most message-passing rounds a new policy takes (the defaults are 3-6)."""
 
@@ -55,7 +58,7 @@ def torch_module(name: str, method: str) -> ModuleType:
                                       "greedy assignment only; more fine-tune it here)"),
         Option("stages", str, "il,sim", "il (imitate critical-path), sim (REINFORCE on the simulated makespan), "
                                         "or il,sim"),
-        Option("hidden", int, 128, "embedding width of a new policy", positive=True, most=MAX_HIDDEN),
+        Option("hidden", int, 128, "embedding width of a new policy", positive=True, most=MAX_EDGE_HIDDEN),
         Option("rounds", int, 6, "message-passing rounds of a new policy", positive=True, most=MAX_ROUNDS),
     ),
 )
@@ -103,7 +106,7 @@ def placeto(problem: Problem, ctx: Any, policy: str, episodes: int | None, hidde
     options=(
         Option("policy", str, "", "a policy file from 'mapsched train giph' (default: the shipped one, trained "
                                   "on GiPH's multi-diff networks)", reads=True),
-        Option("ratio", float, 2.0, "search steps per task (GiPH: 2)", positive=True),
+        Option("ratio", float, 2.0, "search steps per task (GiPH: 2)", positive=True, most=1e6),
         Option("noise", float, 0.0, "GiPH's noise on every run of the search (its noisy runs: 0.2); the best "
                                     "noisy run's placement is returned as the noiseless model runs it", most=1.0),
         Option("greedy", bool, False, "take the policy's most likely move instead of sampling (GiPH samples)"),

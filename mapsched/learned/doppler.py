@@ -106,7 +106,7 @@ from .reinforce import (
     step_returns,
     train_here,
 )
-from .starts import fallback_ctx
+from .starts import fallback_ctx, load_seconds, no_time_to_load
 
 __all__ = ["STAGES", "Config", "Placer", "Selector", "Trainer", "parse_stages", "solve_doppler"]
 
@@ -550,6 +550,10 @@ def solve_doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None,
 
     # Under a time limit the fallback is found first, so that it is in hand at the deadline.
     first = None if ctx.time_limit is None else fallback()
+    if first is not None and no_time_to_load(ctx, train=True):  # its repair took the time (tight memory)
+        first.log += (f"doppler: finding Critical Path's assignment left less than the {load_seconds(True):g} s "
+                      "that loading the optimizer may take; that assignment, with no learning\n")
+        return first
     trainer = train_here(Trainer, p, ctx, "doppler", policy, episodes, names,
                          Config(hidden=hidden, rounds=rounds), DEFAULT_EPISODES)
     assignment, note = trainer.best_assignment, None

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import hashlib
 import io
 import math
 import time
@@ -178,16 +180,26 @@ class ProblemTrainer(ABC):
     def results(self) -> dict[str, Any]:
         """The checkpoint's entries besides the policies and the resume state."""
         return {"eval_makespan": self.eval_makespan, "best_makespan": self.best_makespan,
-                "best_assignment": self.best_assignment, "problem": {"tasks": self.p.n, "edges": self.p.E}}
+                "best_assignment": self.best_assignment,
+                "problem": {"tasks": self.p.n, "edges": self.p.E, "digest": self.digest}}
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """SHA-256 of the problem's JSON: the best assignment a checkpoint keeps is one of
+        that problem only (another of the same size may not even fit it in memory)."""
+        return hashlib.sha256(self.p.to_json(None).encode()).hexdigest()
 
     def restore(self, data: dict[str, Any], state: dict[str, Any]) -> None:
         """Resume a checkpoint's counters and results; refuses, in one line, a checkpoint of
-        another problem."""
-        if data["problem"] != {"tasks": self.p.n, "edges": self.p.E}:
-            was = data["problem"]
-            raise OptionError(f"--resume: the checkpoint was trained on a problem of {was['tasks']} tasks "
-                              f"and {was['edges']} edges, not this one; resume on the same problem, or "
+        another problem (files from before the digest: of another size)."""
+        was = data["problem"] if isinstance(data["problem"], dict) else {}
+        if (was.get("tasks"), was.get("edges")) != (self.p.n, self.p.E):
+            raise OptionError(f"--resume: the checkpoint was trained on a problem of {was.get('tasks')} tasks "
+                              f"and {was.get('edges')} edges, not this one; resume on the same problem, or "
                               "start a new file")
+        if was.get("digest", self.digest) != self.digest:
+            raise OptionError("--resume: the checkpoint was trained on another problem of the same size (its "
+                              "times, sizes or devices differ); resume on the same problem, or start a new file")
         self.done.update(state["done"])
         self.rollouts = state["rollouts"]
         self.best_policy = data["policy"]
