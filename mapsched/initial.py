@@ -58,6 +58,10 @@ def _devices(problem: Problem, initial: Any) -> dict[str, str]:
     """Task name -> device name of a Schedule or a mapping; unknown tasks refused in one line."""
     if isinstance(initial, Schedule):
         mapping = {j.task: j.device for j in initial.jobs}
+        if len(mapping) < len(initial.jobs) or any(j.inputs != (0,) for j in initial.jobs):
+            # Each task went to the device of its last job, in silence.
+            raise OptionError("initial: a throughput schedule (several inputs or jobs per task); give a latency "
+                              "schedule, one job per task, or a mapping of tasks to devices")
     elif isinstance(initial, Mapping):
         mapping = {str(t): str(d) for t, d in initial.items()}
     else:

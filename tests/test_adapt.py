@@ -60,6 +60,10 @@ def test_bad_initial_placements_are_refused_in_one_line():
     thr = mapsched.generators.random_dag(10, 2, seed=1, objective=mapsched.Objective("throughput", 4))
     with pytest.raises(OptionError, match="latency problems only"):
         solve(thr, "sa", initial={"t0": "d0"})
+    # a throughput schedule of the same graph: each task took its last job's device, in silence
+    lat = mapsched.generators.random_dag(10, 2, seed=1)
+    with pytest.raises(OptionError, match="initial: a throughput schedule"):
+        solve(lat, "sa", initial=solve(thr, "bheft"))
 
 
 def test_removing_every_device_of_a_task_names_it():
