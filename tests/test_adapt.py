@@ -24,6 +24,23 @@ def test_a_valid_initial_schedule_is_never_made_worse(p, method, seed):
     assert "initial placement: 0 task(s) placed afresh" in r.log
 
 
+@pytest.mark.parametrize("method", ["sa", "cp-search"])
+def test_a_limit_too_short_for_a_list_scheduler_starts_from_the_initial_alone(method, monkeypatch):
+    # At 20,000 tasks HEFT took 1.35 s of what a 5 s adapt had left, next to an initial placement
+    # in hand, and the command ran 2.9 s over.
+    from dataclasses import replace
+
+    from mapsched import portfolio, registry
+
+    p = mapsched.generators.random_dag(30, 3, seed=2)
+    start = solve(p, "met")
+    monkeypatch.setattr(portfolio, "LIST_SECONDS", 1e3)  # any limit is short
+    heft = replace(registry.get("heft"), fn=lambda *a: pytest.fail("ran HEFT without the time for it"))
+    monkeypatch.setitem(registry._REGISTRY, "heft", heft)
+    r = solve(p, method, time_limit=30, initial=start, **({"iterations": 50} if method == "sa" else {}))
+    assert validate(p, r) == [] and r.makespan <= start.makespan + 1e-9
+
+
 def test_the_callers_initial_schedule_is_left_as_it_was():
     # An optimum that re-timing in rank order would lose: the initial keeps its own timing.
     p = mapsched.generators.random_dag(12, 3, seed=2)

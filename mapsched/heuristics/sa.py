@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from ..portfolio import no_time_for_list
 from ..problem import Problem
 from ..registry import Option, get, register
 from ..schedule import Schedule
@@ -27,7 +28,8 @@ from .search import MappingSpace
     options=(
         Option("iterations", int, 5000, "moves to try"),
         Option("t0", float, 0.05, "initial temperature, relative to the starting makespan"),
-        Option("init", str, "heft", "starting mapping (or the solve's initial one, if better)",
+        Option("init", str, "heft", "starting mapping (or the solve's initial one, if better; that one alone "
+                                    "where the time limit leaves no time for the list scheduler)",
                choices=("heft", "met")),
     ),
     initial=True,
@@ -38,9 +40,12 @@ def sa(problem: Problem, ctx: SolveContext, iterations: int, t0: float, init: st
     space = MappingSpace(problem, ctx.relocation)
     # The list scheduler itself: solve() would add a bound this start does not need (seconds
     # of LP and a second list schedule on a 150-task batched problem, outside the time limit).
-    start = get(("b" if problem.L > 1 else "") + init).fn(problem, SolveContext())
-    if ctx.initial is not None and ctx.objective(ctx.initial) < ctx.objective(start):
+    if ctx.initial is not None and no_time_for_list(problem, ctx):  # 1.35 s at 20,000 tasks
         start = ctx.initial
+    else:
+        start = get(("b" if problem.L > 1 else "") + init).fn(problem, SolveContext())
+        if ctx.initial is not None and ctx.objective(ctx.initial) < ctx.objective(start):
+            start = ctx.initial
     cur = space.feasible(space.from_schedule(start))
     f_cur = space.fitness(cur)
     best, f_best = cur.copy(), f_cur
