@@ -172,7 +172,8 @@ def _one_job_loses_nothing(p: Problem) -> bool:
                 for c in range(1, p.L + 1):
                     reach[c] = any(reach[c - b] for b in opts if b <= c)
                 reachable[opts] = reach
-            most = p.L if p.act[i] == 0 else min(p.L, int((p.room[u] - p.weight[i]) // p.act[i]))
+            room = p.room[u] - p.weight[i]
+            most = p.L if p.act[i] == 0 or math.isinf(room) else min(p.L, int(room // p.act[i]))
             if any(reachable[opts][c] and c not in opts for c in range(1, most + 1)):
                 return False
     return True

@@ -191,3 +191,18 @@ def test_no_mapping_with_one_job_per_device_is_no_proof_that_none_exists():
     assert validate(p, s) == []
     with pytest.raises(InfeasibleError, match="no mapping of the 3 tasks found with one job per task and device"):
         solve(p, "bheft")
+
+
+def test_a_device_without_a_memory_limit_is_no_nan_in_the_refusal():
+    # Only several jobs of a task on a fits (b holds one 60-byte input of the two): every method
+    # raised "cannot convert float NaN to integer" where a's unlimited room entered an int().
+    from mapsched import InfeasibleError
+
+    p = Problem.from_dict({
+        "format": "mapsched.problem/1", "objective": {"kind": "throughput", "batch": 2},
+        "devices": [{"name": "a"}, {"name": "b", "memory": 100}],
+        "links": [{"a": "a", "b": "b", "bandwidth": 1e9}],
+        "tasks": [{"name": f"t{i}", "output_bytes": 60, "latency": {"a": 1, "b": 1}} for i in range(2)]})
+    for method in ("bheft", "exact"):
+        with pytest.raises(InfeasibleError, match="several jobs of a task on a device"):
+            solve(p, method)
