@@ -518,11 +518,13 @@ def quotient(
 
     names, dn = _names(k), p.device_names
     tasks = [
-        Task(names[c], {dn[u]: t for u, t in enumerate(row) if t != np.inf}, wb, ib, ob)
+        Task(names[c], {dn[u]: {1: t} for u, t in enumerate(row) if t != np.inf}, wb, ib, ob)
         for c, (row, wb, ib, ob) in enumerate(zip(lat.tolist(), weight.tolist(), inputs.tolist(), outputs.tolist()))
     ]
     edges = [Edge(names[x], names[y], nb) for x, y, nb in zip(cs.tolist(), cd.tolist(), nbytes.tolist())]
-    return Problem(tasks, edges, p.system, p.objective, f"{p.name}[{k} groups]"), of
+    # Sums of checked numbers, not numbers of a file: a group's time may pass the format's 1e12 ms
+    # (two tasks of 6e11 ms were refused, naming a field of no file the user wrote).
+    return p._derived(tasks, edges, p.system, p.objective, f"{p.name}[{k} groups]", None), of
 
 
 def _check_acyclic(p: Problem, of: np.ndarray, k: int, cs: np.ndarray, cd: np.ndarray) -> None:

@@ -323,10 +323,12 @@ class Problem:
 
     def _derived(self, tasks: Sequence[Task], edges: Sequence[Edge], system: System, objective: Objective,
                  name: str, calibration: Calibration | None) -> Problem:
-        """A problem made of this one's checked tasks and edges (some of them, or with fewer or
-        more devices' times): the system, calibration and objective are checked, the arrays
-        built and every task's runnability checked, but the numbers of the tasks and edges
-        are not checked again (half the time of reading a 20,000-task file). O((n + E) m)."""
+        """A problem made of this one's checked tasks and edges (some of them, with fewer or more
+        devices' times, or groups of them summed by :func:`mapsched.coarsen.quotient`), their
+        latencies as ``{device: {batch size: ms}}`` and every edge's bytes given: the system,
+        calibration and objective are checked, the arrays built and every task's runnability
+        checked, but the numbers of the tasks and edges are not checked again (half the time
+        of reading a 20,000-task file; a sum may pass the format's ranges). O((n + E) m)."""
         if not isinstance(name, str):
             raise ProblemError(f"name: expected a string, got {shown(name)}")
         q = Problem.__new__(Problem)

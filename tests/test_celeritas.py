@@ -300,3 +300,12 @@ def test_placement_functions_refuse_bad_arguments_in_one_line(k):
     with pytest.raises(OptionError, match=r"^[^\n]*$") as info:
         call()
     assert says in str(info.value)
+
+
+@pytest.mark.parametrize("method", ["celeritas", "order-place"])
+def test_groups_may_sum_past_the_formats_ranges(method):
+    # Two 6e11 ms tasks (each within the format's 1e12 ms) fused into one group of 1.2e12 ms: the
+    # coarse problem was refused as 'tasks[0].latency.p0: expected a number from 0 to 1e+12 ms'.
+    p = Problem.from_arrays([[6e11, 6e11], [6e11, 6e11]], [(0, 1, 0)])
+    r = solve(p, method)
+    assert validate(p, r) == [] and r.makespan == solve(p, "heft").makespan
