@@ -210,3 +210,11 @@ def test_memory_short_of_every_tasks_weights_is_proved_at_once():
         feasible_counts(p)
     with pytest.raises(InfeasibleError, match="need 40 bytes"):
         solve(p, "heft")
+
+
+def test_single_best_keeps_the_fastest_device_tried_by_the_time_limit():
+    # It decoded every device whatever the limit: 16 s at 1 s on 1,024 devices.
+    p = Problem.from_arrays([[5.0] + [1.0] * 7] * 4, [(0, 1), (1, 2), (2, 3)])
+    assert solve(p, "single-best").makespan == 4.0
+    late = solve(p, "single-best", time_limit=1e-9)  # spent before the first device: that one only
+    assert validate(p, late) == [] and late.makespan == 20.0

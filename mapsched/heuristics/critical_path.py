@@ -28,6 +28,8 @@ repair of :mod:`mapsched.construct`.
 
 from __future__ import annotations
 
+import time
+
 from ..construct import construct
 from ..context import SolveContext
 from ..decoder import ready_order
@@ -65,16 +67,18 @@ def critical_path(problem: Problem, ctx: SolveContext, runs: int) -> Schedule:
         ties = [k for k, s in enumerate(starts) if s == first]
         return tried[ties[int(rng.integers(len(ties)))] if len(ties) > 1 else ties[0]]
 
-    best, done = None, 0
+    best, done, slowest = None, 0, 0.0
     while done < runs:
         done += 1
+        began = time.perf_counter()
         order = ready_order(p, b_level, rng.permutation(p.n).tolist())
         static = construct(p, order, earliest_start, insertion=False)
         s = simulate(p, static.mapping())
         if best is None or s.makespan < best.makespan:
             best, best_static = s, static
             ctx.improved(s.makespan)
-        if ctx.expired():
+        slowest = max(slowest, time.perf_counter() - began)
+        if ctx.expired() or (ctx.time_limit is not None and ctx.remaining() < slowest):  # no time for another
             break
     best.log += (f"best of {done} runs: work-conserving makespan {best.makespan:.6g} "
                  f"(its list schedule: {best_static.makespan:.6g})\n{best_static.log}")
