@@ -47,6 +47,8 @@ class Option:
             else:
                 if self.type is int and isinstance(value, float) and not value.is_integer():
                     raise ValueError  # int() would drop the fraction
+                if self.type in (int, float) and isinstance(value, bool):
+                    raise ValueError  # True ran as 1
                 v = self.type(value)
         except (TypeError, ValueError, OverflowError):  # OverflowError: float(10**400)
             raise OptionError(

@@ -93,6 +93,9 @@ def test_methods_listing_and_errors():
                                      "seconds, got '5'"),
                                     ("exact", {"threads": 2.5}, "--threads: expected a number of threads .* got 2.5"),
                                     ("random", {"samples": 1.5}, "--samples: method 'random' expects int, got 1.5"),
+                                    # True ran as 1 (R) and as 1.0 (threshold)
+                                    ("celeritas", {"R": True}, "--R: method 'celeritas' expects int, got True"),
+                                    ("m-sct", {"threshold": True}, "--threshold: method 'm-sct' expects float"),
                                     ("heft", {"callback": 5}, "callback: expected a function")]:
         with pytest.raises(OptionError, match=message):
             solve(p, method, **kwargs)
