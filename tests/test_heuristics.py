@@ -218,3 +218,18 @@ def test_single_best_keeps_the_fastest_device_tried_by_the_time_limit():
     assert solve(p, "single-best").makespan == 4.0
     late = solve(p, "single-best", time_limit=1e-9)  # spent before the first device: that one only
     assert validate(p, late) == [] and late.makespan == 20.0
+
+
+def test_cp_search_moves_a_task_whose_successor_is_reached_by_a_directed_link():
+    # Link a -> b only. x belongs on a (1 ms, against 10 on b) and feeds y, on b only: the move
+    # checked the link from y's device to x's (b -> a), which is not there, and was never tried.
+    from mapsched import Link
+    from mapsched.decoder import decode
+    from mapsched.heuristics.cp_search import improve
+    from mapsched.solve import SolveContext
+
+    p = Problem([Task("x", {"a": 1.0, "b": 10.0}), Task("y", {"b": 1.0})], [Edge("x", "y", 0.0)],
+                System((Device("a"), Device("b")), (Link("a", "b", 1e9, directed=True),)))
+    start = decode(p, [1, 1])  # both on b: 11 ms
+    better = improve(p, start, SolveContext(), moves=10)
+    assert validate(p, better) == [] and better.makespan == 2.0

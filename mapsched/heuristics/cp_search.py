@@ -157,7 +157,7 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, moves: int) ->
     room = (p.room - used).tolist()
     linked = np.isfinite(p.link_latency).tolist()
     runnable = [np.flatnonzero(p.can_run[i]).tolist() for i in range(p.n)]
-    neighbours = [[q for q, _ in path.pred[i]] + list(p.succ[i]) for i in range(p.n)]
+    preds = [[q for q, _ in path.pred[i]] for i in range(p.n)]
 
     def earlier(i: int, j: int) -> list[int] | None:
         """The order with i moved just before j, if that keeps it topological."""
@@ -182,7 +182,7 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, moves: int) ->
                 continue
             u0 = dev[i]
             targets = [u for u in runnable[i] if u != u0 and need[i] <= room[u]
-                       and all(linked[dev[q]][u] for q in neighbours[i])]
+                       and all(linked[dev[q]][u] for q in preds[i]) and all(linked[u][dev[q]] for q in p.succ[i])]
             targets.sort(key=lambda u: path.arrival(i, u, dev, end))
             # First ahead of the job it waited for on its device, then onto other devices.
             trials = [(None, u) for u in targets]
