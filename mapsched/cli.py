@@ -310,6 +310,8 @@ def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
     options = _method_options(extra)
     if args.dask is not None:  # the method's options, checked before a cluster starts
         registry.get(args.method).parse_options(options)
+        if "workers" in options:  # it was ignored without a word
+            raise OptionError("--workers: the subproblems run on the --dask cluster's workers; leave out --workers")
     if args.output:  # a method's policy file too: '-o' the same path wrote the schedule over it
         check_output(args.output, [args.problem] + [f for f in (args.initial, args.relocation) if f]
                      + registry.read_files(args.method, options))
@@ -433,7 +435,9 @@ def cmd_bound(args: argparse.Namespace) -> int:
     from .split import full_bound
 
     p = load_problem(args.problem)
-    dask = None if args.fast else args.dask
+    if args.fast and args.dask is not None:  # the address went unchecked and unused
+        raise OptionError("--dask: the --fast bound runs in this process; leave out --dask or --fast")
+    dask = args.dask
     with _cluster(dask) as executor:
         b = lower_bound(p) if args.fast else full_bound(p, _left(args, _closing(dask)), args.window_time, executor)
         lost = getattr(executor, "lost", False)
@@ -529,6 +533,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                           f"the {objective} objective here; see 'mapsched methods'")
     suite = bench.Suite(suite.name, suite.cases, methods, args.time_limit or suite.time_limit, suite.options,
                         suite.description)
+    if args.dask is not None and args.workers != 1:  # it was ignored without a word
+        raise OptionError("--workers: the runs go to the --dask cluster's workers; leave out --workers")
     with _cluster(args.dask) as executor, \
             ProgressBar(f"bench {suite.name}, runs left", None, enabled=sys.stderr.isatty()) as bar:
         rows = bench.run_suite(suite, out, executor, workers=args.workers, threads=args.threads,

@@ -294,6 +294,16 @@ def _client(address: str, timeout: float) -> Any:
                         "start one with 'dask scheduler', or use local:N")
 
 
+def dask_setup(worker: Any) -> None:
+    """Run in each worker process of a ``local:N`` cluster (Dask's preload): ignore SIGINT,
+    which a terminal's Ctrl-C sends to the whole process group; the command that started
+    the cluster stops the work and closes its workers itself."""
+    import signal
+
+    with contextlib.suppress(ValueError):  # not the main thread: nothing to change
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @contextlib.contextmanager
 def connect(address: str, timeout: float | None = None) -> Iterator[DaskExecutor]:
     """A :class:`DaskExecutor` on the scheduler at ``address``, or on a LocalCluster of N
@@ -326,6 +336,9 @@ def connect(address: str, timeout: float | None = None) -> Iterator[DaskExecutor
             stack.enter_context(dask.config.set({"distributed.worker.profile.enabled": False,
                                                  "distributed.admin.tick.interval": "1s",
                                                  "distributed.worker.memory.monitor-interval": "1s"}))
+            # Ctrl-C reaches the whole process group: each worker process printed a traceback of
+            # 30 lines while this process stopped the solve and closed the cluster (dask_setup).
+            stack.enter_context(dask.config.set({"distributed.worker.preload": [__name__]}))
             # No dashboard; the scheduler's health endpoints on a free port, not 8787 (often taken).
             # Workers log a heartbeat cut off by the cluster's own close as an ERROR with a
             # traceback (seen once in about 20 closes): what fails reaches the caller through

@@ -65,6 +65,16 @@ def test_local_workers_run_without_the_profiler_and_fast_ticks(cluster):
     assert list(seen.values()) == [[False, "1s", "1s"]] * 2
 
 
+def test_local_workers_leave_ctrl_c_to_the_command(cluster):
+    # A terminal's Ctrl-C reaches every process of the group: each worker printed 30 lines of
+    # traceback while the command stopped the solve and wrote its best schedule.
+    import signal
+
+    seen = cluster.client.run(lambda: signal.getsignal(signal.SIGINT) == signal.SIG_IGN)
+    assert list(seen.values()) == [True, True]
+    assert signal.getsignal(signal.SIGINT) != signal.SIG_IGN  # this process still stops on it
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_split_equals_in_process_on_exact_stacks(cluster, seed):
     p = stack(modules=3, n=5, channels=1, seed=seed)
@@ -268,8 +278,17 @@ def test_method_options_are_checked_before_the_cluster_starts(monkeypatch, capsy
 
     monkeypatch.setattr(mdist, "connect", never)
     for given, says in ((["--window", "abc"], "--window: method 'split' expects int"),
-                        (["--executor", "x"], "executor: method 'split' takes a Python object")):
+                        (["--executor", "x"], "executor: method 'split' takes a Python object"),
+                        # a traceback: int(inf) sizing the tasks
+                        (["--chunk-seconds", "1e308"], "--chunk-seconds: method 'split' expects a finite"),
+                        # ignored without a word
+                        (["--workers", "3"], "--workers: the subproblems run on the --dask cluster's")):
         assert main(["solve", "builtin:topcuoglu2002", "-m", "split", "--dask", "local:2", *given]) == 2
+        assert says in capsys.readouterr().err
+    # the address went unchecked; the workers ignored
+    for argv, says in ((["bound", "builtin:topcuoglu2002", "--fast"], "--dask: the --fast bound runs in this"),
+                       (["bench", "smoke", "--workers", "4"], "--workers: the runs go to the --dask")):
+        assert main([*argv, "--dask", "tcp://127.0.0.1:1"]) == 2
         assert says in capsys.readouterr().err
 
 

@@ -248,7 +248,7 @@ def _com(p: Problem, chain: ModuleChain, t: int, v_prev: int, u: int) -> float:
                "subproblems", cli=False),
         Option("chunk_seconds", float, 0.2, "through an executor: worker seconds a task of several "
                "subproblems aims at, sized by the subproblems' times so far (0: one subproblem a task, all "
-               "submitted at once)"),
+               "submitted at once)", most=1e6),
         Option("module_threads", int, 0, "solver threads per subproblem (0: the threads shared among the "
                "processes, for latency one where that is two or three; with an executor, 1, or on a Dask "
                "cluster the worker's share of its host)", most=MAX_THREADS),
