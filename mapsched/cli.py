@@ -438,16 +438,19 @@ def cmd_bound(args: argparse.Namespace) -> int:
     if args.fast and args.dask is not None:  # the address went unchecked and unused
         raise OptionError("--dask: the --fast bound runs in this process; leave out --dask or --fast")
     dask = args.dask
-    with _cluster(dask) as executor:
+    # A first Ctrl-C or SIGTERM stops the solvers (HiGHS too, whose MIP held the main thread
+    # past a SIGTERM until killed) and prints the best bound proved before.
+    with _cluster(dask) as executor, interrupt.graceful():
         b = lower_bound(p) if args.fast else full_bound(p, _left(args, _closing(dask)), args.window_time, executor)
-        lost = getattr(executor, "lost", False)
-    if lost:
-        print("mapsched: the Dask scheduler was lost mid-run; the bound is the best proved before", file=sys.stderr)
+        lost, stopped = getattr(executor, "lost", False), interrupt.requested()
+    if lost or stopped:
+        why = "interrupted" if stopped else "the Dask scheduler was lost mid-run"
+        print(f"mapsched: {why}; the bound is the best proved before", file=sys.stderr)
     if args.json:
         print(json.dumps({"lower_bound": b.value, "rule": b.rule}))
     else:
         print(f"lower bound {b.value:.6g} ms ({b.rule})")
-    return 0
+    return 130 if stopped else 0
 
 
 def cmd_methods(args: argparse.Namespace) -> int:

@@ -12,6 +12,8 @@ import time
 
 import numpy as np
 
+from . import interrupt
+
 __all__ = ["SETUP", "RowProgramme"]
 
 SETUP = 2e-5
@@ -61,7 +63,9 @@ class RowProgramme:
         if left <= 0:
             return False
         self.h.setOptionValue("time_limit", left)
-        self.h.run()
+        self.h.HandleUserInterrupt = True  # a Ctrl-C or SIGTERM (mapsched.interrupt) cancels it
+        with interrupt.on_stop(self.h.cancelSolve):
+            self.h.run()
         return self.h.getModelStatus() == self.hs.HighsModelStatus.kOptimal
 
     def value(self) -> float:

@@ -209,6 +209,30 @@ def test_graceful_from_python_marks_the_result_as_the_command_does():
     assert not solve(BASE, "heft").interrupted  # outside the block, no longer
 
 
+def test_an_interrupt_cancels_a_highs_relaxation_and_bound_prints_what_it_proved(tmp_path, capsys):
+    # HiGHS's MIP held the main thread: 'bound' ignored SIGTERM until it was killed.
+    from mapsched.formulations.relaxation import relaxation_bound
+
+    p = generators.stack(20, 10, 2, "sdep", seed=1)  # its MIP runs to any limit under a minute
+    timer = threading.Timer(1.0, interrupt.request)
+    began = time.perf_counter()
+    with interrupt.graceful():
+        timer.start()
+        value = relaxation_bound(p, time_limit=60)
+    assert time.perf_counter() - began < 20 and 0 <= value <= solve(p, "heft").makespan
+    problem = tmp_path / "p.json"
+    p.write(str(problem))
+    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        code = main(["bound", str(problem), "--time-limit", "120"])
+    finally:
+        timer.cancel()
+    out, err = capsys.readouterr()
+    assert code == 130 and "lower bound" in out
+    assert err.count("\n") == 1 and "interrupted; the bound is the best proved before" in err
+
+
 def _handles(pid, sig):
     """Whether process ``pid`` catches ``sig`` yet (Linux: the SigCgt mask of /proc/PID/status)."""
     with open(f"/proc/{pid}/status") as fh:
