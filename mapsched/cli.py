@@ -252,6 +252,16 @@ def _cluster(address: str | None, method: str | None = None) -> Any:
         yield executor
 
 
+def _local_limit(args: argparse.Namespace) -> None:
+    """Refuse a time limit that a ``--dask local:N`` cluster's start and close alone would pass."""
+    if args.dask is not None and args.dask.startswith("local:") and args.time_limit is not None:
+        from .distributed import LOCAL_LEAST
+
+        if args.time_limit < LOCAL_LEAST:
+            raise OptionError(f"--time-limit: {args.time_limit:g} s is less than starting and closing a local:N "
+                              f"cluster may take; give at least {LOCAL_LEAST:g} s, or leave out --dask")
+
+
 def _closing(address: str | None) -> float:
     """Seconds to keep back within the time limit for closing ``--dask ADDRESS``: a local
     cluster's worker processes end after the command's work."""
@@ -309,6 +319,7 @@ def cmd_adapt(args: argparse.Namespace, extra: Sequence[str]) -> int:
 def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
     options = _method_options(extra)
     if args.dask is not None:  # the method's options, checked before a cluster starts
+        _local_limit(args)
         registry.get(args.method).parse_options(options)
         if "workers" in options:  # it was ignored without a word
             raise OptionError("--workers: the subproblems run on the --dask cluster's workers; leave out --workers")
@@ -434,9 +445,10 @@ def cmd_bound(args: argparse.Namespace) -> int:
     from .bounds import lower_bound
     from .split import full_bound
 
-    p = load_problem(args.problem)
     if args.fast and args.dask is not None:  # the address went unchecked and unused
         raise OptionError("--dask: the --fast bound runs in this process; leave out --dask or --fast")
+    _local_limit(args)
+    p = load_problem(args.problem)
     dask = args.dask
     # A first Ctrl-C or SIGTERM stops the solvers (HiGHS too, whose MIP held the main thread
     # past a SIGTERM until killed) and prints the best bound proved before.

@@ -42,13 +42,18 @@ from typing import Any
 
 from .errors import MapschedError, OptionError
 
-__all__ = ["LOCAL_CLOSE", "DaskExecutor", "as_executor", "completed", "connect", "parse_address", "task_threads"]
+__all__ = ["LOCAL_CLOSE", "LOCAL_LEAST", "DaskExecutor", "as_executor", "completed", "connect", "parse_address",
+           "task_threads"]
 
 CONNECT_TIMEOUT = 5.0
 """Seconds to reach a scheduler at the start (and to reconnect to one lost mid-run)."""
 LOCAL_CLOSE = 1.5
 """Seconds kept for closing a ``local:N`` cluster within a command's time limit: 0.4-0.9 s
 measured for ``local:2`` on 2 cores, 1.3-1.4 s with another process busy there."""
+
+LOCAL_LEAST = 5.0
+"""The shortest time limit a command takes with ``local:N``: starting the cluster took 1.5-3.5 s
+and closing it 0.4-2.7 s on 2 cores, so a limit of 0.5 s ended after 9.5-10 s."""
 
 _ADDRESS = re.compile(r"tcp://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
 _local = threading.local()  # a worker may run several tasks at once, each in its own thread

@@ -290,6 +290,10 @@ def test_method_options_are_checked_before_the_cluster_starts(monkeypatch, capsy
                        (["bench", "smoke", "--workers", "4"], "--workers: the runs go to the --dask")):
         assert main([*argv, "--dask", "tcp://127.0.0.1:1"]) == 2
         assert says in capsys.readouterr().err
+    # 0.5 s ended after 9.5-10 s: the cluster's start and close alone pass it
+    for command in (["solve", "builtin:topcuoglu2002", "-m", "split"], ["bound", "builtin:topcuoglu2002"]):
+        assert main([*command, "--dask", "local:2", "--time-limit", "0.5"]) == 2
+        assert "--time-limit: 0.5 s is less than starting and closing a local:N" in capsys.readouterr().err
 
 
 def test_cli_solve_on_a_local_cluster(tmp_path, capsys):
