@@ -405,7 +405,9 @@ class GiphChange:
         addition the devices come from ``after`` (the next version's full problem, e.g.
         ``giph_problem(graph, networks[k + 1])``), since they are new devices."""
         if self.removed:
-            return problem.without_devices(self.removed)
+            q = problem.without_devices(self.removed)
+            q.name = after.name  # the next version of the network, named as GiPH's generator names it
+            return q
         return after
 
 
