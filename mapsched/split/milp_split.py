@@ -412,10 +412,9 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
                 break
             u, v = back[t, u, v]
             t -= 1
-        dp = _stitch(p, chain.modules, [results[k] for k in reversed(chosen)], ctx)
         # A bound over a partial table would miss the combinations it lacks: none then.
-        if dp is not None and exact_chain and complete and "repair" not in dp.log:
-            dp.lower_bound = min(bound[k] for k in finals)
+        dp = _stitch(p, chain.modules, [results[k] for k in reversed(chosen)], ctx,
+                     min(bound[k] for k in finals) if exact_chain and complete else None)
         if dp is not None:
             candidates.append(dp)
     if not exact_chain and all(free) and (stitched := _stitch(p, chain.modules, free, ctx)) is not None:
@@ -672,10 +671,12 @@ def _mp_context() -> multiprocessing.context.BaseContext:
 
 
 def _stitch(p: Problem, groups: Sequence[Collection[int]], parts: list[ModuleSolution],
-            ctx: SolveContext) -> Schedule | None:
+            ctx: SolveContext, bound: float | None = None) -> Schedule | None:
     """One schedule from the schedules of task groups (modules, or stages of modules): their
     jobs, group after group and each group's in its solver's order, re-timed exactly over
-    the whole graph; None where its mapping overflows memory and no repair is found in time."""
+    the whole graph; None where its mapping overflows memory and no repair is found in time.
+    ``bound`` (the exact DP's) is its lower bound where the modules' mapping is kept, not
+    where a repair changed it."""
     jobs = []
     for t, part in enumerate(parts):
         for task, dev, inputs, start in part.jobs:
@@ -688,6 +689,7 @@ def _stitch(p: Problem, groups: Sequence[Collection[int]], parts: list[ModuleSol
         owner[i, [lo for lo in range(p.L) if mask >> lo & 1]] = u
     if Decoder(p).infeasibility(owner) is None:
         s = retime_jobs(p, jobs)
+        s.lower_bound = bound
     else:  # the modules' memory adds up past a device's capacity
         try:
             s = Decoder(p).schedule(owner_from_counts(feasible_counts(p, owner_counts(p, owner))))
