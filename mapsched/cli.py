@@ -449,11 +449,11 @@ def cmd_bound(args: argparse.Namespace) -> int:
         raise OptionError("--dask: the --fast bound runs in this process; leave out --dask or --fast")
     _local_limit(args)
     p = load_problem(args.problem)
-    dask = args.dask
     # A first Ctrl-C or SIGTERM stops the solvers (HiGHS too, whose MIP held the main thread
     # past a SIGTERM until killed) and prints the best bound proved before.
-    with _cluster(dask) as executor, interrupt.graceful():
-        b = lower_bound(p) if args.fast else full_bound(p, _left(args, _closing(dask)), args.window_time, executor)
+    with _cluster(args.dask) as executor, interrupt.graceful():
+        b = lower_bound(p) if args.fast else full_bound(p, _left(args, _closing(args.dask)), args.window_time,
+                                                        executor)
         lost, stopped = getattr(executor, "lost", False), interrupt.requested()
     if lost or stopped:
         why = "interrupted" if stopped else "the Dask scheduler was lost mid-run"
