@@ -18,7 +18,8 @@ from dataclasses import replace
 from .problem import Problem
 from .schedule import Schedule
 
-__all__ = ["LIST_SCHEDULERS", "LIST_SECONDS", "best_list_schedule", "best_start", "no_time_for_list"]
+__all__ = ["LIST_SCHEDULERS", "LIST_SECONDS", "best_list_schedule", "best_start", "no_time_for_list",
+           "seconds_per_pass"]
 
 LIST_SCHEDULERS = {"latency": ("heft", "peft", "cpop", "m-etf"), "throughput": ("bheft",)}
 """The list schedulers tried, first to last, per objective: each takes about a second at
@@ -56,11 +57,11 @@ def best_list_schedule(problem: Problem, ctx=None) -> Schedule:
     from .feasibility import NotFound
     from .registry import get
 
-    global _last
+    global _last, _passes
     last = _last  # read once: solves in other threads may replace it
     if last is not None and last[0]() is problem:
         return _copy(last[1])
-    best, slowest, tried = None, 0.0, []
+    best, slowest, tried, began_all = None, 0.0, [], time.perf_counter()
     for name in LIST_SCHEDULERS[problem.objective.kind]:
         if best is not None and ctx is not None and ctx.remaining() <= 2 * slowest:
             break
@@ -77,6 +78,7 @@ def best_list_schedule(problem: Problem, ctx=None) -> Schedule:
         tried.append(f"{name} {s.makespan:.6g}")
         if best is None or s.makespan < best.makespan:
             best = s
+    _passes = (weakref.ref(problem), (time.perf_counter() - began_all) / len(tried))
     if best is None:
         raise missed
     best.log += f"list schedulers: {', '.join(tried)}; best {best.method}\n"
@@ -87,6 +89,17 @@ def best_list_schedule(problem: Problem, ctx=None) -> Schedule:
 
 _last: tuple[weakref.ref[Problem], Schedule] | None = None
 """The last problem that every list scheduler ran on (held weakly), and its best schedule."""
+
+_passes: tuple[weakref.ref[Problem], float] | None = None
+"""The last problem any list scheduler ran on (held weakly), and the mean seconds of its passes."""
+
+
+def seconds_per_pass(problem: Problem) -> float | None:
+    """The mean seconds one list scheduler took on ``problem`` when
+    :func:`best_list_schedule` last computed its answer: what another pass over the whole
+    graph takes. None if it has not run on this problem object since another."""
+    passes = _passes
+    return passes[1] if passes is not None and passes[0]() is problem else None
 
 
 def _copy(s: Schedule) -> Schedule:

@@ -349,6 +349,30 @@ def test_the_list_schedule_of_a_problem_is_computed_once(monkeypatch):
     assert len(runs) == 2
 
 
+def test_the_seconds_of_a_list_pass_outlast_the_cached_answer(monkeypatch):
+    # split keeps back a pass over the whole graph for its stitching; it read the time from
+    # its start's solve, which is ~0 where the answer came from the portfolio's cache.
+    import time
+
+    from mapsched import portfolio, registry
+
+    p = mapsched.generators.stack(2, 5, seed=3, objective=mapsched.Objective("throughput", 8))
+    bheft = registry.get("bheft")
+
+    def slow(*args, **kwargs):
+        time.sleep(0.05)
+        return bheft.fn(*args, **kwargs)
+
+    monkeypatch.setitem(registry._REGISTRY, "bheft", dataclasses.replace(bheft, fn=slow))
+    monkeypatch.setattr(portfolio, "_last", None)
+    monkeypatch.setattr(portfolio, "_passes", None)
+    assert portfolio.seconds_per_pass(p) is None
+    best_list_schedule(p)
+    best_list_schedule(p)  # from the cache
+    assert portfolio.seconds_per_pass(p) >= 0.05
+    assert portfolio.seconds_per_pass(p.restrict(range(p.n))) is None  # another object
+
+
 def test_a_cpsat_solve_never_loads_pyomo():
     # Pyomo takes 0.4-1.3 s to import, which a short time limit cannot spare.
     code = ("import sys, mapsched; p = mapsched.generators.stack(2, 4, seed=0, "

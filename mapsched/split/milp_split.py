@@ -91,7 +91,7 @@ from ..errors import InfeasibleError, ProblemError
 from ..feasibility import NotFound, feasible_counts
 from ..formulations.common import retime_jobs
 from ..formulations.exact import improve
-from ..portfolio import LIST_SCHEDULERS, best_start
+from ..portfolio import LIST_SECONDS, best_start, seconds_per_pass
 from ..problem import Edge, Problem, Task
 from ..registry import Option, register
 from ..schedule import Schedule
@@ -276,14 +276,13 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     # off (batched modules are added, not pipelined), time may run out before the table
     # fills, and holding channel ends on one device can rule out every combination. A solve's
     # initial placement is that start when it is better.
-    began = time.perf_counter()
     start = best_start(p, ctx.initial, ctx)  # with ctx: not all four schedulers where time is short
     # A pass over the whole graph (one of the warm start's list schedulers): what a
     # stitching's re-timing, or the set-up of a subproblem as large, takes again (a tenth
-    # of a second at 2,000 tasks). The portfolio's log names those it ran.
-    ran = next((line for line in start.log.splitlines() if line.startswith("list schedulers: ")), None)
-    passes = ran.split(";")[0].count(",") + 1 if ran else len(LIST_SCHEDULERS[p.objective.kind])
-    one_pass = (time.perf_counter() - began) / passes
+    # of a second at 2,000 tasks). Where none ran (no time for one), HEFT's on a slow machine.
+    one_pass = seconds_per_pass(p)
+    if one_pass is None:
+        one_pass = LIST_SECONDS * p.n * p.m / 4
     if not exact_chain and p.L == 1 and window > 0 and backend == "cpsat":
         s = rolling(p, chain, window, start.makespan, step_time_limit, ctx)
         if s is not None:
