@@ -1,6 +1,8 @@
 """Module detection, MILP-SPLIT and the chain bound."""
 
 import re
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -215,12 +217,23 @@ def test_chunked_tasks_stop_at_the_time_limit():
     # four times the subproblems of 30 modules (some 340, 5 s on two threads); in 1 s a fast
     # machine sent 280-460 (302 of those 340), CI's machine once solved none in 0.5 s
     p = stack(120, 6, 1, seed=3)
+    solve(stack(2, 3, 1, seed=3), "split", time_limit=5)  # the solvers' imports count in a first solve's limit
     began = time.perf_counter()
     with _Counting(2, True) as pool:
         r = solve(p, "split", executor=pool, time_limit=1.0, module_threads=1)
     assert validate(p, r) == [] and time.perf_counter() - began < 2.5
     solved = int(re.search(r"(\d+) module subproblems solved", r.log).group(1))
     assert 0 < solved <= pool.subproblems < 1000 and r.status == "feasible"  # a partial table proves nothing
+
+
+def test_a_plain_executor_never_loads_dask():
+    # Importing distributed to tell a Client from other executors took 0.9-2.4 s of the time
+    # limit: the test above then solved no subproblem in 1 s on a slow machine.
+    code = ("import sys, concurrent.futures as cf, mapsched; p = mapsched.generators.stack(3, 3, seed=0); "
+            "pool = cf.ThreadPoolExecutor(2); mapsched.solve(p, 'split', executor=pool, time_limit=5); "
+            "pool.shutdown(); assert 'distributed' not in sys.modules, 'distributed loaded'")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-500:]
 
 
 def test_chunk_size_follows_the_times_so_far_and_shrinks_at_the_tail():
