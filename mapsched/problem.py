@@ -876,7 +876,11 @@ class Problem:
             sizes = d.get("batch_sizes", [1])
             if not isinstance(sizes, list):
                 raise err(f"devices[{k}].batch_sizes: expected a list of positive integers, got {shown(sizes)}")
-            devices.append(Device(d["name"], d.get("memory", math.inf), tuple(sizes), d.get("node")))
+            memory = d.get("memory", math.inf)  # left out: unlimited
+            if "memory" in d and isinstance(memory, float) and math.isinf(memory):  # Infinity or 1e400
+                raise err(f"devices[{k}].memory: expected a finite number of bytes, got {shown(memory)}; "
+                          "leave memory out for unlimited memory")
+            devices.append(Device(d["name"], memory, tuple(sizes), d.get("node")))
         links = []
         for k, ln in enumerate(check_list(data.get("links", []), "links", err)):
             ln = check_fields(ln, f"links[{k}]", _LINK_KEYS, ("a", "b", "bandwidth"), err)

@@ -2,6 +2,7 @@
 
 import copy
 import json
+import math
 
 import pytest
 from hypothesis import given, settings
@@ -53,6 +54,9 @@ CASES = [
     ("duplicate edge", lambda d: d["edges"].append({"src": "t1", "dst": "t2"}), "edges[15]: duplicate edge 't1' -> 't2'"),
     # Values past the stated ranges used to load and then crash exact, split and bound.
     ("huge memory", lambda d: d["devices"][0].update(memory=1e308), "devices[0].memory: expected a number above 0 and up to 1e+18 bytes, got 1e+308"),
+    # JSON's Infinity and a number past the float range (1e400) read as Python's infinity,
+    # which a Device takes for unlimited memory: a file says that by leaving memory out.
+    ("infinite memory", lambda d: d["devices"][0].update(memory=math.inf), "devices[0].memory: expected a finite number of bytes, got inf; leave memory out"),
     ("huge link latency", lambda d: d["links"][0].update(latency=1e308), "links[0].latency: expected a number from 0 to 1e+12 ms, got 1e+308"),
     ("huge edge bytes", lambda d: d["edges"][0].update(bytes=1e308), "edges[0].bytes: expected a number from 0 to 1e+18 bytes, got 1e+308"),
     ("tiny bandwidth", lambda d: d["links"][0].update(bandwidth=1e-300), "links[0].bandwidth: expected a number from 1 to 1e+18 bytes/s"),
