@@ -192,6 +192,24 @@ MAX_SCALE = 1e6
 """Largest kernel-time factor a calibration may give."""
 
 
+class _Table(dict):
+    """A dict that refuses changes: a built problem's latency tables and calibration terms,
+    which its arrays were built from (a change would reach ``to_dict`` and ``==``, and
+    derived problems, but not the solvers)."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("a Problem's tables are read-only; build another Problem (e.g. from a changed to_dict())")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore
+
+    def __reduce__(self) -> tuple:  # pickle and copy rebuild it whole, not item by item
+        return type(self), (dict(self),)
+
+
+def _frozen_latency(latency: Mapping[str, Mapping[int, float]]) -> _Table:
+    return _Table({d: v if type(v) is _Table else _Table(v) for d, v in latency.items()})
+
+
 def _number(value: Any, where: str, *, allow_inf: bool = False, positive: bool = False,
             bounds: tuple[float, float] = (0.0, MAX_BYTES), unit: str = "") -> float:
     """Check that ``value`` is a real number in ``bounds`` (above the lower one if ``positive``;
@@ -336,7 +354,10 @@ class Problem:
         q.objective = self._check_objective(objective)
         q.system = q._check_system(system)
         q.calibration = None if calibration is None else q._check_calibration(calibration)
-        q.tasks, q.edges = tuple(tasks), tuple(edges)
+        q.tasks = tuple(t if type(t.latency) is _Table else
+                        Task(t.name, _frozen_latency(t.latency), t.weight_bytes, t.input_bytes, t.output_bytes)
+                        for t in tasks)
+        q.edges = tuple(edges)
         q.task_index = {t.name: i for i, t in enumerate(q.tasks)}
         q._build_arrays()
         q._check_acyclic()
@@ -429,7 +450,7 @@ class Problem:
             raise ProblemError(f"{where}.fitted: expected true or false, got {shown(cal.fitted)}")
         if cal.compile is not None and cal.compile not in COMPILE:
             raise ProblemError(f"{where}.compile: expected one of {', '.join(COMPILE)}, got {shown(cal.compile)}")
-        return Calibration(threads[0], threads[1], overhead, sync, scale, cal.fitted, cal.compile)
+        return Calibration(threads[0], threads[1], _Table(overhead), _Table(sync), scale, cal.fitted, cal.compile)
 
     def _check_tasks(self, tasks: Sequence[Task]) -> tuple[Task, ...]:
         tasks = list(tasks)
@@ -467,7 +488,7 @@ class Problem:
             for f in ("weight_bytes", "input_bytes", "output_bytes"):
                 size = _plain(getattr(t, f), MAX_BYTES)
                 sizes.append(size if size is not None else _number(getattr(t, f), f"{where}.{f}", unit=" bytes"))
-            checked.append(Task(t.name, lat, *sizes))
+            checked.append(Task(t.name, _frozen_latency(lat), *sizes))
         return tuple(checked)
 
     def _check_edges(self, edges: Sequence[Edge]) -> tuple[Edge, ...]:
@@ -772,6 +793,13 @@ class Problem:
         return self.to_dict() == other.to_dict()
 
     __hash__ = None  # type: ignore[assignment]
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # pickle and deepcopy give writable arrays: a change would reach the solvers unchecked
+        self.__dict__.update(state)
+        for value in state.values():
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
 
     # ------------------------------------------------------------ conversion
     def to_dict(self) -> dict[str, Any]:
