@@ -20,12 +20,14 @@ Reports:
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
 import os
 import pickle
-from collections.abc import Callable, Iterable, Sequence
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +35,7 @@ from typing import Any
 from . import arguments
 from .distributed import as_executor, completed
 from .errors import InfeasibleError, MapschedError, OptionError, first_line
-from .files import check_output
+from .files import check_output, is_stream, names_stdout
 from .problem import Problem
 
 __all__ = ["BOUND", "Case", "Suite", "load_suites", "plot_quality", "read_rows", "results_table", "run_suite",
@@ -275,14 +277,17 @@ def _cut_short_row(path: str) -> None:
 
 def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers: int = 1, threads: int = 0,
               progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
-    """Run every (instance, method) pair not yet in ``out`` and append its row there.
+    """Run every (instance, method) pair not yet in ``out`` and append its row there; return
+    the suite's rows, those already there included.
 
     Parameters
     ----------
     suite : Suite
     out : str
-        JSON Lines file; existing rows are kept and their pairs skipped (resume), and a
-        row cut short by a stopped sweep is removed and its run redone.
+        JSON Lines file; existing rows are kept and this suite's pairs among them skipped
+        (resume; another suite's rows in the file are left as they are), and a row cut
+        short by a stopped sweep is removed and its run redone. Standard output, a pipe or
+        a device gets every row and is never read: nothing resumes there.
     executor : concurrent.futures.Executor or distributed.Client, optional
         Where runs go; by default a process pool of ``workers`` (0: one per core). A
         client, or a :class:`mapsched.distributed.DaskExecutor`, spreads them over a cluster; if its
@@ -301,8 +306,10 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
     arguments.count(workers, "workers", least=0)
     arguments.count(threads, "threads", least=0)
     executor = as_executor(executor)
-    rows = read_rows(out)
-    _cut_short_row(out)
+    stream = is_stream(out)  # standard output, a pipe or a device: written to, never read back
+    rows = [] if stream else [r for r in read_rows(out) if r.get("suite", suite.name) == suite.name]
+    if not stream:
+        _cut_short_row(out)
     from . import registry
 
     for m in suite.methods:  # a bad option fails before any run, not in every run of the method
@@ -335,7 +342,7 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
     try:
         futures = [executor.submit(_run_one, c, m, suite.time_limit, suite.options.get(m, {}), threads)
                    for c, m in todo]
-        with open(out, "a", encoding="utf-8") as fh:
+        with _appending(out) as write:
             for f in completed(futures, executor=executor):
                 try:
                     row = f.result() | {"suite": suite.name}
@@ -343,8 +350,7 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
                     if not getattr(executor, "lost", False):
                         raise
                     continue
-                fh.write(json.dumps(row) + "\n")
-                fh.flush()  # a row on disk is a row that an interrupted sweep keeps
+                write(json.dumps(row) + "\n")
                 rows.append(row)
                 finished += 1
                 if progress:
@@ -360,6 +366,34 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
         if own:
             executor.shutdown(wait=True, cancel_futures=True)
     return rows
+
+
+@contextlib.contextmanager
+def _appending(path: str) -> Iterator[Callable[[str], None]]:
+    """A function that appends a row to ``path`` and flushes it (a row on disk is a row an
+    interrupted sweep keeps); a file that cannot be written (a full disk, ``/dev/full``)
+    raises :class:`~mapsched.errors.MapschedError` in one line. Standard output is written
+    through ``sys.stdout``, whose own offset a second handle's rows would be overwritten at."""
+    def write(line: str) -> None:
+        try:
+            fh.write(line)
+            fh.flush()
+        except OSError as exc:
+            raise MapschedError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+    if names_stdout(path):
+        fh = sys.stdout
+    else:
+        try:
+            fh = open(path, "a", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            raise MapschedError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    try:
+        yield write
+    finally:
+        if fh is not sys.stdout:
+            with contextlib.suppress(OSError):  # what could not be written was reported
+                fh.close()
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:

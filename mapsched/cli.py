@@ -536,7 +536,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     inputs = [args.suites] if args.suites else []
     check_output(out, inputs)
     # The plot goes beside the rows, never on them; not beside a device such as /dev/null.
-    plot = f"{os.path.splitext(out)[0]}-quality.png" if not os.path.exists(out) or os.path.isfile(out) else None
+    plot = None if files.is_stream(out) else f"{os.path.splitext(out)[0]}-quality.png"
     if plot is not None:
         check_output(plot, [*inputs, out])
     known = registry.methods()

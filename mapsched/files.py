@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 
 from .errors import OptionError
 
-__all__ = ["check_output", "write_file", "write_files"]
+__all__ = ["check_output", "is_stream", "names_stdout", "write_file", "write_files"]
 
 STDOUT_NAMES = ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
 stdout_fd: int | None = None
@@ -100,7 +100,7 @@ def write_files(outputs: Sequence[tuple[str, str | bytes]]) -> None:
     try:
         for path, data in outputs:
             raw = data.encode("utf-8") if isinstance(data, str) else data
-            if stdout_fd is not None and _names_stdout(path):
+            if stdout_fd is not None and names_stdout(path):
                 path = f"/dev/fd/{stdout_fd}"
             try:
                 st = os.stat(path)
@@ -135,7 +135,25 @@ def write_files(outputs: Sequence[tuple[str, str | bytes]]) -> None:
             os.unlink(tmp)
 
 
-def _names_stdout(path: str) -> bool:
+def is_stream(path: str) -> bool:
+    """Whether ``path`` is written as a stream: standard output (:func:`names_stdout`), a
+    device or a pipe, which is written to, never read back or replaced.
+
+    Examples
+    --------
+    >>> is_stream("/dev/null"), is_stream("/no/such/file")
+    (True, False)
+    """
+    if names_stdout(path):
+        return True
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode))
+
+
+def names_stdout(path: str) -> bool:
     """Whether ``path`` is one of ``STDOUT_NAMES`` or a chain of links to one."""
     for _ in range(40):  # the kernel's own limit on links followed
         if os.path.normpath(path) in STDOUT_NAMES:

@@ -219,6 +219,49 @@ def test_bench_output_paths(tmp_path, capsys, monkeypatch):
     assert not os.path.exists(os.devnull + "-quality.png")
 
 
+def test_another_suites_rows_are_kept_but_neither_resumed_nor_shown(tmp_path):
+    # A file holding suite smoke's run of instance a was taken for this suite's run of a,
+    # another graph: its numbers were shown as this suite's and the run never made.
+    out = tmp_path / "rows.jsonl"
+    theirs = {"instance": "a", "method": "met", "makespan": 1e-3, "tasks": 99, "inputs": 1, "suite": "other"}
+    out.write_text(json.dumps(theirs) + "\n")
+    one = Suite("tiny", SUITE.cases, ("met",), 5.0)
+    with ThreadPoolExecutor(1) as pool:
+        rows = run_suite(one, str(out), executor=pool)
+    assert [(r["instance"], r["suite"]) for r in rows] == [("a", "tiny"), ("b", "tiny")]
+    assert rows[0]["makespan"] > 1e-3 and rows[0]["tasks"] != 99
+    assert read_rows(str(out))[0] == theirs and len(read_rows(str(out))) == 3
+
+
+_S_SUITES = ('from mapsched.bench import Case, Suite\nfrom mapsched.generators import random_dag\n'
+             'SUITES = {"s": Suite("s", (Case("c", random_dag, {"n": 3}),), ("met", "heft"), 1.0)}\n')
+
+
+def test_rows_to_standard_output_a_pipe_or_a_full_device(tmp_path):
+    # A pipe was read for rows to resume from (a hang), /dev/full read until memory ran out,
+    # and /dev/stdout's rows went to stderr with a plot written into /dev.
+    suites = tmp_path / "s.py"
+    suites.write_text(_S_SUITES)
+    bench = [sys.executable, "-m", "mapsched", "bench", "s", "--suites", str(suites), "-o"]
+    done = subprocess.run([*bench, "/dev/stdout"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-300:]
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"instance"')]
+    assert sorted(r["method"] for r in rows) == ["heft", "met"] and '"instance"' not in done.stderr
+    assert "no plot beside /dev/stdout" in done.stdout
+    fifo = tmp_path / "rows.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # held open: the rows wait in the pipe
+    try:
+        done = subprocess.run([*bench, str(fifo)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-300:]
+        assert os.read(reader, 1 << 16).count(b'"instance"') == 2
+    finally:
+        os.close(reader)
+    done = subprocess.run([*bench, "/dev/full"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr == "mapsched: error: /dev/full: cannot write: No space left on device\n"
+    assert sorted(os.listdir(tmp_path)) == ["rows.fifo", "s.py"]
+
+
 def test_sigterm_stops_a_sweep_and_its_workers(tmp_path):
     # the main process died at once (status -15), and its pool's workers ran on
     suites, flag = tmp_path / "slow.py", tmp_path / "started"
