@@ -70,6 +70,8 @@ def check_output(path: str, inputs: Iterable[str] = (), flag: str = "-o") -> Non
                                   "so choose another path")
     if st is not None and stat.S_ISREG(st.st_mode) and not os.access(path, os.W_OK):
         raise OptionError(f"{flag}: {path!r} is read-only; choose another path or make it writable")
+    if st is None and path.endswith(os.sep):  # realpath drops the slash: "out/" wrote the file "out"
+        raise OptionError(f"{flag}: {path!r} names a folder, which does not exist; give a file path")
     if st is None:
         folder = os.path.dirname(os.path.realpath(path)) or "."
         if not os.path.isdir(folder):

@@ -89,7 +89,8 @@ def test_output_writes_through_links_and_into_devices(problem_file, tmp_path):
 def test_output_folder_and_missing_folder(problem_file, tmp_path):
     refused(*run("solve", problem_file, "-o", tmp_path)[::2], "-o", "is a folder")
     refused(*run("generate", "random-dag", "-o", tmp_path / "no" / "p.json")[::2], "-o", "no folder")
-    assert not (tmp_path / "no").exists()
+    refused(*run("solve", problem_file, "-o", f"{tmp_path / 'out'}/")[::2], "-o", "names a folder")  # wrote out
+    assert not (tmp_path / "no").exists() and not (tmp_path / "out").exists()
 
 
 # ------------------------------------------------------------ 2. bound in proportion (see test_time_limits)
