@@ -116,3 +116,25 @@ def test_a_policy_file_whose_devices_are_no_count_is_damaged(tmp_path):
     save_checkpoint(bad, {**data, "devices": "3"})
     with pytest.raises(OptionError, match="is damaged \\(devices '3'\\)"):
         solve(problem, "doppler", policy=bad)
+
+
+@pytest.mark.parametrize("method", ["doppler", "placeto"])
+def test_solves_in_threads_at_once_give_their_seeds_schedules(method):
+    # Each seeded torch's one global generator for its networks: two solves building at once
+    # drew from each other's seed, and the same seed gave another schedule.
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    p = random_dag(25, 3, seed=2)
+    alone = {s: solve(p, method, seed=s, episodes=4).jobs for s in (0, 1)}
+    threads = torch.get_num_threads()
+    start = threading.Barrier(2)
+
+    def run(seed):
+        start.wait()
+        return solve(p, method, seed=seed, episodes=4).jobs
+
+    for _ in range(3):
+        with ThreadPoolExecutor(2) as pool:
+            assert dict(zip((0, 1), pool.map(run, (0, 1)))) == alone
+    assert torch.get_num_threads() == threads  # one_thread's setting undone by the last to finish

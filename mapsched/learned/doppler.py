@@ -102,6 +102,7 @@ from .reinforce import (
     pick,
     policy_gradient_loss,
     reading,
+    seeded,
     snapshot,
     step_returns,
     train_here,
@@ -326,17 +327,14 @@ class Trainer(ProblemTrainer):
         A latency problem.
     config : Config
     seed : int
-        Seeds the networks' initialisation (inside :func:`torch.random.fork_rng`, so the global
-        torch generator is left as it was) and the rollouts' numpy generator.
+        Seeds the networks' initialisation (:func:`~.reinforce.seeded`) and the rollouts' numpy generator.
     """
 
     def __init__(self, problem: Problem, config: Config, seed: int) -> None:
         self.p, self.cfg, self.seed = problem, config, seed
         self.g = graph_tensors(problem)
         self.env = _Env(problem, self.g.b_level, config.il_temperature)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            self.sel, self.plc = Selector(config), Placer(config)
+        self.sel, self.plc = seeded(seed, lambda: (Selector(config), Placer(config)))
         self.opt = {"sel": torch.optim.Adam(self.sel.parameters(), lr=config.il_lr),
                     "plc": torch.optim.Adam(self.plc.parameters(), lr=config.il_lr)}
         self.rng = np.random.default_rng(seed)

@@ -104,7 +104,17 @@ from ..problem import Problem
 from ..relocation import RelocationCosts
 from ..schedule import Schedule
 from ..simulate import simulate
-from .reinforce import Diverged, discounted_returns, file_config, load_checkpoint, one_thread, pick, reading, snapshot
+from .reinforce import (
+    Diverged,
+    discounted_returns,
+    file_config,
+    load_checkpoint,
+    one_thread,
+    pick,
+    reading,
+    seeded,
+    snapshot,
+)
 from .starts import giph_start, random_placement
 
 __all__ = ["NODE_FEATURES", "GIPH_NODE_FEATURES", "EDGE_FEATURES", "VARIANTS", "Config", "GiphNet", "GpNet",
@@ -583,9 +593,7 @@ class Trainer:
         self.cfg, self.suite, self.seed = config, suite, seed
         self.exp = giph_experiment(suite)
         self.eval_specs = _eval_specs(suite, config.eval_cases)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            self.net = GiphNet(config)
+        self.net = seeded(seed, lambda: GiphNet(config))
         self.opt = torch.optim.Adam(self.net.parameters(), lr=config.lr)
         self.rng = np.random.default_rng(seed)
         self.done = 0

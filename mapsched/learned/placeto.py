@@ -82,6 +82,7 @@ from .reinforce import (
     pick,
     policy_gradient_loss,
     reading,
+    seeded,
     snapshot,
     train_here,
 )
@@ -207,7 +208,7 @@ class Trainer(ProblemTrainer):
         A latency problem.
     config : Config
     seed : int
-        Seeds the network's initialisation (inside :func:`torch.random.fork_rng`) and the
+        Seeds the network's initialisation (:func:`~.reinforce.seeded`) and the
         training rollouts' numpy generator (not the evaluation: :data:`EVALUATION`).
     """
 
@@ -230,9 +231,7 @@ class Trainer(ProblemTrainer):
         self.link = np.isfinite(p.link_latency).tolist()
         self.parents = [[int(p.src[e]) for e in p.in_edges[i]] for i in range(p.n)]
         self.children = [[int(p.dst[e]) for e in p.out_edges[i]] for i in range(p.n)]
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            self.policy = Policy(p.m, config)
+        self.policy = seeded(seed, lambda: Policy(p.m, config))
         self.opt = torch.optim.Adam(self.policy.parameters(), lr=config.lr_start)
         self.rng = np.random.default_rng(seed)
         self.start = self.initial(np.random.default_rng([EVALUATION, 1]))  # the evaluation's start

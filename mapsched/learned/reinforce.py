@@ -22,11 +22,12 @@ import functools
 import hashlib
 import io
 import math
+import threading
 import time
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -38,10 +39,11 @@ from .starts import check_policy_file
 
 __all__ = ["FORMAT", "VERSION", "Baseline", "Diverged", "ProblemTrainer", "discounted_returns", "diverged_note",
            "entropy_term", "epsilon", "file_config", "imitation_loss", "load_checkpoint", "one_thread", "pick",
-           "policy_gradient_loss", "reading", "save_checkpoint", "snapshot", "step_returns", "train_here"]
+           "policy_gradient_loss", "reading", "save_checkpoint", "seeded", "snapshot", "step_returns", "train_here"]
 
 FORMAT = "mapsched.policy"
 VERSION = 1
+T = TypeVar("T")
 MAX_COUNT = 10**6
 """The largest count (network width, rounds, samples, episodes between evaluations) a
 policy file's config may hold."""
@@ -264,19 +266,41 @@ def diverged_note(trainer: ProblemTrainer, method: str) -> str:
         if trainer.diverged else ""
 
 
+_LOCK = threading.Lock()  # torch's thread setting and global generator are the process's, not a thread's
+_one_thread_users = 0
+_threads_before = 1
+
+
 @contextlib.contextmanager
 def one_thread() -> Iterator[None]:
-    """Run torch on one intra-op thread, restoring the setting afterwards.
+    """Run torch on one intra-op thread, restoring the setting once the last block that
+    asked for it (in any thread) ends.
 
     The networks are small and the ops many: on two cores, two threads made a 3 x 512
     Linear 280x slower (6.7 ms against 24 us, the DOPPLER notes' measurement).
     """
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    global _one_thread_users, _threads_before
+    with _LOCK:
+        if not _one_thread_users:
+            _threads_before = torch.get_num_threads()
+            torch.set_num_threads(1)
+        _one_thread_users += 1
     try:
         yield
     finally:
-        torch.set_num_threads(before)
+        with _LOCK:
+            _one_thread_users -= 1
+            if not _one_thread_users:
+                torch.set_num_threads(_threads_before)
+
+
+def seeded(seed: int, build: Callable[[], T]) -> T:
+    """``build()`` (a policy's networks) drawn from torch's generator seeded with ``seed``,
+    the generator left as it was. One thread at a time: two solves building at once in one
+    process drew from each other's seed, and the same seed gave another schedule."""
+    with _LOCK, torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return build()
 
 
 def epsilon(start: float, end: float, episode: int, episodes: int) -> float:
