@@ -116,7 +116,12 @@ class Schedule:
 
     def to_dict(self) -> dict[str, Any]:
         """The schedule as a ``mapsched.schedule/1`` dictionary; ``interrupted`` is written only
-        when true and ``relocation_cost`` only when set, as version 1 readers expect."""
+        when true and ``relocation_cost`` only when set, as version 1 readers expect.
+
+        Raises :class:`~mapsched.errors.ScheduleError`, naming the field, where
+        :meth:`from_dict` would refuse the document (a field set by hand: ``status='done'``,
+        an infinite bound): nothing is written that mapsched cannot read back. O(jobs).
+        """
         out = {
             "format": SCHEDULE_FORMAT,
             "problem": self.problem,
@@ -135,6 +140,7 @@ class Schedule:
             out["interrupted"] = True
         if self.relocation_cost is not None:
             out["relocation_cost"] = self.relocation_cost
+        Schedule.from_dict(out)
         return out
 
     def to_json(self, indent: int | None = 1) -> str:

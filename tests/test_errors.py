@@ -3,6 +3,7 @@
 import copy
 import json
 import math
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -111,6 +112,26 @@ def test_missing_file(capsys):
 def test_not_an_object():
     with pytest.raises(ProblemError, match="problem: expected a JSON object"):
         Problem.from_json("[1, 2]")
+
+
+@pytest.mark.parametrize("field,value,says", [
+    ("status", "done", "status: expected 'optimal' or 'feasible'"),
+    ("interrupted", True, "interrupted: a schedule stopped before its end is not proved optimal"),
+    ("solve_seconds", -1.0, "solve_seconds: expected a number of at least 0"),
+    ("lower_bound", math.inf, "lower_bound: expected a finite number, got inf"),
+    ("method", 3, "method: expected a string, got 3"),
+])
+def test_a_schedule_the_reader_refuses_is_not_written(tmp_path, field, value, says):
+    # Set by hand after a solve: validate() passes it, and write() gave a file that read()
+    # refused, or a bare "Out of range float values are not JSON compliant".
+    p = instances.load("topcuoglu2002")
+    r = solve(p, "heft")
+    r.status = "optimal"
+    setattr(r, field, value)
+    out = tmp_path / "s.json"
+    with pytest.raises(ScheduleError, match=re.escape(says)):
+        r.write(str(out))
+    assert not out.exists()
 
 
 # Any value a JSON file can hold, in the places a file's fields hold them.
