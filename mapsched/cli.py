@@ -878,7 +878,7 @@ def _model_files(ref: str) -> list[str]:
     _from_here()
     try:
         spec = importlib.util.find_spec(ref.partition(":")[0])
-    except (ImportError, ValueError):  # reported in one line when the model is loaded
+    except Exception:  # a bad name, or a parent package failing as it runs: reported when the model is loaded
         return []
     return [spec.origin] if spec is not None and spec.origin and os.path.isfile(spec.origin) else []
 
@@ -895,6 +895,8 @@ def _model(ref: str, input_shape: str | None) -> tuple[Any, tuple[int, ...]]:
         build = getattr(importlib.import_module(module), factory)
     except (ImportError, AttributeError) as exc:
         raise OptionError(f"model: cannot load {ref!r} ({exc}); check the module path and factory name") from None
+    except Exception as exc:  # the module's own code (a syntax error, a raise): one line, as bench --suites gives
+        raise OptionError(f"model: importing {module!r} failed: {type(exc).__name__}: {first_line(exc)}") from None
     try:
         model = build()
     except Exception as exc:  # the user's code: its first line of error, as ours are

@@ -369,6 +369,33 @@ def test_cli_errors_are_one_line(argv, message, capsys, tmp_path, monkeypatch):
     assert not (tmp_path / "x.json").exists()
 
 
+@pytest.mark.parametrize("ref,source,says", [
+    ("badsyntax:f", {"badsyntax.py": "def f(:\n    pass\n"},
+     "model: importing 'badsyntax' failed: SyntaxError: invalid syntax (badsyntax.py, line 1)"),
+    ("badimport:f", {"badimport.py": "raise RuntimeError('boom at import')\n"},
+     "model: importing 'badimport' failed: RuntimeError: boom at import"),
+    # the package runs as the -o check looks for the module's file
+    ("badpkg.mod:f", {"badpkg/__init__.py": "1 / 0\n", "badpkg/mod.py": ""},
+     "model: importing 'badpkg.mod' failed: ZeroDivisionError: division by zero"),
+])
+@pytest.mark.parametrize("command", [
+    ["profile", "--devices", "cpu", "-o", "x.json"], ["trace", "-o", "x.json"],
+    ["run", "builtin:topcuoglu2002", "s.json"], ["calibrate", "builtin:topcuoglu2002", "-o", "x.json"],
+])
+def test_cli_model_modules_that_fail_to_import_are_one_line(ref, source, says, command, capsys, tmp_path,
+                                                           monkeypatch):
+    # a traceback of 13-16 frames, exit 1: only ImportError and AttributeError were caught
+    for name, text in source.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main([command[0], ref, *command[1:]]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1
+    assert not (tmp_path / "x.json").exists()
+
+
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
 
 
