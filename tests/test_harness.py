@@ -16,6 +16,7 @@ import mapsched  # noqa: E402
 from mapsched import HarnessError, Objective, Problem, validate  # noqa: E402
 from mapsched.cli import main  # noqa: E402
 from mapsched.harness import default_threads, execute, measure_links, outputs_match, profile, trace  # noqa: E402
+from mapsched.harness.lean import close, prepare  # noqa: E402
 from mapsched.harness.models import FACTORIES, LARGE  # noqa: E402
 from mapsched.harness.overheads import fold, measure_overheads, refit, thread_settings  # noqa: E402
 
@@ -280,6 +281,19 @@ def test_outputs_match_tolerance_follows_the_devices():
         assert outputs_match(ref + 1e-3, ref, ["cpu", "cuda:0"])
         assert not outputs_match(wrong, ref, ["cpu", "cuda:0"])
     assert not outputs_match(wrong, ref, ["cpu:0"])
+
+
+def test_nan_where_the_model_gives_nan_matches():
+    # a deterministic model of NaN outputs: run said they did not match it, exit 1, and compile jit refused it
+    nan, inf = float("nan"), float("inf")
+    ref = torch.tensor([1.0, nan, inf, -2.0])
+    assert outputs_match(ref.clone(), ref, ["cpu:0"])
+    assert not outputs_match(torch.tensor([1.0, 0.0, inf, -2.0]), ref, ["cpu:0"])
+    assert not outputs_match(torch.tensor([1.0, nan, nan, -2.0]), ref, ["cpu:0"])
+    # the TF32 tolerance scales with the finite values: a NaN in them made it NaN, and nothing matched
+    assert close(ref + 1e-3, ref, tf32=True) and not close(ref + 0.5, ref, tf32=True)
+    graph = trace(_Nan().eval(), torch.zeros(1, 4))
+    assert prepare(graph, [torch.zeros(1, 4)], 1, "jit")
 
 
 def test_execute_rejects_mismatches(profiled):
@@ -554,6 +568,15 @@ class _OneRowOnly(torch.nn.Module):
 
     def forward(self, x):
         return self.a(x.view(-1))
+
+
+class _Nan(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x) * float("nan")
 
 
 class _Dict(torch.nn.Module):
