@@ -22,7 +22,7 @@ from . import files, instances, interrupt, registry
 from .errors import HarnessError, InfeasibleError, MapschedError, OptionError, ProblemError, first_line
 from .files import check_output, write_files
 from .learned import MAX_EDGE_HIDDEN, MAX_HIDDEN, MAX_ROUNDS
-from .problem import COMPILE, MAX_BATCH, MAX_DEVICES, Problem
+from .problem import COMPILE, MAX_BATCH, MAX_DEVICES, Objective, Problem
 from .schedule import Schedule
 from .solve import DEFAULT_METHOD, MAX_THREADS, solve
 from .validate import tolerance, validate
@@ -820,6 +820,27 @@ def _ints(text: str, flag: str, most: int = MAX_INT) -> list[int]:
     return values
 
 
+def _check_batch(devices: int, sizes: list[int], objective: Objective) -> None:
+    """Refuse, before the profile's minutes rather than after them, an ``objective`` that
+    ``devices`` devices running ``sizes`` cannot take: the profiled problem's own check, asked
+    of a problem of one task that every device runs at every size (a split of L inputs
+    takes at most L devices; a problem at most MAX_DEVICES)."""
+    from .problem import Device, System, Task
+
+    names = [f"d{k}" for k in range(min(devices, objective.inputs, MAX_DEVICES))]
+    task = Task("t", {d: dict.fromkeys(map(str, sizes), 1.0) for d in names})
+    try:
+        Problem([task], [], System(tuple(Device(d, batch_sizes=tuple(sizes)) for d in names)), objective)
+    except ProblemError:
+        L = objective.inputs
+        if L == 1:
+            raise OptionError("--batch-sizes: a latency problem (--batch 1) runs each task at batch size 1; "
+                              "include it, e.g. --batch-sizes 1,2,4") from None
+        raise OptionError(f"--batch-sizes: no choice of one of the sizes {','.join(map(str, sorted(set(sizes))))} "
+                          f"per device (or none) on {devices} device(s) adds up to --batch {L}; include {L}, e.g. "
+                          f"--batch-sizes {','.join(map(str, sorted({*sizes, L})))}") from None
+
+
 @contextlib.contextmanager
 def _model_input(shape: Sequence[int], what: str = "runs", rows: int | None = None) -> Iterator[None]:
     """The user's model failing on its input (a shape it does not take, or one too large
@@ -953,8 +974,6 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
     import torch
 
-    from .problem import Objective
-
     if args.output is None and not args.check:
         raise OptionError("-o: give the problem file to write, e.g. -o model.json, or --check to only report "
                           "how stable the measurements are")
@@ -967,12 +986,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
         args.threads = harness.default_threads(devices)
     _set_threads(torch, args)
     sizes = _ints(args.batch_sizes, "--batch-sizes", MAX_BATCH)
-    if min(sizes) > args.batch:  # refused before the profile's minutes, not after them
-        need = ("a latency problem (--batch 1) runs each task at batch size 1" if args.batch == 1
-                else f"--batch {args.batch} needs a batch size of at most {args.batch}")
-        raise OptionError(f"--batch-sizes: {need}; include one, e.g. --batch-sizes 1,2,4")
-    model, shape = _model(args.model, args.input_shape)
     objective = Objective("throughput", args.batch) if args.batch > 1 else Objective()
+    _check_batch(len(devices), sizes, objective)
+    model, shape = _model(args.model, args.input_shape)
     example = _checked_input(torch, model, shape, 0)
 
     def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
@@ -1237,7 +1253,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--input-shape", help=shape_help)
     pr.add_argument("--devices", help="comma-separated: cpu, cuda:I, or emulated cpu:K (default: all present)")
     pr.add_argument("--batch-sizes", default="1", help="comma-separated batch sizes to time (default 1)")
-    pr.add_argument("--batch", type=_count(1), default=1, help="inputs L; above 1 the objective is throughput")
+    pr.add_argument("--batch", type=_count(1, MAX_BATCH), default=1,
+                    help="inputs L; above 1 the objective is throughput")
     pr.add_argument("--no-cluster", action="store_true", help="one task per op (no conv-BN-ReLU fusion)")
     pr.add_argument("--warmup", type=_count(0, MAX_RUNS), default=2)
     pr.add_argument("--repeats", type=_count(1, MAX_RUNS), default=5, help="timed runs per measurement (median kept)")

@@ -374,6 +374,15 @@ def test_cli_profile_no_calibrate_writes_the_profiled_times(tmp_path, capsys):
     # refused after the whole profile, naming tasks[0] and memory
     (["profile", "mapsched.harness.models:resnet", "--batch-sizes", "2", "-o", "x.json"],
      "--batch-sizes: a latency problem (--batch 1) runs each task at batch size 1"),
+    # the same after the whole profile, naming tasks[0] and objective.batch: a batch size below
+    # --batch was all the early check asked for, and one batch per device must add up to it
+    (["profile", "mapsched.harness.models:resnet", "--devices", "cpu", "--batch", "4", "--batch-sizes", "1,2",
+      "-o", "x.json"], "--batch-sizes: no choice of one of the sizes 1,2 per device (or none) on 1 device(s) adds "
+                       "up to --batch 4; include 4, e.g. --batch-sizes 1,2,4"),
+    (["profile", "mapsched.harness.models:resnet", "--devices", "cpu:0,cpu:1", "--batch", "5", "--batch-sizes", "2",
+      "-o", "x.json"], "on 2 device(s) adds up to --batch 5; include 5, e.g. --batch-sizes 2,5"),
+    (["profile", "mapsched.harness.models:resnet", "--batch", "100001", "-o", "x.json"],
+     "--batch: expected an integer from 1 to 100000"),
 ])
 def test_cli_errors_are_one_line(argv, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
