@@ -801,6 +801,75 @@ def test_what_fx_cannot_trace_is_one_line():
         trace(encoder, torch.randn(1, 4, 16))
 
 
+_RAISING = """import os, threading, torch
+
+@torch.fx.wrap
+def flaky(x):
+    how = os.environ.get("FLAKY")
+    if how == "key":
+        raise KeyError("missing")
+    if how == "runtime":
+        raise RuntimeError("flaky op failed")
+    if how == "thread" and threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("failed on a worker thread")
+    if how == "pair" and x.shape[0] == 2:
+        return 1 // 0
+    return x
+
+class Flaky(torch.nn.Module):
+    input_shape = (1, 8)
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return flaky(self.lin(x))
+
+def build():
+    return Flaky().eval()
+"""
+
+
+@pytest.mark.parametrize("how,argv,says", [
+    # a traceback: only the errors of a shape were caught
+    ("key", [], "model: running it on its input_shape [1, 8] raised KeyError: 'missing'; fix the model\n"),
+    ("key", ["--input-shape", "1,8"], "model: running it on an input of shape [1, 8] raised KeyError: 'missing'; "
+                                      "fix the model\n"),
+    # '--input-shape: the model runs on no input of shape [1, 8]', where no --input-shape was given
+    ("runtime", [], "model: running it on its input_shape [1, 8] raised RuntimeError: flaky op failed; fix the "
+                    "model, or its input_shape, or give --input-shape\n"),
+    # a traceback from the profile's timing at batch size 2
+    ("pair", ["--batch-sizes", "1,2"], "model: it raised ZeroDivisionError: integer division or modulo by zero "
+                                       "while profiling it; fix the model\n"),
+])
+def test_cli_a_model_that_raises_as_it_runs_is_one_line(how, argv, says, tmp_path, monkeypatch, capsys):
+    (tmp_path / "raising.py").write_text(_RAISING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("FLAKY", how)
+    out = tmp_path / "p.json"
+    assert main(["profile", "raising:build", "--devices", "cpu", "--repeats", "1", "--warmup", "0", "--no-calibrate",
+                 *argv, "-o", str(out)]) == 2
+    assert capsys.readouterr().err == f"mapsched: error: {says}" and not out.exists()
+
+
+def test_cli_run_names_the_task_that_raised_on_a_devices_thread(tmp_path, monkeypatch, capsys):
+    # a traceback from the executor's worker thread, exit 1
+    (tmp_path / "raising.py").write_text(_RAISING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    prob, sched, measured = (str(tmp_path / f) for f in ("p.json", "s.json", "m.json"))
+    assert main(["profile", "raising:build", "--devices", "cpu:0,cpu:1", "--repeats", "1", "--warmup", "0",
+                 "--no-calibrate", "-o", prob]) == 0
+    assert main(["solve", prob, "-m", "heft", "-o", sched]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("FLAKY", "thread")
+    assert main(["run", "raising:build", prob, sched, "--repeats", "1", "--threads", "1", "-o", measured]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mapsched: error: model: its task 'flaky' raised RuntimeError: failed on a worker thread "
+                          "on cpu:") and err.endswith(", running the schedule; fix the model\n")
+    assert err.count("\n") == 1 and not (tmp_path / "m.json").exists()
+
+
 def test_cli_says_it_gives_one_tensor(tmp_path, monkeypatch, capsys):
     # '--input-shape: the model runs on no input of shape [1, 8] (missing ... 'y')', which no shape mends
     (tmp_path / "two.py").write_text("import torch\n\nclass Two(torch.nn.Module):\n    def forward(self, x, y):\n"

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from .. import arguments
-from ..errors import HarnessError
+from ..errors import HarnessError, MapschedError, first_line
 from ..problem import Problem
 from ..schedule import Job, Schedule
 from .allocator import steady
@@ -172,13 +172,25 @@ def _body(j: int, jobs: list[Job], call: Callable[..., Any] | None,
           args: list[tuple[list[tuple[int, slice | None]], int]], stream: Any,
           staged: dict[int, Any]) -> Callable[[dict[int, Done], float], Done]:
     """Job ``j`` as its device's loop runs it: its inputs gathered, then its callable timed
-    (``call`` None: a model input, taken from ``staged``, which each run refreshes)."""
-    dev = jobs[j].device
+    (``call`` None: a model input, taken from ``staged``, which each run refreshes). The
+    model raising there is a :class:`HarnessError` naming the task and device, from the
+    model's exception: raised on the device's thread, its traceback says neither."""
+    dev, task = jobs[j].device, jobs[j].task
 
     def gather(done: dict[int, Done]) -> list[Any]:
         return [_gather(pieces, jobs, done, slot, dev, stream) for pieces, slot in args]
 
-    return timed(call if call is not None else lambda: (staged[j],), gather, stream)
+    run = timed(call if call is not None else lambda: (staged[j],), gather, stream)
+
+    def body(done: dict[int, Done], t0: float) -> Done:
+        try:
+            return run(done, t0)
+        except (MapschedError, MemoryError):
+            raise
+        except Exception as exc:
+            raise HarnessError(f"model: its task {task!r} raised {type(exc).__name__}: {first_line(exc)} on {dev}, "
+                               "running the schedule; fix the model") from exc
+    return body
 
 
 @dataclass
