@@ -1077,9 +1077,12 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_setup(harness: Any, torch: Any, args: argparse.Namespace) -> tuple[Problem, Any, Any]:
-    """The problem, the model and its seeded random inputs of ``run`` and ``calibrate``, under the
-    thread settings the problem was profiled with (refused before anything changes)."""
+def _run_setup(harness: Any, torch: Any, args: argparse.Namespace) -> tuple[Problem, Any, Any, Any]:
+    """The problem, the model, its traced graph and its seeded random inputs of ``run`` and
+    ``calibrate``, under the thread settings the problem was profiled with (refused before
+    anything changes), the inputs of the size it was profiled at."""
+    from .harness.execute import check_inputs
+
     problem = load_problem(args.problem)
     if args.threads is None and problem.calibration is not None:
         args.threads = problem.calibration.threads  # the profile's, unless given
@@ -1089,7 +1092,10 @@ def _run_setup(harness: Any, torch: Any, args: argparse.Namespace) -> tuple[Prob
     args.compile = harness.recorded_compile(problem, args.compile, "--compile")
     _set_threads(torch, args)
     model, shape = _model(args.model, args.input_shape)
-    return problem, model, _inputs(torch, model, problem, shape, args.seed, args.input_shape is not None)
+    inputs = _inputs(torch, model, problem, shape, args.seed, args.input_shape is not None)
+    graph = harness.trace(model, inputs[:1], not args.no_cluster)  # traced once, for the check and the runs
+    check_inputs(graph, problem, "--input-shape")
+    return problem, model, graph, inputs
 
 
 def _inputs(torch: Any, model: Any, problem: Problem, shape: tuple[int, ...], seed: int, given: bool) -> Any:
@@ -1110,10 +1116,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     import torch
 
     check_output(args.output, [args.problem, *_model_files(args.model)])
-    problem, model, inputs = _run_setup(harness, torch, args)
+    problem, _, graph, inputs = _run_setup(harness, torch, args)
     rounds = {} if args.rounds is None else {"rounds": args.rounds}
     with _model_runs("calibrating it"):
-        calibrated, report = harness.calibrate(model, problem, inputs, count=args.schedules,
+        calibrated, report = harness.calibrate(graph, problem, inputs, count=args.schedules,
                                                cluster=not args.no_cluster, warmup=args.warmup, repeats=args.repeats,
                                                seed=args.seed, compile=args.compile, **rounds)
     _report(report)
@@ -1128,10 +1134,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.output:
         check_output(args.output, [args.problem, args.schedule, *_model_files(args.model)])
-    problem, model, inputs = _run_setup(harness, torch, args)
+    problem, model, graph, inputs = _run_setup(harness, torch, args)
     schedule = Schedule.read(args.schedule)
     with _model_runs("running the schedule"):
-        run = harness.execute(model, problem, schedule, inputs, cluster=not args.no_cluster, warmup=args.warmup,
+        run = harness.execute(graph, problem, schedule, inputs, cluster=not args.no_cluster, warmup=args.warmup,
                               repeats=args.repeats, compile=args.compile)
         with torch.inference_mode():
             reference = model(inputs)

@@ -504,6 +504,23 @@ def test_run_refuses_other_thread_settings(tmp_path, capsys, profiled):
         execute(m, other, mapsched.solve(other, "heft"), x)
 
 
+def test_run_refuses_inputs_of_another_size_than_profiled(tmp_path, capsys, profiled):
+    # accepted: the predicted times were of 16x16 images, the measured ones of 64x64
+    p = profiled["random-wired"]
+    prob, sched, out = tmp_path / "p.json", tmp_path / "s.json", tmp_path / "measured.json"
+    p.write(str(prob))
+    mapsched.solve(p, "heft").write(str(sched))
+    model = "mapsched.harness.models:random_wired"
+    for command in (["run", model, str(prob), str(sched)], ["calibrate", model, str(prob)]):
+        assert main([*command, "--input-shape", "1,3,64,64", "--threads", "1", "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err == ("mapsched: error: --input-shape: the model's input 'x' holds 49152 bytes per input here and "
+                       "3072 in the problem; give inputs of the shape it was profiled at\n") and not out.exists()
+    m = FACTORIES["random-wired"]()
+    with pytest.raises(HarnessError, match=r"^inputs: the model's input 'x' holds 49152 bytes per input here"):
+        execute(m, p, mapsched.solve(p, "heft"), torch.randn(1, 3, 64, 64))
+
+
 def test_cli_threads_default_to_the_cores_shared_and_run_takes_the_profiles(tmp_path, capsys):
     """Emulated devices at PyTorch's default would each run a team on every core: profile
     shares the cores among them, and run, given no --threads, takes the profile's."""

@@ -87,11 +87,25 @@ def outputs_match(outputs: Any, reference: Any, devices: Sequence[str]) -> bool:
                  any(torch_device(d).type == "cuda" for d in devices))
 
 
+def check_inputs(graph: CoarseGraph, problem: Problem, flag: str = "inputs") -> None:
+    """Refuse inputs of another size than the problem was profiled at, in one line naming
+    ``flag``: the problem records the bytes per input of each model input (its task's
+    ``output_bytes``), not the shape, so inputs of another shape and the same size pass.
+    Inputs of a task the problem lacks are left to :func:`execute`'s check of the tasks."""
+    for p in graph.placeholders:
+        i = problem.task_index.get(p)
+        if i is not None and problem.tasks[i].output_bytes != graph.nbytes[p]:
+            raise HarnessError(f"{flag}: the model's input {p!r} holds {graph.nbytes[p]} bytes per input here and "
+                               f"{problem.tasks[i].output_bytes:.0f} in the problem; give inputs of the shape it "
+                               "was profiled at")
+
+
 def _check(graph: CoarseGraph, problem: Problem, schedule: Schedule) -> None:
     if sorted(graph.names) != sorted(t.name for t in problem.tasks):
         missing = sorted(set(graph.names) ^ {t.name for t in problem.tasks})[:3]
         raise HarnessError(f"problem: its tasks do not match the traced model (e.g. {missing}); "
                            "profile this model with the same cluster setting")
+    check_inputs(graph, problem)
     from ..validate import validate
 
     bad = validate(problem, schedule)
