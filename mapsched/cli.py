@@ -22,7 +22,7 @@ from . import files, instances, interrupt, registry
 from .errors import HarnessError, InfeasibleError, MapschedError, OptionError, ProblemError, first_line
 from .files import check_output, write_files
 from .learned import MAX_EDGE_HIDDEN, MAX_HIDDEN, MAX_ROUNDS
-from .problem import COMPILE, MAX_BATCH, MAX_DEVICES, Problem
+from .problem import COMPILE, MAX_BATCH, MAX_DEVICES, Objective, Problem
 from .schedule import Schedule
 from .solve import DEFAULT_METHOD, MAX_THREADS, solve
 from .validate import tolerance, validate
@@ -820,24 +820,71 @@ def _ints(text: str, flag: str, most: int = MAX_INT) -> list[int]:
     return values
 
 
+def _check_batch(devices: int, sizes: list[int], objective: Objective) -> None:
+    """Refuse, before the profile's minutes rather than after them, an ``objective`` that
+    ``devices`` devices running ``sizes`` cannot take: the profiled problem's own check, asked
+    of a problem of one task that every device runs at every size (a split of L inputs
+    takes at most L devices; a problem at most MAX_DEVICES)."""
+    from .problem import Device, System, Task
+
+    names = [f"d{k}" for k in range(min(devices, objective.inputs, MAX_DEVICES))]
+    task = Task("t", {d: dict.fromkeys(map(str, sizes), 1.0) for d in names})
+    try:
+        Problem([task], [], System(tuple(Device(d, batch_sizes=tuple(sizes)) for d in names)), objective)
+    except ProblemError:
+        L = objective.inputs
+        if L == 1:
+            raise OptionError("--batch-sizes: a latency problem (--batch 1) runs each task at batch size 1; "
+                              "include it, e.g. --batch-sizes 1,2,4") from None
+        raise OptionError(f"--batch-sizes: no choice of one of the sizes {','.join(map(str, sorted(set(sizes))))} "
+                          f"per device (or none) on {devices} device(s) adds up to --batch {L}; include {L}, e.g. "
+                          f"--batch-sizes {','.join(map(str, sorted({*sizes, L})))}") from None
+
+
+_SHAPE_ERRORS = (RuntimeError, ValueError, TypeError, IndexError, AssertionError, MemoryError, OverflowError)
+"""What torch (and a model's own asserts) raise on an input of a shape the model does not take."""
+
+
 @contextlib.contextmanager
-def _model_input(shape: Sequence[int], what: str = "runs", rows: int | None = None) -> Iterator[None]:
-    """The user's model failing on its input (a shape it does not take, or one too large
-    to allocate): one line naming --input-shape, not torch's traceback. ``shape`` is the
-    one given; ``rows``, where the input ran with the problem's rows in place of its first."""
+def _model_input(shape: Sequence[int], given: bool, what: str = "runs", rows: int | None = None) -> Iterator[None]:
+    """The user's model failing on its first input: one line, not torch's traceback. It names
+    --input-shape where the user gave the shape (``given``) and the error is one that a shape
+    causes (one the model does not take, or too large to allocate); else the model, which
+    raised on its own input_shape, or raised what no shape causes (a KeyError). ``rows``,
+    where the input ran with the problem's rows in place of its first dimension."""
     try:
         yield
     except MapschedError:
         raise
-    except (RuntimeError, ValueError, TypeError, IndexError, AssertionError, MemoryError, OverflowError) as exc:
+    except Exception as exc:
         ran = ("" if rows is None or list(shape[:1]) == [rows]
                else f" with its first dimension {rows}, the problem's inputs,")
-        raise OptionError(f"--input-shape: the model {what} on no input of shape {list(shape)}{ran} "
-                          f"({first_line(exc)}); give a shape it takes") from None
+        if given and isinstance(exc, _SHAPE_ERRORS):
+            raise OptionError(f"--input-shape: the model {what} on no input of shape {list(shape)}{ran} "
+                              f"({first_line(exc)}); give a shape it takes") from None
+        on = f"an input of shape {list(shape)}" if given else f"its input_shape {list(shape)}"
+        fix = ", or its input_shape, or give --input-shape" if isinstance(exc, _SHAPE_ERRORS) and not given else ""
+        raise OptionError(f"model: {'running' if what == 'runs' else 'tracing'} it on {on}{ran.rstrip(',')} raised "
+                          f"{type(exc).__name__}: {first_line(exc)}; fix the model{fix}") from None
 
 
-def _checked_input(torch: Any, model: Any, shape: Sequence[int], seed: int, rows: int | None = None) -> Any:
-    """A seeded random input of ``shape`` (with ``rows`` rows, if given) that ``model`` has run on once."""
+@contextlib.contextmanager
+def _model_runs(what: str) -> Iterator[None]:
+    """The user's model raising where the harness runs it after its first input went through
+    (a batch of another size, the schedule's jobs): one line naming the model, not a traceback."""
+    try:
+        yield
+    except (MapschedError, MemoryError):  # ours are one line already; main reports memory
+        raise
+    except Exception as exc:
+        raise OptionError(f"model: it raised {type(exc).__name__}: {first_line(exc)} while {what}; "
+                          "fix the model") from None
+
+
+def _checked_input(torch: Any, model: Any, shape: Sequence[int], seed: int, given: bool,
+                   rows: int | None = None) -> Any:
+    """A seeded random input of ``shape`` (with ``rows`` rows, if given) that ``model`` has run on
+    once; ``given``: whether the user gave the shape (see :func:`_model_input`)."""
     import inspect
     import warnings
 
@@ -853,7 +900,7 @@ def _checked_input(torch: Any, model: Any, shape: Sequence[int], seed: int, rows
         raise OptionError(f"model: its forward takes {', '.join(p.name for p in params)}, and the command line "
                           "gives it one tensor; wrap it so that forward takes one tensor, or profile it from "
                           "Python with mapsched.harness.profile(model, (x, y, ...), devices)")
-    with _model_input(shape, rows=rows):
+    with _model_input(shape, given, rows=rows):
         x = random_input(model, tuple(shape) if rows is None else (rows, *shape[1:]), seed)
         with torch.inference_mode(), warnings.catch_warnings():  # a failing model's warnings: lines before ours
             warnings.simplefilter("ignore")
@@ -878,7 +925,7 @@ def _model_files(ref: str) -> list[str]:
     _from_here()
     try:
         spec = importlib.util.find_spec(ref.partition(":")[0])
-    except (ImportError, ValueError):  # reported in one line when the model is loaded
+    except Exception:  # a bad name, or a parent package failing as it runs: reported when the model is loaded
         return []
     return [spec.origin] if spec is not None and spec.origin and os.path.isfile(spec.origin) else []
 
@@ -895,6 +942,8 @@ def _model(ref: str, input_shape: str | None) -> tuple[Any, tuple[int, ...]]:
         build = getattr(importlib.import_module(module), factory)
     except (ImportError, AttributeError) as exc:
         raise OptionError(f"model: cannot load {ref!r} ({exc}); check the module path and factory name") from None
+    except Exception as exc:  # the module's own code (a syntax error, a raise): one line, as bench --suites gives
+        raise OptionError(f"model: importing {module!r} failed: {type(exc).__name__}: {first_line(exc)}") from None
     try:
         model = build()
     except Exception as exc:  # the user's code: its first line of error, as ours are
@@ -951,8 +1000,6 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
     import torch
 
-    from .problem import Objective
-
     if args.output is None and not args.check:
         raise OptionError("-o: give the problem file to write, e.g. -o model.json, or --check to only report "
                           "how stable the measurements are")
@@ -965,13 +1012,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
         args.threads = harness.default_threads(devices)
     _set_threads(torch, args)
     sizes = _ints(args.batch_sizes, "--batch-sizes", MAX_BATCH)
-    if min(sizes) > args.batch:  # refused before the profile's minutes, not after them
-        need = ("a latency problem (--batch 1) runs each task at batch size 1" if args.batch == 1
-                else f"--batch {args.batch} needs a batch size of at most {args.batch}")
-        raise OptionError(f"--batch-sizes: {need}; include one, e.g. --batch-sizes 1,2,4")
-    model, shape = _model(args.model, args.input_shape)
     objective = Objective("throughput", args.batch) if args.batch > 1 else Objective()
-    example = _checked_input(torch, model, shape, 0)
+    _check_batch(len(devices), sizes, objective)
+    model, shape = _model(args.model, args.input_shape)
+    example = _checked_input(torch, model, shape, 0, args.input_shape is not None)
 
     def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
         print(f"mapsched: warning: {message}", file=sys.stderr, flush=True)
@@ -980,11 +1024,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
         # Re-measurements are announced as they start, one line each, as the run goes on.
         warnings.simplefilter("always", harness.NoisyMeasurementWarning)
         warnings.showwarning = show
-        result = harness.profile_report(model, example, devices, sizes,
-                                        cluster=not args.no_cluster, warmup=args.warmup, repeats=args.repeats,
-                                        objective=objective, name=args.model.partition(":")[2],
-                                        max_spread=args.max_spread, retries=args.retries,
-                                        overheads=not args.no_overheads, compile=args.compile)
+        with _model_runs("profiling it"):
+            result = harness.profile_report(model, example, devices, sizes,
+                                            cluster=not args.no_cluster, warmup=args.warmup, repeats=args.repeats,
+                                            objective=objective, name=args.model.partition(":")[2],
+                                            max_spread=args.max_spread, retries=args.retries,
+                                            overheads=not args.no_overheads, compile=args.compile)
     if args.check:
         print(result.report())
     if args.output is None:
@@ -1002,8 +1047,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.calibrate:
         # The profiled times miss how jobs side by side slow each other: 2-4x off on the
         # example models, against a median 5-20% once fitted (BENCHMARKS.md, fidelity).
-        problem, report = harness.calibrate(model, problem, _inputs(torch, model, problem, shape, 0),
-                                            cluster=not args.no_cluster, compile=args.compile)
+        inputs = _inputs(torch, model, problem, shape, 0, args.input_shape is not None)
+        with _model_runs("calibrating it"):
+            problem, report = harness.calibrate(model, problem, inputs, cluster=not args.no_cluster,
+                                                compile=args.compile)
         _report(report)
     problem.write(args.output)
     print(f"wrote {'the calibrated ' if args.calibrate else ''}{problem!r} to {args.output}")
@@ -1020,7 +1067,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if args.batch_size:
         shape = (args.batch_size, *shape[1:])
     t0 = time.perf_counter()
-    with _model_input(shape, "traces"):
+    with _model_input(shape, args.input_shape is not None, "traces"):
         problem = harness.trace_step(model, shape, train=args.train, platform=system,
                                      name=args.model.partition(":")[2])
     seconds = time.perf_counter() - t0
@@ -1030,9 +1077,12 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_setup(harness: Any, torch: Any, args: argparse.Namespace) -> tuple[Problem, Any, Any]:
-    """The problem, the model and its seeded random inputs of ``run`` and ``calibrate``, under the
-    thread settings the problem was profiled with (refused before anything changes)."""
+def _run_setup(harness: Any, torch: Any, args: argparse.Namespace) -> tuple[Problem, Any, Any, Any]:
+    """The problem, the model, its traced graph and its seeded random inputs of ``run`` and
+    ``calibrate``, under the thread settings the problem was profiled with (refused before
+    anything changes), the inputs of the size it was profiled at."""
+    from .harness.execute import check_inputs
+
     problem = load_problem(args.problem)
     if args.threads is None and problem.calibration is not None:
         args.threads = problem.calibration.threads  # the profile's, unless given
@@ -1042,12 +1092,15 @@ def _run_setup(harness: Any, torch: Any, args: argparse.Namespace) -> tuple[Prob
     args.compile = harness.recorded_compile(problem, args.compile, "--compile")
     _set_threads(torch, args)
     model, shape = _model(args.model, args.input_shape)
-    return problem, model, _inputs(torch, model, problem, shape, args.seed)
+    inputs = _inputs(torch, model, problem, shape, args.seed, args.input_shape is not None)
+    graph = harness.trace(model, inputs[:1], not args.no_cluster)  # traced once, for the check and the runs
+    check_inputs(graph, problem, "--input-shape")
+    return problem, model, graph, inputs
 
 
-def _inputs(torch: Any, model: Any, problem: Problem, shape: tuple[int, ...], seed: int) -> Any:
+def _inputs(torch: Any, model: Any, problem: Problem, shape: tuple[int, ...], seed: int, given: bool) -> Any:
     """The seeded random inputs of ``run`` and of calibration: one row per input of ``problem``."""
-    return _checked_input(torch, model, shape, seed, problem.L)
+    return _checked_input(torch, model, shape, seed, given, problem.L)
 
 
 def _report(report: Any) -> None:
@@ -1063,11 +1116,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     import torch
 
     check_output(args.output, [args.problem, *_model_files(args.model)])
-    problem, model, inputs = _run_setup(harness, torch, args)
+    problem, _, graph, inputs = _run_setup(harness, torch, args)
     rounds = {} if args.rounds is None else {"rounds": args.rounds}
-    calibrated, report = harness.calibrate(model, problem, inputs, count=args.schedules, cluster=not args.no_cluster,
-                                           warmup=args.warmup, repeats=args.repeats, seed=args.seed,
-                                           compile=args.compile, **rounds)
+    with _model_runs("calibrating it"):
+        calibrated, report = harness.calibrate(graph, problem, inputs, count=args.schedules,
+                                               cluster=not args.no_cluster, warmup=args.warmup, repeats=args.repeats,
+                                               seed=args.seed, compile=args.compile, **rounds)
     _report(report)
     calibrated.write(args.output)
     print(f"wrote the calibrated {calibrated!r} to {args.output}")
@@ -1080,12 +1134,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.output:
         check_output(args.output, [args.problem, args.schedule, *_model_files(args.model)])
-    problem, model, inputs = _run_setup(harness, torch, args)
+    problem, model, graph, inputs = _run_setup(harness, torch, args)
     schedule = Schedule.read(args.schedule)
-    run = harness.execute(model, problem, schedule, inputs, cluster=not args.no_cluster, warmup=args.warmup,
-                          repeats=args.repeats, compile=args.compile)
-    with torch.inference_mode():
-        reference = model(inputs)
+    with _model_runs("running the schedule"):
+        run = harness.execute(graph, problem, schedule, inputs, cluster=not args.no_cluster, warmup=args.warmup,
+                              repeats=args.repeats, compile=args.compile)
+        with torch.inference_mode():
+            reference = model(inputs)
     same = harness.outputs_match(run.outputs, reference, problem.device_names)
     rows = [["makespan (ms)", _fmt(run.predicted, 6), _fmt(run.makespan, 6),
              f"{run.makespan / run.predicted:.2f}" if run.predicted > 0 else "-"]]
@@ -1235,7 +1290,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--input-shape", help=shape_help)
     pr.add_argument("--devices", help="comma-separated: cpu, cuda:I, or emulated cpu:K (default: all present)")
     pr.add_argument("--batch-sizes", default="1", help="comma-separated batch sizes to time (default 1)")
-    pr.add_argument("--batch", type=_count(1), default=1, help="inputs L; above 1 the objective is throughput")
+    pr.add_argument("--batch", type=_count(1, MAX_BATCH), default=1,
+                    help="inputs L; above 1 the objective is throughput")
     pr.add_argument("--no-cluster", action="store_true", help="one task per op (no conv-BN-ReLU fusion)")
     pr.add_argument("--warmup", type=_count(0, MAX_RUNS), default=2)
     pr.add_argument("--repeats", type=_count(1, MAX_RUNS), default=5, help="timed runs per measurement (median kept)")

@@ -16,6 +16,7 @@ import mapsched  # noqa: E402
 from mapsched import HarnessError, Objective, Problem, validate  # noqa: E402
 from mapsched.cli import main  # noqa: E402
 from mapsched.harness import default_threads, execute, measure_links, outputs_match, profile, trace  # noqa: E402
+from mapsched.harness.lean import close, prepare  # noqa: E402
 from mapsched.harness.models import FACTORIES, LARGE  # noqa: E402
 from mapsched.harness.overheads import fold, measure_overheads, refit, thread_settings  # noqa: E402
 
@@ -282,6 +283,19 @@ def test_outputs_match_tolerance_follows_the_devices():
     assert not outputs_match(wrong, ref, ["cpu:0"])
 
 
+def test_nan_where_the_model_gives_nan_matches():
+    # a deterministic model of NaN outputs: run said they did not match it, exit 1, and compile jit refused it
+    nan, inf = float("nan"), float("inf")
+    ref = torch.tensor([1.0, nan, inf, -2.0])
+    assert outputs_match(ref.clone(), ref, ["cpu:0"])
+    assert not outputs_match(torch.tensor([1.0, 0.0, inf, -2.0]), ref, ["cpu:0"])
+    assert not outputs_match(torch.tensor([1.0, nan, nan, -2.0]), ref, ["cpu:0"])
+    # the TF32 tolerance scales with the finite values: a NaN in them made it NaN, and nothing matched
+    assert close(ref + 1e-3, ref, tf32=True) and not close(ref + 0.5, ref, tf32=True)
+    graph = trace(_Nan().eval(), torch.zeros(1, 4))
+    assert prepare(graph, [torch.zeros(1, 4)], 1, "jit")
+
+
 def test_execute_rejects_mismatches(profiled):
     p = profiled["resnet"]
     m, x = _model("resnet")
@@ -360,12 +374,48 @@ def test_cli_profile_no_calibrate_writes_the_profiled_times(tmp_path, capsys):
     # refused after the whole profile, naming tasks[0] and memory
     (["profile", "mapsched.harness.models:resnet", "--batch-sizes", "2", "-o", "x.json"],
      "--batch-sizes: a latency problem (--batch 1) runs each task at batch size 1"),
+    # the same after the whole profile, naming tasks[0] and objective.batch: a batch size below
+    # --batch was all the early check asked for, and one batch per device must add up to it
+    (["profile", "mapsched.harness.models:resnet", "--devices", "cpu", "--batch", "4", "--batch-sizes", "1,2",
+      "-o", "x.json"], "--batch-sizes: no choice of one of the sizes 1,2 per device (or none) on 1 device(s) adds "
+                       "up to --batch 4; include 4, e.g. --batch-sizes 1,2,4"),
+    (["profile", "mapsched.harness.models:resnet", "--devices", "cpu:0,cpu:1", "--batch", "5", "--batch-sizes", "2",
+      "-o", "x.json"], "on 2 device(s) adds up to --batch 5; include 5, e.g. --batch-sizes 2,5"),
+    (["profile", "mapsched.harness.models:resnet", "--batch", "100001", "-o", "x.json"],
+     "--batch: expected an integer from 1 to 100000"),
 ])
 def test_cli_errors_are_one_line(argv, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize("ref,source,says", [
+    ("badsyntax:f", {"badsyntax.py": "def f(:\n    pass\n"},
+     "model: importing 'badsyntax' failed: SyntaxError: invalid syntax (badsyntax.py, line 1)"),
+    ("badimport:f", {"badimport.py": "raise RuntimeError('boom at import')\n"},
+     "model: importing 'badimport' failed: RuntimeError: boom at import"),
+    # the package runs as the -o check looks for the module's file
+    ("badpkg.mod:f", {"badpkg/__init__.py": "1 / 0\n", "badpkg/mod.py": ""},
+     "model: importing 'badpkg.mod' failed: ZeroDivisionError: division by zero"),
+])
+@pytest.mark.parametrize("command", [
+    ["profile", "--devices", "cpu", "-o", "x.json"], ["trace", "-o", "x.json"],
+    ["run", "builtin:topcuoglu2002", "s.json"], ["calibrate", "builtin:topcuoglu2002", "-o", "x.json"],
+])
+def test_cli_model_modules_that_fail_to_import_are_one_line(ref, source, says, command, capsys, tmp_path,
+                                                           monkeypatch):
+    # a traceback of 13-16 frames, exit 1: only ImportError and AttributeError were caught
+    for name, text in source.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main([command[0], ref, *command[1:]]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1
     assert not (tmp_path / "x.json").exists()
 
 
@@ -454,6 +504,23 @@ def test_run_refuses_other_thread_settings(tmp_path, capsys, profiled):
         execute(m, other, mapsched.solve(other, "heft"), x)
 
 
+def test_run_refuses_inputs_of_another_size_than_profiled(tmp_path, capsys, profiled):
+    # accepted: the predicted times were of 16x16 images, the measured ones of 64x64
+    p = profiled["random-wired"]
+    prob, sched, out = tmp_path / "p.json", tmp_path / "s.json", tmp_path / "measured.json"
+    p.write(str(prob))
+    mapsched.solve(p, "heft").write(str(sched))
+    model = "mapsched.harness.models:random_wired"
+    for command in (["run", model, str(prob), str(sched)], ["calibrate", model, str(prob)]):
+        assert main([*command, "--input-shape", "1,3,64,64", "--threads", "1", "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err == ("mapsched: error: --input-shape: the model's input 'x' holds 49152 bytes per input here and "
+                       "3072 in the problem; give inputs of the shape it was profiled at\n") and not out.exists()
+    m = FACTORIES["random-wired"]()
+    with pytest.raises(HarnessError, match=r"^inputs: the model's input 'x' holds 49152 bytes per input here"):
+        execute(m, p, mapsched.solve(p, "heft"), torch.randn(1, 3, 64, 64))
+
+
 def test_cli_threads_default_to_the_cores_shared_and_run_takes_the_profiles(tmp_path, capsys):
     """Emulated devices at PyTorch's default would each run a team on every core: profile
     shares the cores among them, and run, given no --threads, takes the profile's."""
@@ -527,6 +594,15 @@ class _OneRowOnly(torch.nn.Module):
 
     def forward(self, x):
         return self.a(x.view(-1))
+
+
+class _Nan(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x) * float("nan")
 
 
 class _Dict(torch.nn.Module):
@@ -740,6 +816,75 @@ def test_what_fx_cannot_trace_is_one_line():
     encoder = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True).eval()
     with pytest.raises(HarnessError, match=r"^model: torch.fx cannot trace it [^\n]*$"):
         trace(encoder, torch.randn(1, 4, 16))
+
+
+_RAISING = """import os, threading, torch
+
+@torch.fx.wrap
+def flaky(x):
+    how = os.environ.get("FLAKY")
+    if how == "key":
+        raise KeyError("missing")
+    if how == "runtime":
+        raise RuntimeError("flaky op failed")
+    if how == "thread" and threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("failed on a worker thread")
+    if how == "pair" and x.shape[0] == 2:
+        return 1 // 0
+    return x
+
+class Flaky(torch.nn.Module):
+    input_shape = (1, 8)
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return flaky(self.lin(x))
+
+def build():
+    return Flaky().eval()
+"""
+
+
+@pytest.mark.parametrize("how,argv,says", [
+    # a traceback: only the errors of a shape were caught
+    ("key", [], "model: running it on its input_shape [1, 8] raised KeyError: 'missing'; fix the model\n"),
+    ("key", ["--input-shape", "1,8"], "model: running it on an input of shape [1, 8] raised KeyError: 'missing'; "
+                                      "fix the model\n"),
+    # '--input-shape: the model runs on no input of shape [1, 8]', where no --input-shape was given
+    ("runtime", [], "model: running it on its input_shape [1, 8] raised RuntimeError: flaky op failed; fix the "
+                    "model, or its input_shape, or give --input-shape\n"),
+    # a traceback from the profile's timing at batch size 2
+    ("pair", ["--batch-sizes", "1,2"], "model: it raised ZeroDivisionError: integer division or modulo by zero "
+                                       "while profiling it; fix the model\n"),
+])
+def test_cli_a_model_that_raises_as_it_runs_is_one_line(how, argv, says, tmp_path, monkeypatch, capsys):
+    (tmp_path / "raising.py").write_text(_RAISING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("FLAKY", how)
+    out = tmp_path / "p.json"
+    assert main(["profile", "raising:build", "--devices", "cpu", "--repeats", "1", "--warmup", "0", "--no-calibrate",
+                 *argv, "-o", str(out)]) == 2
+    assert capsys.readouterr().err == f"mapsched: error: {says}" and not out.exists()
+
+
+def test_cli_run_names_the_task_that_raised_on_a_devices_thread(tmp_path, monkeypatch, capsys):
+    # a traceback from the executor's worker thread, exit 1
+    (tmp_path / "raising.py").write_text(_RAISING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    prob, sched, measured = (str(tmp_path / f) for f in ("p.json", "s.json", "m.json"))
+    assert main(["profile", "raising:build", "--devices", "cpu:0,cpu:1", "--repeats", "1", "--warmup", "0",
+                 "--no-calibrate", "-o", prob]) == 0
+    assert main(["solve", prob, "-m", "heft", "-o", sched]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("FLAKY", "thread")
+    assert main(["run", "raising:build", prob, sched, "--repeats", "1", "--threads", "1", "-o", measured]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mapsched: error: model: its task 'flaky' raised RuntimeError: failed on a worker thread "
+                          "on cpu:") and err.endswith(", running the schedule; fix the model\n")
+    assert err.count("\n") == 1 and not (tmp_path / "m.json").exists()
 
 
 def test_cli_says_it_gives_one_tensor(tmp_path, monkeypatch, capsys):

@@ -26,13 +26,13 @@ import torch
 from torch import nn
 
 from .. import arguments
-from ..errors import HarnessError
+from ..errors import HarnessError, MapschedError, first_line
 from ..problem import Problem
 from ..schedule import Job, Schedule
 from .allocator import steady
 from .devices import EXCLUSIVE, move, pin, torch_device
 from .graph import CoarseGraph, example_inputs, trace
-from .lean import prepare, recorded_compile
+from .lean import close, prepare, recorded_compile
 from .overheads import check_threads
 from .runner import Done, Step, launch, timed
 
@@ -74,13 +74,8 @@ class Execution:
 
 
 def outputs_match(outputs: Any, reference: Any, devices: Sequence[str]) -> bool:
-    """Whether a run's outputs equal the unscheduled model's, within floating-point tolerance.
-
-    On the CPU only the order of floating-point operations differs (rtol 1e-4). A CUDA
-    device may compute convolutions and matrix products in TF32, with about three decimal
-    digits, so there the tolerance is 1% of the output's largest magnitude: still far below
-    the error of a value routed to the wrong task.
-    """
+    """Whether a run's outputs equal the unscheduled model's, within floating-point tolerance:
+    :func:`~mapsched.harness.lean.close`'s, looser where a device is a GPU (TF32)."""
     if isinstance(reference, (tuple, list)):
         return len(outputs) == len(reference) and all(outputs_match(a, b, devices) for a, b in zip(outputs, reference))
     if isinstance(reference, dict):
@@ -88,11 +83,21 @@ def outputs_match(outputs: Any, reference: Any, devices: Sequence[str]) -> bool:
                 and all(outputs_match(outputs[k], reference[k], devices) for k in reference))
     if not isinstance(reference, torch.Tensor):
         return outputs == reference
-    a, b = outputs.detach().cpu(), reference.detach().cpu()
-    if any(torch_device(d).type == "cuda" for d in devices):
-        scale = float(b.abs().max()) if b.numel() else 0.0
-        return a.shape == b.shape and torch.allclose(a, b, rtol=1e-2, atol=1e-2 * max(scale, 1e-6))
-    return a.shape == b.shape and torch.allclose(a, b, rtol=1e-4, atol=1e-5)
+    return close(outputs.detach().cpu(), reference.detach().cpu(),
+                 any(torch_device(d).type == "cuda" for d in devices))
+
+
+def check_inputs(graph: CoarseGraph, problem: Problem, flag: str = "inputs") -> None:
+    """Refuse inputs of another size than the problem was profiled at, in one line naming
+    ``flag``: the problem records the bytes per input of each model input (its task's
+    ``output_bytes``), not the shape, so inputs of another shape and the same size pass.
+    Inputs of a task the problem lacks are left to :func:`execute`'s check of the tasks."""
+    for p in graph.placeholders:
+        i = problem.task_index.get(p)
+        if i is not None and problem.tasks[i].output_bytes != graph.nbytes[p]:
+            raise HarnessError(f"{flag}: the model's input {p!r} holds {graph.nbytes[p]} bytes per input here and "
+                               f"{problem.tasks[i].output_bytes:.0f} in the problem; give inputs of the shape it "
+                               "was profiled at")
 
 
 def _check(graph: CoarseGraph, problem: Problem, schedule: Schedule) -> None:
@@ -100,6 +105,7 @@ def _check(graph: CoarseGraph, problem: Problem, schedule: Schedule) -> None:
         missing = sorted(set(graph.names) ^ {t.name for t in problem.tasks})[:3]
         raise HarnessError(f"problem: its tasks do not match the traced model (e.g. {missing}); "
                            "profile this model with the same cluster setting")
+    check_inputs(graph, problem)
     from ..validate import validate
 
     bad = validate(problem, schedule)
@@ -180,13 +186,25 @@ def _body(j: int, jobs: list[Job], call: Callable[..., Any] | None,
           args: list[tuple[list[tuple[int, slice | None]], int]], stream: Any,
           staged: dict[int, Any]) -> Callable[[dict[int, Done], float], Done]:
     """Job ``j`` as its device's loop runs it: its inputs gathered, then its callable timed
-    (``call`` None: a model input, taken from ``staged``, which each run refreshes)."""
-    dev = jobs[j].device
+    (``call`` None: a model input, taken from ``staged``, which each run refreshes). The
+    model raising there is a :class:`HarnessError` naming the task and device, from the
+    model's exception: raised on the device's thread, its traceback says neither."""
+    dev, task = jobs[j].device, jobs[j].task
 
     def gather(done: dict[int, Done]) -> list[Any]:
         return [_gather(pieces, jobs, done, slot, dev, stream) for pieces, slot in args]
 
-    return timed(call if call is not None else lambda: (staged[j],), gather, stream)
+    run = timed(call if call is not None else lambda: (staged[j],), gather, stream)
+
+    def body(done: dict[int, Done], t0: float) -> Done:
+        try:
+            return run(done, t0)
+        except (MapschedError, MemoryError):
+            raise
+        except Exception as exc:
+            raise HarnessError(f"model: its task {task!r} raised {type(exc).__name__}: {first_line(exc)} on {dev}, "
+                               "running the schedule; fix the model") from exc
+    return body
 
 
 @dataclass
