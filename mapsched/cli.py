@@ -38,6 +38,10 @@ MAX_TORCH_SEED = 2**63 - 1
 MAX_SIZE = 10**7
 """The most tasks, modules, nodes, channels or layers ``generate`` takes: a problem of more
 tasks does not fit in memory, and a larger count overflowed NumPy's array sizes."""
+MAX_GENERATED = 10**6
+"""The most tasks ``generate`` builds, whatever the counts that multiply to them: 100,000 took
+11-23 s on this project's slowest machine, and 10^14 (each count within MAX_SIZE) ran until
+memory ran out."""
 DOPPLER_KINDS = ("chainmm", "ffnn", "llama-block", "llama-layer")
 """DOPPLER's workloads (``mapsched.generators.doppler``), sharded over ``--devices`` GPUs."""
 
@@ -576,9 +580,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from . import generators
-    from .problem import Objective
 
     check_output(args.output)
+    # About how many tasks each kind builds from its counts (a layer: 12 ops of GPT-3's forward
+    # pass, 1,576 of transformer-train's step).
+    tasks = {"stack": (args.modules * args.nodes, "--modules x --nodes"), "random-dag": (args.tasks or 0, "--tasks"),
+             "giph": (args.tasks or 0, "--tasks"), "gpt3": (12 * args.layers, "--layers"),
+             "transformer-train": (1576 * args.layers, "--layers")}.get(args.kind)
+    if tasks is not None and tasks[0] > MAX_GENERATED:
+        raise OptionError(f"{tasks[1]}: about {tasks[0]:,} tasks; generate builds at most {MAX_GENERATED:,}, so give "
+                          "smaller counts")
     objective = Objective("throughput", args.batch) if args.batch > 1 else Objective()
     if args.system is not None and args.kind in ("giph", "random-dag"):
         raise OptionError(f"--system: {args.kind} draws its own devices; leave --system out (--devices sets their "

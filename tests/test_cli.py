@@ -65,6 +65,10 @@ def test_solve_prints_json_without_output(capsys):
     # NumPy refused the array size in a traceback.
     (["generate", "random-dag", "-o", "x.json", "--tasks", str(2**70)], "--tasks: expected an integer from 1 to"),
     (["generate", "stack", "-o", "x.json", "--nodes", str(10**8)], "--nodes: expected an integer from 1 to"),
+    # each count within its range, their product 10^14 tasks: built until memory ran out
+    (["generate", "stack", "-o", "x.json", "--modules", str(10**7), "--nodes", str(10**7)],
+     "--modules x --nodes: about 100,000,000,000,000 tasks; generate builds at most 1,000,000"),
+    (["generate", "transformer-train", "-o", "x.json", "--layers", "1000"], "--layers: about 1,576,000 tasks"),
     # the message named tasks[1] of the generated problem, not the option given
     (["generate", "vgg", "-o", "x.json", "--batch", "5000"], "--batch: the generated devices cannot run 5000"),
 ])
