@@ -39,26 +39,50 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["graceful", "on_stop", "request", "requested", "seconds_left", "until"]
+__all__ = ["graceful", "on_stop", "request", "requested", "seconds_left", "solving", "until"]
 
 _requested = threading.Event()
 _hooks: list[Callable[[], object]] = []
 _lock = threading.Lock()
 
 
+_graceful = 0  # graceful() blocks open
+_solving = 0  # solve() calls running, in any thread
+
+
 def requested() -> bool:
-    """Whether a stop was requested and is in force: within a :func:`graceful` block, since
-    it began; a block clears the request as it ends (and one made outside any block)."""
+    """Whether a stop was requested and is in force: within a :func:`graceful` block, until
+    the block ends; outside any block, until the last solve running ends."""
     return _requested.is_set()
 
 
 def request() -> None:
-    """Ask the running solve to stop and return its best schedule."""
-    _requested.set()
+    """Ask the running solves to stop and return their best schedules: within a
+    :func:`graceful` block, every solve until the block ends; outside one (a service that
+    cancels from another thread), the solves running now, not those started after them.
+    Outside both, it stops only the native solvers running now (:func:`on_stop`)."""
     with _lock:
+        if _graceful or _solving:
+            _requested.set()
         hooks = list(_hooks)
     for stop in hooks:
         stop()
+
+
+@contextmanager
+def solving() -> Iterator[None]:
+    """The block of a solve (:func:`mapsched.solve`): a request made outside any
+    :func:`graceful` block ends when the last such block ends."""
+    global _solving
+    with _lock:
+        _solving += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _solving -= 1
+            if not _solving and not _graceful:
+                _requested.clear()
 
 
 @contextmanager
@@ -82,6 +106,7 @@ def graceful(prog: str = "mapsched") -> Iterator[None]:
     prints one line and exits with status 130. The request ends with the block (read
     :func:`requested` within it), so that a later solve in the process is not stopped by it.
     Only from the main thread."""
+    global _graceful
     _requested.clear()
     read, write = os.pipe()
     os.set_blocking(write, False)
@@ -98,10 +123,14 @@ def graceful(prog: str = "mapsched") -> Iterator[None]:
             request()
 
     watcher = threading.Thread(target=watch, daemon=True, name="mapsched-interrupt")
+    with _lock:  # before the watcher reads a signal: its request is then in force
+        _graceful += 1
     watcher.start()
     try:
         yield
     finally:
+        with _lock:
+            _graceful -= 1
         signal.set_wakeup_fd(previous_fd)
         for s, handler in previous.items():
             signal.signal(s, handler)

@@ -133,46 +133,47 @@ def solve(
             or (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0)):
         raise OptionError(f"--seed: expected a non-negative integer, got {seed!r}")
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    # The bound's LP counts within the time limit (0.4 s at 10,000 tasks), and gets only
-    # a share of it: without the LP the critical path and the work still hold.
-    bound = lower_bound(problem, None if time_limit is None else BOUND_SHARE * time_limit).value
-    ctx = SolveContext(time_limit, rng, threads or os.cpu_count() or 1, callback, log, bound, started=started)
-    start = None
-    if initial is not None:
-        from .initial import initial_schedule, moved
+    with interrupt.solving():  # a stop requested outside interrupt.graceful() ends with the solves it stops
+        # The bound's LP counts within the time limit (0.4 s at 10,000 tasks), and gets only
+        # a share of it: without the LP the critical path and the work still hold.
+        bound = lower_bound(problem, None if time_limit is None else BOUND_SHARE * time_limit).value
+        ctx = SolveContext(time_limit, rng, threads or os.cpu_count() or 1, callback, log, bound, started=started)
+        start = None
+        if initial is not None:
+            from .initial import initial_schedule, moved
 
-        start = initial_schedule(problem, initial)
-        ctx.initial = start.schedule
-        if relocation is not None:
-            from .relocation import RelocationCosts, relocation_costs
+            start = initial_schedule(problem, initial)
+            ctx.initial = start.schedule
+            if relocation is not None:
+                from .relocation import RelocationCosts, relocation_costs
 
-            ctx.relocation = RelocationCosts(problem, relocation_costs(problem, relocation, start.origin))
-    with interrupt.until(started + time_limit if time_limit is not None else math.inf):
-        result: Schedule = m.fn(problem, ctx, **opts)
-    # This solve's, never one a returned initial schedule brought from an earlier solve.
-    result.relocation_cost = None if ctx.relocation is None else ctx.relocation.of(result)
-    if start is not None:
-        head = (start.describe() + f"the result runs {moved(problem, start.schedule, result)} task(s) "
-                "elsewhere than the initial placement\n")
-        if result.relocation_cost is not None:
-            head += (f"relocation cost {result.relocation_cost:.6g}; makespan plus relocation "
-                     f"{result.makespan + result.relocation_cost:.6g}\n")
-        result.log = head + result.log
-    # The time limit counts the loading (once a process); solve_seconds is the solve alone, the
-    # history counts from the call.
-    result.solve_seconds = time.perf_counter() - loaded
-    if not result.method.startswith(f"{method}: "):  # a pipeline may name its stages so
-        result.method = method
-    result.history = ctx.history or [(result.solve_seconds, result.makespan)]
-    if result.lower_bound is not None:
-        bound = max(bound, result.lower_bound)
-    result.lower_bound = bound
-    # A makespan that meets a proved bound is proved optimal, whatever found it; with a
-    # relocation cost, the bound (on the makespan alone) proves only an objective that meets it.
-    if meets(result.makespan + (result.relocation_cost or 0.0), bound):
-        result.status = "optimal"
-    elif result.relocation_cost is not None:  # a method's own proof is of the makespan alone
-        result.status = "feasible"
-    if interrupt.requested():  # stopped within interrupt.graceful(): the best so far (FORMAT.md)
-        result.status, result.interrupted = "feasible", True
-    return result
+                ctx.relocation = RelocationCosts(problem, relocation_costs(problem, relocation, start.origin))
+        with interrupt.until(started + time_limit if time_limit is not None else math.inf):
+            result: Schedule = m.fn(problem, ctx, **opts)
+        # This solve's, never one a returned initial schedule brought from an earlier solve.
+        result.relocation_cost = None if ctx.relocation is None else ctx.relocation.of(result)
+        if start is not None:
+            head = (start.describe() + f"the result runs {moved(problem, start.schedule, result)} task(s) "
+                    "elsewhere than the initial placement\n")
+            if result.relocation_cost is not None:
+                head += (f"relocation cost {result.relocation_cost:.6g}; makespan plus relocation "
+                         f"{result.makespan + result.relocation_cost:.6g}\n")
+            result.log = head + result.log
+        # The time limit counts the loading (once a process); solve_seconds is the solve alone, the
+        # history counts from the call.
+        result.solve_seconds = time.perf_counter() - loaded
+        if not result.method.startswith(f"{method}: "):  # a pipeline may name its stages so
+            result.method = method
+        result.history = ctx.history or [(result.solve_seconds, result.makespan)]
+        if result.lower_bound is not None:
+            bound = max(bound, result.lower_bound)
+        result.lower_bound = bound
+        # A makespan that meets a proved bound is proved optimal, whatever found it; with a
+        # relocation cost, the bound (on the makespan alone) proves only an objective that meets it.
+        if meets(result.makespan + (result.relocation_cost or 0.0), bound):
+            result.status = "optimal"
+        elif result.relocation_cost is not None:  # a method's own proof is of the makespan alone
+            result.status = "feasible"
+        if interrupt.requested():  # stopped (interrupt.request): the best so far (FORMAT.md)
+            result.status, result.interrupted = "feasible", True
+        return result

@@ -210,6 +210,24 @@ def test_graceful_from_python_marks_the_result_as_the_command_does():
     assert not solve(BASE, "heft").interrupted  # outside the block, no longer
 
 
+def test_a_request_from_another_thread_stops_the_running_solves_only():
+    # A service cancelling from a worker thread (graceful() needs the main one): the stop
+    # stayed in force, and every later solve in the process returned its start at once.
+    p = generators.stack(10, 10, 4)
+    interrupt.request()  # no solve running: nothing to stop, nothing kept
+    assert not interrupt.requested()
+    timer = threading.Timer(1.0, interrupt.request)
+    timer.start()
+    try:
+        s = solve(p, "sa", time_limit=60, iterations=100_000_000)
+    finally:
+        timer.cancel()
+    assert s.interrupted and s.status == "feasible" and s.solve_seconds < 30 and validate(p, s) == []
+    assert not interrupt.requested()
+    again = solve(BASE, "sa", time_limit=2)
+    assert not again.interrupted
+
+
 def test_an_interrupt_cancels_a_highs_relaxation_and_bound_prints_what_it_proved(tmp_path, capsys):
     # HiGHS's MIP held the main thread: 'bound' ignored SIGTERM until it was killed.
     from mapsched.formulations.relaxation import relaxation_bound
