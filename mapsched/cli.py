@@ -783,8 +783,14 @@ def _giph(args: argparse.Namespace) -> Any:
         for flag, seed in (("--seed", args.seed), ("--network-seed", args.network_seed)):
             if seed is not None and seed > giph.MAX_SEED:
                 raise OptionError(f"{flag}: GiPH's generator takes a seed from 0 to {giph.MAX_SEED}, got {seed}")
-        return giph.giph_instance(args.tasks or 10, args.alpha, args.conn_prob, args.seed, args.devices or 20,
-                                  args.network_seed, args.type_prob)
+        try:
+            return giph.giph_instance(args.tasks or 10, args.alpha, args.conn_prob, args.seed, args.devices or 20,
+                                      args.network_seed, args.type_prob)
+        except OptionError as exc:  # named as its Python argument: the option given here instead
+            name, _, rest = str(exc).partition(": ")
+            if name in ("alpha", "conn_prob", "type_prob"):
+                raise OptionError(f"--{name.replace('_', '-')}: {rest}") from None
+            raise
     if args.experiment == "adapt":
         nets, _, graphs = giph.giph_adapt()
         total = len(graphs) * len(nets)

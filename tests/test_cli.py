@@ -69,6 +69,7 @@ def test_solve_prints_json_without_output(capsys):
     (["generate", "stack", "-o", "x.json", "--modules", str(10**7), "--nodes", str(10**7)],
      "--modules x --nodes: about 100,000,000,000,000 tasks; generate builds at most 1,000,000"),
     (["generate", "transformer-train", "-o", "x.json", "--layers", "1000"], "--layers: about 1,576,000 tasks"),
+    (["generate", "giph", "-o", "x.json", "--alpha", "1e-7"], "--alpha: expected a shape from 0.01 to 50"),  # named alpha
     # the message named tasks[1] of the generated problem, not the option given
     (["generate", "vgg", "-o", "x.json", "--batch", "5000"], "--batch: the generated devices cannot run 5000"),
 ])
