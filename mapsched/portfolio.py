@@ -11,6 +11,7 @@ method's start): the last problem's complete answer is kept, so it is computed o
 
 from __future__ import annotations
 
+import math
 import time
 import weakref
 from dataclasses import replace
@@ -18,8 +19,8 @@ from dataclasses import replace
 from .problem import Problem
 from .schedule import Schedule
 
-__all__ = ["LIST_SCHEDULERS", "LIST_SECONDS", "best_list_schedule", "best_start", "no_time_for_list",
-           "seconds_per_pass"]
+__all__ = ["LIST_SCHEDULERS", "LIST_SECONDS", "best_list_schedule", "best_start", "makespan_cap",
+           "no_time_for_list", "seconds_per_pass"]
 
 LIST_SCHEDULERS = {"latency": ("heft", "peft", "cpop", "m-etf"), "throughput": ("bheft",)}
 """The list schedulers tried, first to last, per objective: each takes about a second at
@@ -100,6 +101,21 @@ def seconds_per_pass(problem: Problem) -> float | None:
     graph takes. None if it has not run on this problem object since another."""
     passes = _passes
     return passes[1] if passes is not None and passes[0]() is problem else None
+
+
+def makespan_cap(problem: Problem, until: float) -> float:
+    """A length no job or transfer of an optimal schedule exceeds: the best list schedule's
+    makespan (a hair above), found by ``until`` (:func:`time.perf_counter`). Infinite where
+    none is found (memory and links too tight for one in time, or one job per task and
+    device ruling every mapping out): no cap, and the relaxation that uses it still sound."""
+    from . import interrupt
+    from .errors import InfeasibleError
+
+    try:
+        with interrupt.until(until):  # a repair's CP-SAT within the caller's time
+            return best_list_schedule(problem).makespan * (1 + 1e-9)
+    except InfeasibleError:
+        return math.inf
 
 
 def _copy(s: Schedule) -> Schedule:

@@ -135,14 +135,14 @@ def test_full_bound_names_a_bad_time(option):
 def test_relaxation_tries_nothing_in_too_short_a_time(monkeypatch):
     # Below SETUP seconds per column no LP could finish; the list schedule of its cap and the
     # build took 0.8 s of a 0.17 s share on a 2,000-task DAG.
-    from mapsched import highs_lp
+    from mapsched import highs_lp, portfolio
 
     p = stack(modules=3, n=6, channels=4, variant="sdep", seed=1)
 
     def refused(*args, **kwargs):
         raise AssertionError("the list schedule ran")
 
-    monkeypatch.setattr(relaxation, "best_list_schedule", refused)
+    monkeypatch.setattr(portfolio, "best_list_schedule", refused)
     assert relaxation_bound(p, time_limit=0.9 * highs_lp.SETUP * (p.n * p.m + p.E * p.m * p.m)) == 0.0
 
 

@@ -78,7 +78,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import arguments, interrupt
+from .. import arguments
 from ..closure import Closure
 from ..errors import OptionError
 from ..highs_lp import SETUP, RowProgramme
@@ -392,14 +392,9 @@ def batched_relaxation_bound(problem: Problem, time_limit: float = 10.0, integra
     # No optimal schedule runs a job or sends data for longer than a valid makespan: left
     # out, they keep an optimum feasible and keep huge coefficients out of HiGHS (see
     # relaxation_bound).
-    from ..errors import InfeasibleError
-    from ..portfolio import best_list_schedule
+    from ..portfolio import makespan_cap
 
-    try:
-        with interrupt.until(start + time_limit):  # a repair's CP-SAT within the bound's time
-            limit = best_list_schedule(p).makespan * (1 + 1e-9)
-    except InfeasibleError:
-        limit = math.inf
+    limit = makespan_cap(p, start + time_limit)
     if time.perf_counter() >= start + time_limit:
         return 0.0
     relax = _Batched(p, start + time_limit, limit)

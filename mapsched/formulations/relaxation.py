@@ -37,10 +37,10 @@ import time
 
 import numpy as np
 
-from .. import arguments, interrupt
+from .. import arguments
 from ..errors import OptionError
 from ..highs_lp import SETUP, RowProgramme
-from ..portfolio import best_list_schedule
+from ..portfolio import makespan_cap
 from ..problem import Problem
 from ..units import highs_time_scale
 from ..validate import floating_bound
@@ -259,13 +259,7 @@ def relaxation_bound(problem: Problem, time_limit: float = 10.0, integral: bool 
     # No optimal schedule runs a job or sends data for longer than heft's makespan: left out,
     # they keep the optimum feasible and no longer bring in coefficients up to 1e21 ms, which
     # (a billion times the others) made HiGHS prove bounds above the optimum.
-    from ..feasibility import NotFound
-
-    try:
-        with interrupt.until(start + time_limit):  # a repair's CP-SAT within the bound's time
-            cap = best_list_schedule(p).makespan * (1 + 1e-9)
-    except NotFound:  # memory and links too tight for a list schedule in time: no cap, still sound
-        cap = math.inf
+    cap = makespan_cap(p, start + time_limit)
     if time.perf_counter() >= start + time_limit:
         return 0.0
     relax = _Relaxation(p, start + time_limit, cap)
