@@ -86,3 +86,16 @@ def test_critical_path_search_stops_at_a_proved_optimum(monkeypatch):
     monkeypatch.setattr(cp_search._Path, "times", lambda self, *a: decodes.append(1) or times(self, *a))
     r = mapsched.solve(p, "cp-search", time_limit=30)
     assert r.status == "optimal" and r.makespan == 10 and len(decodes) == 1  # the start's timing, no move
+
+
+def test_the_lp_gets_what_the_windows_and_the_build_left_of_the_limit(monkeypatch):
+    # HiGHS was given the whole limit after the windows and the build had spent part of it:
+    # 5.65 s for a 5 s limit on a 19,000-task training step.
+    from mapsched.bounds import interval
+
+    asked = []
+    real = interval.linprog
+    monkeypatch.setattr(interval, "linprog", lambda *a, **kw: (asked.append(kw["options"]), real(*a, **kw))[1])
+    p = transformer_train(1)
+    assert interval_load_bound(p, time_limit=1e-9) == 0.0 and asked == []
+    assert interval_load_bound(p, time_limit=60) > 0 and 0 < asked[0]["time_limit"] < 60

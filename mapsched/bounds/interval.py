@@ -36,6 +36,8 @@ only a weaker one.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix, vstack
@@ -160,6 +162,7 @@ def interval_load_bound(problem: Problem, time_limit: float | None = None, colum
     >>> round(interval_load_bound(p), 4)
     11.0
     """
+    started = time.perf_counter()
     p = arguments.problem(problem)
     time_limit = arguments.seconds(time_limit, "time_limit")
     columns = arguments.count(columns, "columns", least=0, none=True)
@@ -220,9 +223,14 @@ def interval_load_bound(problem: Problem, time_limit: float | None = None, colum
     bounds = np.zeros((cols, 2))
     bounds[:, 1] = np.inf
     bounds[ell, 0] = least
+    options = {}
+    if time_limit is not None:  # HiGHS gets what the windows and the build left (0.6 s at 19,000 tasks)
+        options["time_limit"] = time_limit - (time.perf_counter() - started)
+        if options["time_limit"] <= 0:
+            return 0.0
     res = linprog(c, A_ub=a_ub, b_ub=np.zeros(a_ub.shape[0]), A_eq=a_eq.tocsr(),
                   b_eq=np.concatenate([count, rest_count]).astype(float), bounds=bounds, method="highs",
-                  options={} if time_limit is None else {"time_limit": time_limit})
+                  options=options)
     if res.status != 0:  # always feasible and bounded: a solver failure or the time limit proves nothing
         return 0.0
     return max(0.0, floating_bound(float(res.fun)))
