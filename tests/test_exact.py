@@ -441,3 +441,17 @@ def test_exact_of_a_zero_makespan_with_composite_symmetry_keys(throughput):
     for key in ("task,time", "batch,time"):
         r = exact(p, "cpsat", symmetry=key)
         assert r.makespan == 0.0 and r.status == "optimal"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("table", [{"2": 10.0}, {"1": 1.0, "2": 10.0}])
+def test_a_plugin_that_adds_nothing_changes_no_throughput_solve(backend, table):
+    # With plugins the horizon is the serial bound, which counted one batch-1 job a task:
+    # 0 ms without batch size 1, too short where a batch of L takes longer; every solve failed.
+    p = mapsched.Problem.from_dict({
+        "format": "mapsched.problem/1", "objective": {"kind": "throughput", "batch": 2},
+        "devices": [{"name": "d0", "batch_sizes": [int(b) for b in table]}],
+        "tasks": [{"name": "a", "latency": {"d0": table}}]})
+    plain = exact(p, backend, time_limit=10)
+    plugged = exact(p, backend, time_limit=10, plugins=[lambda view: None])
+    assert plugged.makespan == plain.makespan == 10.0

@@ -237,10 +237,15 @@ def batched_note(makespan: float, bound: float | None) -> str:
 
 
 def serial_bound(problem: Problem) -> float:
-    """No semi-active schedule ends later than all longest jobs and transfers in a row."""
+    """No semi-active schedule ends later than all longest jobs and transfers in a row: for
+    L inputs, at most L jobs of a task (each at most its longest batch) and 2L transfers of
+    an edge (each of at most L inputs' bytes)."""
     p = problem
-    comm = np.where(np.isfinite(p.comm), p.comm, 0.0) if p.E else np.zeros(0)
-    return float(np.where(p.can_run, p.dur, 0).max(axis=1).sum() + (comm.max(axis=(1, 2)).sum() if p.E else 0.0))
+    comm = np.where(np.isfinite(p.comm), p.comm, 0.0).max(axis=(1, 2)).sum() if p.E else 0.0
+    if p.L == 1:
+        return float(np.where(p.can_run, p.dur, 0).max(axis=1).sum() + comm)
+    longest = np.where(np.isfinite(p.lat), p.lat, 0.0).max(axis=(1, 2)).sum()  # batch 1 may be missing
+    return float(p.L * longest + 2 * p.L * p.L * comm)
 
 
 def _out_of_time(best: list[Schedule], log: str = "") -> Schedule:
