@@ -270,13 +270,16 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     stitching, T solves of ``window`` modules instead."""
     p = problem
     executor = as_executor(executor)
-    chain = pick_chain(p, channels, deadline=time.perf_counter() + ctx.remaining() / 4)
-    exact_chain = _is_exact(p, chain)
     # Never worse than the heuristic it starts from: the heuristic recursion can be far
     # off (batched modules are added, not pipelined), time may run out before the table
     # fills, and holding channel ends on one device can rule out every combination. A solve's
     # initial placement is that start when it is better.
     start = best_start(p, ctx.initial, ctx)  # with ctx: not all four schedulers where time is short
+    if ctx.expired():  # the start took it all (bheft alone on 5,000 tasks and 16 inputs)
+        start.log += "split: the time limit was reached by the warm start, which is returned\n"
+        return start
+    chain = pick_chain(p, channels, deadline=time.perf_counter() + ctx.remaining() / 4)
+    exact_chain = _is_exact(p, chain)
     # A pass over the whole graph (one of the warm start's list schedulers): what a
     # stitching's re-timing, or the set-up of a subproblem as large, takes again (a tenth
     # of a second at 2,000 tasks). Where none ran (no time for one), HEFT's on a slow machine.

@@ -117,7 +117,7 @@ def pipeline(problem: Problem, chain: ModuleChain, window: int, upper: float, st
     whose window reaches the end of the chain, one after another,
     and a re-timing of the placed jobs after each: O(T (model + n L)) besides the solves.
     """
-    if upper <= 0.0:
+    if upper <= 0.0 or ctx.expired():  # nor is there time to build the grouped problem (1.5 s at 5,000 tasks)
         return None
     g = group_size(problem) if group else 1
     if g > 1 and (p := grouped(problem, g)) is not None:
