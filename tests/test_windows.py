@@ -1,7 +1,7 @@
 """Head-and-tail windows: the mirrored problem, one window's solve and the window bound."""
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from strategies import problems
 
@@ -43,6 +43,7 @@ def test_a_window_counts_its_release_and_tail():
 
 @settings(max_examples=6, deadline=None)
 @given(st.integers(0, 10**6), st.sampled_from(["sdep", "wdep"]), st.integers(1, 3))
+@example(seed=64, variant="sdep", channels=1)  # CP-SAT's LP-free search proved a window 0.13% above the optimum
 def test_window_bound_lies_between_the_quick_bound_and_the_optimum(seed, variant, channels):
     p = stack(3, 4, channels, variant, seed=seed)
     b = window_bound(p, time_limit=20, block=4)
