@@ -6,7 +6,7 @@ change the method runs twice on the changed problem: from the previous step's pl
 (``initial=``), and from scratch, each with the same budget. Prints, per method, the mean
 and worst ratio of warm to scratch makespan and the mean wall time of a warm re-placement.
 
-Then the same sequence with relocation costs (:mod:`mapsched.relocation`): a moved task
+Then the same sequence with relocation costs (:mod:`mapsched.engine.relocation`): a moved task
 costs the mean task time as start-up plus its weights' migration, over ``runs`` runs.
 After each change the method runs warm twice, weighing that cost and not; the table
 gives the tasks moved, the makespan and makespan plus relocation cost of each, as means
@@ -24,7 +24,7 @@ import numpy as np
 
 import mapsched
 from mapsched import solve
-from mapsched.relocation import Relocation, RelocationCosts, relocation_costs
+from mapsched.engine.relocation import Relocation, RelocationCosts, relocation_costs
 
 METHODS = ("cp-search", "sa")
 RELOCATING = ("sa", "ea", "giph")
@@ -74,7 +74,7 @@ def main() -> None:
     print("\n| method | runs | moved, weighed / ignored | makespan, weighed / ignored | makespan + relocation, "
           "weighed / ignored |")
     print("|---|---:|---|---|---|")
-    methods = [m for m in RELOCATING if mapsched.registry.get(m).available()]
+    methods = [m for m in RELOCATING if mapsched.engine.registry.get(m).available()]
     for method in methods:
         for runs in (1, 10, 100):
             seq = changes(a.steps)

@@ -1,7 +1,7 @@
 """The lower-bound rules side by side on the stacks of bench_split.py.
 
 For each stack: the critical path, the load LP, the relaxation with separated load
-cuts (``mapsched.formulations.relaxation.relaxation_bound``) as an LP and with whole
+cuts (``mapsched.bounds.relaxation.relaxation_bound``) as an LP and with whole
 tasks (--relax-time seconds), the module-chain recursion
 (``mapsched.split.chain_bound``) with the first part spanning one module and up to
 two, each given --time-limit seconds, and the head-and-tail windows
@@ -24,7 +24,7 @@ import time
 
 import mapsched
 from mapsched.bounds import critical_path_bound, load_bound
-from mapsched.formulations.relaxation import relaxation_bound
+from mapsched.bounds.relaxation import relaxation_bound
 from mapsched.generators import stack
 from mapsched.split import chain_bound, window_bound
 

@@ -44,7 +44,7 @@ import time
 from concurrent.futures import Future
 
 import mapsched
-from mapsched.distributed import connect
+from mapsched.engine.dask import connect
 from mapsched.generators import stack
 from mapsched.split.milp_split import _solve_chunk
 

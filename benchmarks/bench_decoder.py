@@ -15,9 +15,9 @@ import timeit
 
 import numpy as np
 
-from mapsched.decoder import Decoder
 from mapsched.generators import random_dag
 from mapsched.heuristics.heft import heft
+from mapsched.scheduling.decoder import Decoder
 from mapsched.solve import SolveContext
 
 

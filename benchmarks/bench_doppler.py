@@ -1,5 +1,5 @@
 """DOPPLER's Table 2 shape: the four workloads over 4 GPUs, every row timed by the
-work-conserving runtime model (:mod:`mapsched.simulate`).
+work-conserving runtime model (:mod:`mapsched.scheduling.simulate`).
 
 Rows: one device; ``critical-path`` (best of 50 randomised runs); ``heft`` and ``sa``
 (their mappings re-timed by the runtime model); ``exact`` given --exact-time seconds
@@ -22,7 +22,7 @@ import time
 
 from mapsched import solve
 from mapsched.generators import chainmm, ffnn, llama_block, llama_layer
-from mapsched.simulate import simulate
+from mapsched.scheduling.simulate import simulate
 
 WORKLOADS = {"ChainMM": chainmm, "FFNN": ffnn, "Llama-block": llama_block, "Llama-layer": llama_layer}
 

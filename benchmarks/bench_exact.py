@@ -31,7 +31,7 @@ from mapsched.formulations.common import LOAD_CUT_TERMS
 from mapsched.formulations.cpsat import CpSatModel, run_cpsat
 from mapsched.formulations.milp import build_model
 from mapsched.generators import random_wired
-from mapsched.portfolio import best_list_schedule
+from mapsched.scheduling.best_list import best_list_schedule
 
 
 def cpsat_run(p: mapsched.Problem, limit: float, threads: int, model_kwargs: dict | None = None,

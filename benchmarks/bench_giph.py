@@ -1,6 +1,6 @@
 """GiPH (issue 29): the shapes of the paper's Fig. 4, Table 6 and Fig. 6, its goal against HEFT,
 and the shipped policy's transfer to mapsched's DNN presets. Every placement is run by the
-work-conserving runtime model (:mod:`mapsched.simulate`, GiPH's simulator); SLR is the makespan
+work-conserving runtime model (:mod:`mapsched.scheduling.simulate`, GiPH's simulator); SLR is the makespan
 over the critical path under least latencies (:func:`mapsched.bounds.critical_path_bound`).
 
 Parts (``--parts``, default all):
@@ -49,7 +49,6 @@ import numpy as np
 
 from mapsched import solve
 from mapsched.bounds import critical_path_bound, lower_bound
-from mapsched.decoder import as_owner
 from mapsched.generators import (
     giph_adapt,
     giph_experiment,
@@ -62,11 +61,12 @@ from mapsched.generators import (
     vgg,
 )
 from mapsched.heuristics.random_search import random_owner
-from mapsched.initial import initial_schedule
 from mapsched.learned.giph import _Static, load_policy, search
 from mapsched.learned.reinforce import one_thread
 from mapsched.learned.starts import random_placement
-from mapsched.simulate import simulate
+from mapsched.scheduling.decoder import as_owner
+from mapsched.scheduling.initial import initial_schedule
+from mapsched.scheduling.simulate import simulate
 
 PRESETS = {"vgg": vgg, "resnet": resnet, "inception": inception, "transformer": transformer}
 POINTS = np.linspace(0, 2, 21)  # steps / n (n tasks)

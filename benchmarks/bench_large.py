@@ -43,7 +43,7 @@ def one(path: str, method: str, out: str) -> None:
     from mapsched import Problem, solve, validate
     from mapsched.bounds import lower_bound
     from mapsched.errors import ProblemError
-    from mapsched.jsonio import read_json
+    from mapsched.model.jsonio import read_json
     from mapsched.solve import BOUND_SHARE
 
     t0 = time.perf_counter()

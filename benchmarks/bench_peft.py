@@ -17,8 +17,8 @@ import argparse
 import math
 
 import mapsched
+from mapsched.bench.suites import STACKS
 from mapsched.generators import giph_instance, random_dag, stack
-from mapsched.suites import STACKS
 
 
 def families(seeds: int):

@@ -21,7 +21,7 @@ import argparse
 
 import mapsched
 from mapsched.bounds import load_bound
-from mapsched.formulations.relaxation import relaxation_bound
+from mapsched.bounds.relaxation import relaxation_bound
 from mapsched.generators import stack
 from mapsched.split import chain_bound, window_bound
 

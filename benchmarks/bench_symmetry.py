@@ -34,7 +34,7 @@ and device), or the makespan reached at the time limit:
 
 Part 4: ``exact`` with ``lex`` (CP-SAT) on part 2's latency instances and part 3's batched
 ones, its start hinted as the list scheduler found it against renamed into the lex order
-(:func:`mapsched.symmetry.lex_relabelled`, which ``exact`` applies): time to a proof or the
+(:func:`mapsched.model.symmetry.lex_relabelled`, which ``exact`` applies): time to a proof or the
 makespan at the limit, the two one after the other:
 
     python benchmarks/bench_symmetry.py --part 4 --exact-limit 20 --seeds 3
@@ -52,7 +52,7 @@ import mapsched
 from mapsched import Objective
 from mapsched.formulations.common import retime_jobs
 from mapsched.generators import gpt3, gpu_server, random_dag
-from mapsched.symmetry import find_symmetry
+from mapsched.model.symmetry import find_symmetry
 
 
 def replicate(full: mapsched.Problem, part: mapsched.Schedule, per: int, servers: int) -> mapsched.Schedule:

@@ -19,9 +19,9 @@ import argparse
 import time
 
 import mapsched
+from mapsched.bench.suites import SUITES
 from mapsched.bounds import critical_path_bound, load_bound, work_bound
 from mapsched.split import full_bound
-from mapsched.suites import SUITES
 
 
 def main() -> None:

@@ -35,7 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from mapsched import Problem, Schedule, registry, validate
+from mapsched import Problem, Schedule, validate
+from mapsched.engine import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEMS = {

@@ -1,5 +1,5 @@
 """``python -m mapsched``: the command line, where the ``mapsched`` script is not on the PATH."""
 
-from .cli import run
+from mapsched.cli import run
 
 run()

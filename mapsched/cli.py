@@ -18,14 +18,16 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, NoReturn
 
-from . import files, instances, interrupt, registry
-from .errors import HarnessError, InfeasibleError, MapschedError, OptionError, ProblemError, first_line
-from .files import check_output, write_files
-from .learned import MAX_EDGE_HIDDEN, MAX_HIDDEN, MAX_ROUNDS
-from .problem import COMPILE, MAX_BATCH, MAX_DEVICES, Objective, Problem
-from .schedule import Schedule
-from .solve import DEFAULT_METHOD, MAX_THREADS, solve
-from .validate import tolerance, validate
+from mapsched import instances
+from mapsched.engine import interrupt, registry
+from mapsched.errors import HarnessError, InfeasibleError, MapschedError, OptionError, ProblemError, first_line
+from mapsched.learned import MAX_EDGE_HIDDEN, MAX_HIDDEN, MAX_ROUNDS
+from mapsched.model import files
+from mapsched.model.files import check_output, write_files
+from mapsched.model.problem import COMPILE, MAX_BATCH, MAX_DEVICES, Objective, Problem
+from mapsched.model.schedule import Schedule
+from mapsched.model.validate import tolerance, validate
+from mapsched.solve import DEFAULT_METHOD, MAX_THREADS, solve
 
 BUILTIN = "builtin:"
 MAX_RUNS = 10_000
@@ -226,7 +228,7 @@ def _solve_arguments(p: argparse.ArgumentParser) -> None:
 
 def _dask_address(text: str) -> str:
     """An argparse type: ``tcp://HOST:PORT`` or ``local:N`` (checked here, reached later)."""
-    from .distributed import parse_address
+    from mapsched.engine.dask import parse_address
 
     try:
         parse_address(text)
@@ -250,7 +252,7 @@ def _cluster(address: str | None, method: str | None = None) -> Any:
     if method is not None and not any(o.name == "executor" for o in registry.get(method).options):
         takes = [m.name for m in registry.all_methods() if any(o.name == "executor" for o in m.options)]
         raise OptionError(f"--dask: method {method!r} runs in this process; give -m {' or '.join(takes)}")
-    from .distributed import connect
+    from mapsched.engine.dask import connect
 
     with connect(address) as executor:
         yield executor
@@ -259,7 +261,7 @@ def _cluster(address: str | None, method: str | None = None) -> Any:
 def _local_limit(args: argparse.Namespace) -> None:
     """Refuse a time limit that a ``--dask local:N`` cluster's start and close alone would pass."""
     if args.dask is not None and args.dask.startswith("local:") and args.time_limit is not None:
-        from .distributed import LOCAL_LEAST
+        from mapsched.engine.dask import LOCAL_LEAST
 
         if args.time_limit < LOCAL_LEAST:
             raise OptionError(f"--time-limit: {args.time_limit:g} s is less than starting and closing a local:N "
@@ -271,7 +273,7 @@ def _closing(address: str | None) -> float:
     cluster's worker processes end after the command's work."""
     if address is None or not address.startswith("local:"):
         return 0.0
-    from .distributed import LOCAL_CLOSE
+    from mapsched.engine.dask import LOCAL_CLOSE
 
     return LOCAL_CLOSE
 
@@ -279,7 +281,7 @@ def _closing(address: str | None) -> float:
 def _relocation(args: argparse.Namespace, options: dict[str, Any]) -> None:
     """``--relocation FILE`` into the solve's options (read before any work)."""
     if args.relocation:
-        from .relocation import Relocation
+        from mapsched.engine.relocation import Relocation
 
         options["relocation"] = Relocation.read(args.relocation)
 
@@ -403,7 +405,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from .simulate import simulate
+    from mapsched.scheduling.simulate import simulate
 
     check_output(args.output, [args.problem, args.schedule])
     problem = load_problem(args.problem)
@@ -423,7 +425,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from .convert import read_doppler
+    from mapsched.model.convert import read_doppler
 
     check_output(args.output, [args.file])
     p = read_doppler(args.file, args.devices)
@@ -433,8 +435,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _noise(text: str) -> float:
-    """An argparse type: a number from 0 to :data:`mapsched.simulate.MAX_NOISE`."""
-    from .simulate import MAX_NOISE
+    """An argparse type: a number from 0 to :data:`mapsched.scheduling.simulate.MAX_NOISE`."""
+    from mapsched.scheduling.simulate import MAX_NOISE
 
     try:
         value = float(text)
@@ -446,8 +448,8 @@ def _noise(text: str) -> float:
 
 
 def cmd_bound(args: argparse.Namespace) -> int:
-    from .bounds import lower_bound
-    from .split import full_bound
+    from mapsched.bounds import lower_bound
+    from mapsched.split import full_bound
 
     if args.fast and args.dask is not None:  # the address went unchecked and unused
         raise OptionError("--dask: the --fast bound runs in this process; leave out --dask or --fast")
@@ -484,7 +486,7 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from .plot import check_format, gantt
+    from mapsched.plot import check_format, gantt
 
     check_output(args.output, [args.schedule, args.problem])
     check_format(args.output)
@@ -494,7 +496,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .plot import check_format
+    from mapsched.plot import check_format
 
     check_output(args.output)
     check_format(args.output)  # before the solves, not after them
@@ -514,7 +516,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     best = min(results, key=lambda r: (r.makespan, r.status != "optimal"))
     best.lower_bound = bound
     try:
-        from .plot import gantt
+        from mapsched.plot import gantt
 
         gantt(problem, best, args.output)
         print(f"wrote the Gantt chart of {best.method} to {args.output}")
@@ -524,17 +526,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from . import bench
+    from mapsched.bench import sweep
 
     if args.suites is None:
-        from .suites import SUITES
+        from mapsched.bench.suites import SUITES
     else:  # a user's file of suites is Python code, run as such: only when named
-        SUITES = bench.load_suites(args.suites)
+        SUITES = sweep.load_suites(args.suites)
     if args.suite not in SUITES:
         raise OptionError(f"suite: unknown suite {args.suite!r}; expected one of {sorted(SUITES)}")
     suite = SUITES[args.suite]
-    if not isinstance(suite, bench.Suite):
-        raise OptionError(f"suite: SUITES[{args.suite!r}] is not a mapsched.bench.Suite")
+    if not isinstance(suite, sweep.Suite):
+        raise OptionError(f"suite: SUITES[{args.suite!r}] is not a mapsched.bench.sweep.Suite")
     suite.check()
     out = f"{suite.name}.jsonl" if args.output is None else args.output
     inputs = [args.suites] if args.suites else []
@@ -546,32 +548,32 @@ def cmd_bench(args: argparse.Namespace) -> int:
     known = registry.methods()
     objective = suite.cases[0].build().objective.kind
     methods = tuple(m for m in suite.methods
-                    if m == bench.BOUND or (m in known and objective in registry.get(m).objectives))
+                    if m == sweep.BOUND or (m in known and objective in registry.get(m).objectives))
     if not methods:
         raise OptionError(f"suite: none of SUITES[{args.suite!r}]'s methods {list(suite.methods)} is a method for "
                           f"the {objective} objective here; see 'mapsched methods'")
-    suite = bench.Suite(suite.name, suite.cases, methods, args.time_limit or suite.time_limit, suite.options,
+    suite = sweep.Suite(suite.name, suite.cases, methods, args.time_limit or suite.time_limit, suite.options,
                         suite.description)
     if args.dask is not None and args.workers != 1:  # it was ignored without a word
         raise OptionError("--workers: the runs go to the --dask cluster's workers; leave out --workers")
     with _cluster(args.dask) as executor, \
             ProgressBar(f"bench {suite.name}, runs left", None, enabled=sys.stderr.isatty()) as bar:
-        rows = bench.run_suite(suite, out, executor, workers=args.workers, threads=args.threads,
+        rows = sweep.run_suite(suite, out, executor, workers=args.workers, threads=args.threads,
                                progress=lambda d, t: bar(0, float(t - d)))
     rows = [r for r in rows if r["method"] in methods]
     print(f"## {suite.name}: {suite.description}\n")
-    print(bench.results_table(rows, methods, "throughput" if objective == "throughput" else "makespan"))
+    print(sweep.results_table(rows, methods, "throughput" if objective == "throughput" else "makespan"))
     if any("simulated" in r for r in rows):
-        print("\n" + bench.results_table(rows, methods, "simulated"))
+        print("\n" + sweep.results_table(rows, methods, "simulated"))
     if any("slr_simulated" in r for r in rows):
-        print("\n" + bench.results_table(rows, methods, "slr_simulated"))
+        print("\n" + sweep.results_table(rows, methods, "slr_simulated"))
     if "exact" in methods and "split" in methods:
-        print("\n" + bench.runtime_table(rows))
+        print("\n" + sweep.runtime_table(rows))
     if plot is None:
         print(f"\nno plot beside {out}, which is no regular file")
         return 0
     try:
-        bench.plot_quality(rows, plot)
+        sweep.plot_quality(rows, plot)
         print(f"\nwrote {plot}; raw rows in {out}")
     except MapschedError as exc:
         print(f"\nno plot: {exc}; raw rows in {out}")
@@ -579,7 +581,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from . import generators
+    from mapsched import generators
 
     check_output(args.output)
     # About how many tasks each kind builds from its counts (a layer: 12 ops of GPT-3's forward
@@ -651,7 +653,7 @@ def _resumed_config(args: argparse.Namespace, defaults: dict[str, Any], config: 
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from .learned import torch_module
+    from mapsched.learned import torch_module
 
     defaults = vars(build_parser().parse_args(["train", args.method, "-o", "-"]))
     for methods, names in _TRAIN_ONLY.items():
@@ -701,8 +703,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                 if trainer.best_policy is None:
                     trainer.evaluate()
                 if trainer.best_makespan == math.inf:  # no rollout finished: is there a mapping at all?
-                    from .construct import repaired_owner
-                    from .feasibility import NotFound
+                    from mapsched.scheduling.construct import repaired_owner
+                    from mapsched.scheduling.feasibility import NotFound
 
                     try:  # refused only where none exists (InfeasibleError, a proof)
                         with interrupt.until(deadline):
@@ -731,7 +733,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _train_giph(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     """``train giph``: REINFORCE on a GiPH experiment set (:mod:`mapsched.learned.giph`)."""
-    from .learned import torch_module
+    from mapsched.learned import torch_module
 
     giph = torch_module("giph", "giph")
     reinforce = torch_module("reinforce", "giph")
@@ -777,7 +779,7 @@ def _train_giph(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
 
 def _giph(args: argparse.Namespace) -> Any:
     """``generate giph``: one graph on one network, or case ``--case`` of an experiment set."""
-    from .generators import giph
+    from mapsched.generators import giph
 
     if args.experiment is None:
         for flag, seed in (("--seed", args.seed), ("--network-seed", args.network_seed)):
@@ -821,7 +823,7 @@ def _probability(text: str) -> float:
 
 def _harness() -> Any:
     try:
-        from . import harness
+        from mapsched import harness
     except ImportError as exc:
         raise OptionError(f"this command needs PyTorch ({exc}); pip install 'mapsched[torch]'") from None
     return harness
@@ -842,7 +844,7 @@ def _check_batch(devices: int, sizes: list[int], objective: Objective) -> None:
     ``devices`` devices running ``sizes`` cannot take: the profiled problem's own check, asked
     of a problem of one task that every device runs at every size (a split of L inputs
     takes at most L devices; a problem at most MAX_DEVICES)."""
-    from .problem import Device, System, Task
+    from mapsched.model.problem import Device, System, Task
 
     names = [f"d{k}" for k in range(min(devices, objective.inputs, MAX_DEVICES))]
     task = Task("t", {d: dict.fromkeys(map(str, sizes), 1.0) for d in names})
@@ -905,7 +907,7 @@ def _checked_input(torch: Any, model: Any, shape: Sequence[int], seed: int, give
     import inspect
     import warnings
 
-    from .harness.graph import check_runnable, random_input
+    from mapsched.harness.graph import check_runnable, random_input
 
     check_runnable(model)
     try:
@@ -1076,7 +1078,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 def cmd_trace(args: argparse.Namespace) -> int:
     harness = _harness()
-    from .generators import platform
+    from mapsched.generators import platform
 
     check_output(args.output, _model_files(args.model))
     system = platform(args.system)  # an unknown preset fails before the model is built
@@ -1098,7 +1100,7 @@ def _run_setup(harness: Any, torch: Any, args: argparse.Namespace) -> tuple[Prob
     """The problem, the model, its traced graph and its seeded random inputs of ``run`` and
     ``calibrate``, under the thread settings the problem was profiled with (refused before
     anything changes), the inputs of the size it was profiled at."""
-    from .harness.execute import check_inputs
+    from mapsched.harness.execute import check_inputs
 
     problem = load_problem(args.problem)
     if args.threads is None and problem.calibration is not None:

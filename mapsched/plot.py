@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from . import arguments
-from .errors import MapschedError, OptionError, ScheduleError, first_line
-from .files import write_file
-from .problem import Problem
-from .schedule import Schedule
+from mapsched import checks
+from mapsched.errors import MapschedError, OptionError, ScheduleError, first_line
+from mapsched.model.files import write_file
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
 
 __all__ = ["check_format", "gantt", "save"]
 
@@ -89,13 +89,13 @@ def gantt(problem: Problem, schedule: Schedule, path: str | None = None, title: 
     batched), arrows for data moved between devices, and the makespan and lower
     bound as vertical lines. Past :data:`MAX_JOBS` jobs, each device's busy periods
     are drawn instead, with its job count and busy share. Saves to ``path`` if given
-    (as :mod:`mapsched.files` writes; the extension names the format); returns the figure.
+    (as :mod:`mapsched.model.files` writes; the extension names the format); returns the figure.
 
     O(J log J) for J jobs, plus drawing: a second or two for :data:`MAX_JOBS` jobs.
     """
     plt = _pyplot()
-    arguments.problem(problem)
-    arguments.schedule(schedule)
+    checks.problem(problem)
+    checks.schedule(schedule)
     if path is not None and not isinstance(path, (str, os.PathLike)):
         raise OptionError(f"path: expected a file path or None, got {type(path).__name__}")
     fmt = check_format(os.fspath(path)) if path is not None else None
@@ -152,7 +152,7 @@ def _draw(plt: Any, problem: Problem, schedule: Schedule, path: str | None, fmt:
 
 
 def save(fig: Any, path: str, fmt: str | None = None, flag: str = "-o") -> None:
-    """Write ``fig`` to ``path`` whole or not at all (:mod:`mapsched.files`), in the format its
+    """Write ``fig`` to ``path`` whole or not at all (:mod:`mapsched.model.files`), in the format its
     extension names (``fmt``, if already checked), and close it; an :class:`OptionError`
     naming ``flag`` where matplotlib cannot write that format here."""
     plt = _pyplot()

@@ -10,17 +10,18 @@ from typing import Any
 
 import numpy as np
 
-from . import arguments, interrupt, registry
-from .context import Progress, SolveContext
-from .errors import OptionError
-from .problem import Problem
-from .schedule import Schedule
-from .validate import meets
+from mapsched import checks
+from mapsched.engine import interrupt, registry
+from mapsched.engine.context import Progress, SolveContext
+from mapsched.errors import OptionError
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.model.validate import meets
 
 __all__ = ["DEFAULT_METHOD", "SolveContext", "solve"]
 
 DEFAULT_METHOD = "auto"
-"""The pipeline of :mod:`mapsched.auto`: chosen by the problem's size and the time limit."""
+"""The pipeline of :mod:`mapsched.heuristics.auto`: chosen by the problem's size and the time limit."""
 
 MAX_THREADS = 1024
 """Most solver threads a solve takes: past it HiGHS spends seconds making threads (13 s
@@ -48,7 +49,7 @@ def solve(
     problem : Problem
     method : str, optional
         A name from :func:`mapsched.methods`; by default ``auto``, which picks by the
-        problem's size and the time limit (see :mod:`mapsched.auto`).
+        problem's size and the time limit (see :mod:`mapsched.heuristics.auto`).
     time_limit : float, optional
         Seconds, the bound added to the result included; on expiry a method returns its
         best schedule with status ``feasible``.
@@ -65,10 +66,10 @@ def solve(
         A placement to start from (latency; methods that take one: see ``mapsched methods``):
         a schedule, perhaps of an earlier version of the problem, or task names mapped to
         device names. Tasks on devices that are gone or cannot run them are placed afresh
-        (:mod:`mapsched.initial`); the log says how many, and how many the result moved.
+        (:mod:`mapsched.scheduling.initial`); the log says how many, and how many the result moved.
     relocation : Relocation or mapping, optional
         With ``initial``: what moving a task away from it costs (a
-        :class:`~mapsched.relocation.Relocation`, or a mapping of its fields); methods that
+        :class:`~mapsched.engine.relocation.Relocation`, or a mapping of its fields); methods that
         take one (see ``mapsched methods``) minimise the makespan plus that cost, and the
         result's ``relocation_cost`` says what it came to.
     **options
@@ -91,7 +92,7 @@ def solve(
     started = time.perf_counter()  # loading the method's solvers (a second or more, once) counts too
     if method is None:
         method = DEFAULT_METHOD
-    arguments.problem(problem)
+    checks.problem(problem)
     m = registry.get(method)
     if problem.objective.kind not in m.objectives:
         raise OptionError(
@@ -118,14 +119,14 @@ def solve(
         if not m.relocation:
             raise OptionError(f"--relocation: method {method!r} does not weigh relocation costs; these do: "
                               f"{registry.taking('relocation')}")
-        from .relocation import RELOCATION_FORMAT, Relocation
+        from mapsched.engine.relocation import RELOCATION_FORMAT, Relocation
 
         if isinstance(relocation, Mapping):
             relocation = Relocation.from_dict({"format": RELOCATION_FORMAT, **relocation})
         elif not isinstance(relocation, Relocation):
             raise OptionError(f"--relocation: expected a Relocation or a mapping of its fields, got "
                               f"{type(relocation).__name__}")
-    from .bounds import lower_bound  # SciPy's LP: loaded on first solve, not at start-up
+    from mapsched.bounds import lower_bound  # SciPy's LP: loaded on first solve, not at start-up
 
     loaded = time.perf_counter()
 
@@ -140,12 +141,12 @@ def solve(
         ctx = SolveContext(time_limit, rng, threads or os.cpu_count() or 1, callback, log, bound, started=started)
         start = None
         if initial is not None:
-            from .initial import initial_schedule, moved
+            from mapsched.scheduling.initial import initial_schedule, moved
 
             start = initial_schedule(problem, initial)
             ctx.initial = start.schedule
             if relocation is not None:
-                from .relocation import RelocationCosts, relocation_costs
+                from mapsched.engine.relocation import RelocationCosts, relocation_costs
 
                 ctx.relocation = RelocationCosts(problem, relocation_costs(problem, relocation, start.origin))
         with interrupt.until(started + time_limit if time_limit is not None else math.inf):

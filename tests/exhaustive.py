@@ -62,7 +62,7 @@ def exhaustive_optimum(p: Problem, upper: float = math.inf) -> float:
 
 def some_valid_makespans(p: Problem, rng: np.random.Generator, k: int = 20) -> list[float]:
     """Makespans of random valid schedules (for bound checks)."""
-    from mapsched.decoder import Decoder
+    from mapsched.scheduling.decoder import Decoder
 
     out = []
     dec = Decoder(p)

@@ -30,11 +30,12 @@ def test_a_limit_too_short_for_a_list_scheduler_starts_from_the_initial_alone(me
     # in hand, and the command ran 2.9 s over.
     from dataclasses import replace
 
-    from mapsched import portfolio, registry
+    from mapsched.engine import registry
+    from mapsched.scheduling import best_list
 
     p = mapsched.generators.random_dag(30, 3, seed=2)
     start = solve(p, "met")
-    monkeypatch.setattr(portfolio, "LIST_SECONDS", 1e3)  # any limit is short
+    monkeypatch.setattr(best_list, "LIST_SECONDS", 1e3)  # any limit is short
     heft = replace(registry.get("heft"), fn=lambda *a: pytest.fail("ran HEFT without the time for it"))
     monkeypatch.setitem(registry._REGISTRY, "heft", heft)
     r = solve(p, method, time_limit=30, initial=start, **({"iterations": 50} if method == "sa" else {}))
@@ -194,7 +195,7 @@ def test_an_initial_schedule_kept_as_it_was_leaves_its_bound_behind():
     # Valid on the problem with a device added, and better than its re-decoding (13.24 ms), the
     # old optimum was kept with its proof of 9.66 ms, which solve() took as this problem's
     # bound: its optimum is 8.10 ms
-    from mapsched.initial import initial_schedule
+    from mapsched.scheduling.initial import initial_schedule
 
     p = mapsched.generators.random_dag(10, 2, 3)
     old = solve(p, "exact", time_limit=30)

@@ -8,7 +8,13 @@ from strategies import problems
 
 import mapsched
 from mapsched import Device, InfeasibleError, Link, Problem, System, Task, solve, validate
-from mapsched.heuristics.baechi import etf_placement, favourite_children, favourite_lp, memory_shortfall, topo_placement
+from mapsched.heuristics.baechi import (
+    etf_placement,
+    favourite_children,
+    favourite_lp,
+    memory_shortfall,
+    topo_placement,
+)
 from mapsched.solve import SolveContext
 
 METHODS = ["m-topo", "m-etf", "m-sct"]

@@ -11,7 +11,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from mapsched.bench import BOUND, Case, Suite, plot_quality, read_rows, results_table, run_suite, runtime_table
+from mapsched.bench.sweep import (
+    BOUND,
+    Case,
+    Suite,
+    plot_quality,
+    read_rows,
+    results_table,
+    run_suite,
+    runtime_table,
+)
 from mapsched.cli import main
 from mapsched.errors import MapschedError
 from mapsched.generators import random_wired
@@ -94,7 +103,7 @@ def test_a_sweep_loads_a_learned_method_outside_its_runs_limit():
     import sys
 
     code = ("import sys\n"
-            "from mapsched.bench import Case, _run_one\n"
+            "from mapsched.bench.sweep import Case, _run_one\n"
             "from mapsched.generators import random_wired\n"
             "row = _run_one(Case('a', random_wired, {'n': 6, 'seed': 1}), 'giph', 1.0, {})\n"
             "print('torch._dynamo' in sys.modules, 'makespan' in row, row['seconds'] < 1.5)\n")
@@ -105,7 +114,7 @@ def test_a_sweep_loads_a_learned_method_outside_its_runs_limit():
 def test_bench_refuses_what_is_not_its_results_before_any_run(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     suites = tmp_path / "mine.py"
-    suites.write_text("from mapsched.suites import SUITES")  # no newline at its end
+    suites.write_text("from mapsched.bench.suites import SUITES")  # no newline at its end
     victim = tmp_path / "victim.json"
     victim.write_text('{"my": "data"}')  # read as a row cut short, and truncated
     row = json.dumps({"instance": "a", "method": "met", "tasks": 8, "inputs": 1, "makespan": 1.0,
@@ -121,18 +130,18 @@ def test_bench_refuses_what_is_not_its_results_before_any_run(tmp_path, capsys, 
         assert main(["bench", "smoke", *argv]) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1
-    assert victim.read_text() == '{"my": "data"}' and suites.read_text() == "from mapsched.suites import SUITES"
+    assert victim.read_text() == '{"my": "data"}' and suites.read_text() == "from mapsched.bench.suites import SUITES"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "mine.py", "victim.json"]
 
 
-_SUITE_HEAD = ("from mapsched.bench import Case, Suite\nfrom mapsched.generators import random_dag\n"
+_SUITE_HEAD = ("from mapsched.bench.sweep import Case, Suite\nfrom mapsched.generators import random_dag\n"
                'SUITES = {"smoke": Suite("s", ')
 
 
 @pytest.mark.parametrize("code, message", [
     ("SUITES = {\n", "running '{}' failed: SyntaxError"),
-    ('SUITES = {"smoke": 3}\n', "is not a mapsched.bench.Suite"),
-    ('from mapsched.bench import Suite\nSUITES = {"smoke": Suite("e", (), ("heft",), 1.0)}\n',
+    ('SUITES = {"smoke": 3}\n', "is not a mapsched.bench.sweep.Suite"),
+    ('from mapsched.bench.sweep import Suite\nSUITES = {"smoke": Suite("e", (), ("heft",), 1.0)}\n',
      "cases: expected a non-empty tuple"),
     # each failed in the workers, after the results file was made, naming flags not given, or gave a traceback
     (_SUITE_HEAD + '(Case("c", random_dag, {"n": 3, "m": 2}),), ("heft",), -1.0)}\n',
@@ -157,7 +166,7 @@ def test_bench_refuses_a_bad_suites_file_in_one_line(tmp_path, capsys, code, mes
 def test_a_suites_files_own_builders_reach_the_worker_processes(tmp_path, capsys):
     # the natural suites file: a pool of 4+ runs hung for ever, fewer gave a PicklingError traceback
     suites = tmp_path / "mine.py"
-    suites.write_text("from mapsched.bench import Case, Suite\nfrom mapsched.generators import random_dag\n\n"
+    suites.write_text("from mapsched.bench.sweep import Case, Suite\nfrom mapsched.generators import random_dag\n\n"
                       "def mine(n):\n    return random_dag(n, 2, seed=1)\n\n"
                       'SUITES = {"mine": Suite("mine", (Case("c", mine, {"n": 4}),), ("heft", "met", "greedy", '
                       '"random"), time_limit=1.0)}\n')
@@ -212,7 +221,7 @@ def test_bench_output_paths(tmp_path, capsys, monkeypatch):
     assert main(["bench", "smoke", "-o", ""]) == 2  # wrote smoke.jsonl
     assert "-o: expected a file path" in capsys.readouterr().err and not list(tmp_path.iterdir())
     suites = tmp_path / "s.py"
-    suites.write_text('from mapsched.bench import Case, Suite\nfrom mapsched.generators import random_dag\n'
+    suites.write_text('from mapsched.bench.sweep import Case, Suite\nfrom mapsched.generators import random_dag\n'
                       'SUITES = {"s": Suite("s", (Case("c", random_dag, {"n": 3}),), ("met",), 1.0)}\n')
     assert main(["bench", "s", "--suites", str(suites), "-o", os.devnull]) == 0  # wrote /dev/null-quality.png
     assert "no plot beside /dev/null" in capsys.readouterr().out
@@ -233,7 +242,7 @@ def test_another_suites_rows_are_kept_but_neither_resumed_nor_shown(tmp_path):
     assert read_rows(str(out))[0] == theirs and len(read_rows(str(out))) == 3
 
 
-_S_SUITES = ('from mapsched.bench import Case, Suite\nfrom mapsched.generators import random_dag\n'
+_S_SUITES = ('from mapsched.bench.sweep import Case, Suite\nfrom mapsched.generators import random_dag\n'
              'SUITES = {"s": Suite("s", (Case("c", random_dag, {"n": 3}),), ("met", "heft"), 1.0)}\n')
 
 
@@ -265,7 +274,7 @@ def test_rows_to_standard_output_a_pipe_or_a_full_device(tmp_path):
 def test_sigterm_stops_a_sweep_and_its_workers(tmp_path):
     # the main process died at once (status -15), and its pool's workers ran on
     suites, flag = tmp_path / "slow.py", tmp_path / "started"
-    suites.write_text("import time\nfrom mapsched.bench import Case, Suite\nfrom mapsched.generators import "
+    suites.write_text("import time\nfrom mapsched.bench.sweep import Case, Suite\nfrom mapsched.generators import "
                       f"random_dag\n\ndef slow():\n    open({str(flag)!r}, 'w').close()\n    time.sleep(120)\n"
                       'SUITES = {"slow": Suite("slow", (Case("b", random_dag, {"n": 3}), Case("a", slow)), '
                       '("met",), 1.0)}\n')

@@ -292,8 +292,8 @@ def test_a_method_option_is_not_read_as_an_abbreviated_command_option(tmp_path):
 def test_the_documented_submodules_load_on_first_use():
     # README's mapsched.learned.load() raised AttributeError after a plain 'import mapsched'
     code = ("import sys, mapsched\n"
-            "fns = [mapsched.learned.load, mapsched.simulate.simulate, mapsched.symmetry.find_symmetry,\n"
-            "       mapsched.interrupt.graceful, mapsched.relocation.Relocation, mapsched.convert.read_doppler]\n"
+            "fns = [mapsched.learned.load, mapsched.scheduling.simulate.simulate, mapsched.model.symmetry.find_symmetry,\n"
+            "       mapsched.engine.interrupt.graceful, mapsched.engine.relocation.Relocation, mapsched.model.convert.read_doppler]\n"
             "print('torch' in sys.modules, len(fns))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.split() == ["False", "6"], proc.stderr

@@ -7,8 +7,8 @@ import pytest
 
 from mapsched import Problem, ProblemError, validate
 from mapsched.cli import main
-from mapsched.convert import doppler_problem
-from mapsched.simulate import simulate
+from mapsched.model.convert import doppler_problem
+from mapsched.scheduling.simulate import simulate
 
 # 5 nodes, inputs 0 and 1 dropped: ops 0..2; 0 -> 2 twice (kept once), 1 -> 2. The gdp_ form's op type word.
 TEXT = "5\n0, 1, \n0, 0, 1, \n2, 2, 2,\n10000000000,40000000000\n20000000000,80000000000,einsummable\n" \

@@ -5,9 +5,9 @@ from hypothesis import given, settings
 from strategies import problems
 
 from mapsched import Device, Edge, Link, Problem, System, Task, instances, solve, validate
-from mapsched.decoder import ready_order
 from mapsched.generators import random_dag
-from mapsched.simulate import simulate
+from mapsched.scheduling.decoder import ready_order
+from mapsched.scheduling.simulate import simulate
 
 
 def gpus(k):

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from strategies import problems, random_owner
 
 from mapsched import InfeasibleError, OptionError, Problem, decode, instances, validate
-from mapsched.decoder import Decoder, as_owner
+from mapsched.scheduling.decoder import Decoder, as_owner
 
 
 @given(problems(throughput=None), st.integers(0, 2**32 - 1), st.booleans())

@@ -14,16 +14,16 @@ import pytest
 pytest.importorskip("distributed")
 
 from mapsched import Objective  # noqa: E402
-from mapsched import distributed as mdist  # noqa: E402
-from mapsched.bench import Case, Suite, read_rows, run_suite  # noqa: E402
+from mapsched.bench.sweep import Case, Suite, read_rows, run_suite  # noqa: E402
 from mapsched.cli import main  # noqa: E402
+from mapsched.engine import dask as mdist  # noqa: E402
 from mapsched.errors import MapschedError  # noqa: E402
 from mapsched.generators import random_wired, stack  # noqa: E402
-from mapsched.schedule import Schedule  # noqa: E402
+from mapsched.model.schedule import Schedule  # noqa: E402
+from mapsched.model.validate import validate  # noqa: E402
 from mapsched.solve import solve  # noqa: E402
 from mapsched.split import chain_bound  # noqa: E402
 from mapsched.split.windows import window_bound  # noqa: E402
-from mapsched.validate import validate  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +159,7 @@ def test_bench_through_dask_writes_the_same_rows(cluster, tmp_path, monkeypatch)
     assert calls == [0] and len(read_rows(there)) == 8
     # the command line, on a cluster of its own
     suites = tmp_path / "suites.py"
-    suites.write_text("from mapsched.bench import Case, Suite\nfrom mapsched.generators import random_wired\n"
+    suites.write_text("from mapsched.bench.sweep import Case, Suite\nfrom mapsched.generators import random_wired\n"
                       "SUITES = {'tiny': Suite('tiny', tuple(Case(f's{s}', random_wired, {'n': 6, 'seed': s}) "
                       "for s in (1, 2)), ('met', 'heft', 'exact', 'split'), time_limit=10.0)}\n")
     cli = str(tmp_path / "cli.jsonl")

@@ -17,7 +17,7 @@ from mapsched.generators import ffnn, random_dag  # noqa: E402
 from mapsched.learned.doppler import Config, Trainer, _Env, parse_stages  # noqa: E402
 from mapsched.learned.mpnn import graph_tensors  # noqa: E402
 from mapsched.learned.reinforce import imitation_loss, load_checkpoint, one_thread, save_checkpoint  # noqa: E402
-from mapsched.simulate import simulate  # noqa: E402
+from mapsched.scheduling.simulate import simulate  # noqa: E402
 
 SMALL = Config(hidden=16, rounds=2)
 

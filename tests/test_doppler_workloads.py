@@ -6,7 +6,7 @@ import pytest
 from mapsched import solve, validate
 from mapsched.generators import chainmm, ffnn, identical_gpus, llama_block, llama_layer
 from mapsched.generators.doppler import _cuts, _split3
-from mapsched.simulate import simulate
+from mapsched.scheduling.simulate import simulate
 
 KINDS = [chainmm, ffnn, llama_block, llama_layer]
 

@@ -16,7 +16,7 @@ import mapsched
 from mapsched import Problem, instances, solve, validate
 from mapsched.formulations import build_model
 from mapsched.formulations.cpsat import CpSatModel
-from mapsched.portfolio import LIST_SCHEDULERS, best_list_schedule
+from mapsched.scheduling.best_list import LIST_SCHEDULERS, best_list_schedule
 
 BACKENDS = ["cpsat", "highs"]
 TOPCUOGLU = instances.load("topcuoglu2002")
@@ -329,7 +329,8 @@ def test_every_seed_proves_the_same_optimum():
 
 def test_the_list_schedule_of_a_problem_is_computed_once(monkeypatch):
     # The bound solve() adds (the batched relaxation's cap) and the method's start both ask.
-    from mapsched import portfolio, registry
+    from mapsched.engine import registry
+    from mapsched.scheduling import best_list
 
     p = mapsched.generators.stack(2, 5, seed=3, objective=mapsched.Objective("throughput", 8))
     runs = []
@@ -340,7 +341,7 @@ def test_the_list_schedule_of_a_problem_is_computed_once(monkeypatch):
         return bheft.fn(*args, **kwargs)
 
     monkeypatch.setitem(registry._REGISTRY, "bheft", dataclasses.replace(bheft, fn=counted))
-    monkeypatch.setattr(portfolio, "_last", None)
+    monkeypatch.setattr(best_list, "_last", None)
     first = best_list_schedule(p)
     first.method, first.log = "changed by a caller", ""
     again = best_list_schedule(p)
@@ -354,7 +355,8 @@ def test_the_seconds_of_a_list_pass_outlast_the_cached_answer(monkeypatch):
     # its start's solve, which is ~0 where the answer came from the portfolio's cache.
     import time
 
-    from mapsched import portfolio, registry
+    from mapsched.engine import registry
+    from mapsched.scheduling import best_list
 
     p = mapsched.generators.stack(2, 5, seed=3, objective=mapsched.Objective("throughput", 8))
     bheft = registry.get("bheft")
@@ -364,13 +366,13 @@ def test_the_seconds_of_a_list_pass_outlast_the_cached_answer(monkeypatch):
         return bheft.fn(*args, **kwargs)
 
     monkeypatch.setitem(registry._REGISTRY, "bheft", dataclasses.replace(bheft, fn=slow))
-    monkeypatch.setattr(portfolio, "_last", None)
-    monkeypatch.setattr(portfolio, "_passes", None)
-    assert portfolio.seconds_per_pass(p) is None
+    monkeypatch.setattr(best_list, "_last", None)
+    monkeypatch.setattr(best_list, "_passes", None)
+    assert best_list.seconds_per_pass(p) is None
     best_list_schedule(p)
     best_list_schedule(p)  # from the cache
-    assert portfolio.seconds_per_pass(p) >= 0.05
-    assert portfolio.seconds_per_pass(p.restrict(range(p.n))) is None  # another object
+    assert best_list.seconds_per_pass(p) >= 0.05
+    assert best_list.seconds_per_pass(p.restrict(range(p.n))) is None  # another object
 
 
 def test_a_cpsat_solve_never_loads_pyomo():
@@ -390,8 +392,8 @@ def test_retime_never_starts_a_job_later(p, data):
     schedule, with zero-length tasks among long ones, no job may start later than it did.
     Starting a zero-length job after a long one that began with it delayed its successors
     (HiGHS's optimum of 3.35 ms came back as 3.80 ms)."""
-    from mapsched.decoder import decode, ready_order
     from mapsched.formulations.common import retime, retime_jobs
+    from mapsched.scheduling.decoder import decode, ready_order
 
     d = p.to_dict()
     for k in data.draw(st.sets(st.integers(0, p.n - 1))):

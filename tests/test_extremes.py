@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from strategies import problems
 
 from mapsched import Device, Edge, Job, Link, Objective, Problem, Schedule, System, Task, solve, validate
+from mapsched.bounds.relaxation import relaxation_bound
 from mapsched.formulations.common import capped
-from mapsched.formulations.relaxation import relaxation_bound
 from mapsched.generators import random_dag, random_wired, stack
-from mapsched.problem import MAX_BYTES, MAX_MS
+from mapsched.model.problem import MAX_BYTES, MAX_MS
 from mapsched.split import full_bound
 
 

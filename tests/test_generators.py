@@ -32,7 +32,7 @@ def test_generators_are_seeded():
 
 
 def test_random_dag_without_jitter_has_identical_devices():
-    from mapsched.symmetry import find_symmetry
+    from mapsched.model.symmetry import find_symmetry
 
     assert find_symmetry(random_dag(12, 4, seed=1, speeds=[1, 1, 2, 2])).devices == ()
     flat = find_symmetry(random_dag(12, 4, seed=1, speeds=[1, 1, 2, 2], jitter=0.0))

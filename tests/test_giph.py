@@ -30,7 +30,7 @@ from mapsched.learned.giph import (  # noqa: E402
 )
 from mapsched.learned.reinforce import load_checkpoint, one_thread, save_checkpoint  # noqa: E402
 from mapsched.learned.starts import random_placement  # noqa: E402
-from mapsched.simulate import simulate  # noqa: E402
+from mapsched.scheduling.simulate import simulate  # noqa: E402
 
 
 def _state(p, owner):
@@ -272,7 +272,7 @@ def test_a_requested_stop_ends_the_search_with_the_best_so_far():
     # the search looked only at its deadline: Ctrl-C let 'solve -m giph' run to the time limit
     import threading
 
-    from mapsched import interrupt
+    from mapsched.engine import interrupt
     from mapsched.generators import random_dag
 
     p = random_dag(60, 3, seed=1)

@@ -10,16 +10,9 @@ import pytest
 from mapsched import solve
 from mapsched.bounds import critical_path_bound, slr
 from mapsched.cli import main
-from mapsched.generators import (
-    GIPH_SETS,
-    giph_adapt,
-    giph_experiment,
-    giph_graph,
-    giph_network,
-    giph_problem,
-)
-from mapsched.problem import Device, Edge, Link, Problem, System, Task
-from mapsched.validate import validate
+from mapsched.generators import GIPH_SETS, giph_adapt, giph_experiment, giph_graph, giph_network, giph_problem
+from mapsched.model.problem import Device, Edge, Link, Problem, System, Task
+from mapsched.model.validate import validate
 
 # (v, alpha, conn_prob, seed): tasks, edges, first edges, compute of task 1, types of tasks 0-7,
 # bytes of the last edge; all as the public code's generate_graph(alpha, v, p, seed, 5, 100, 100, 0.4, 0.4)
@@ -179,7 +172,7 @@ def test_slr_and_solves_validate():
 
 
 def test_simulate_giph_noise(tmp_path, capsys):
-    from mapsched.simulate import simulate
+    from mapsched.scheduling.simulate import simulate
 
     p = giph_problem(giph_graph(10, 0.3, 0.1, 2), giph_network(20, 1))
     mapping = solve(p, "heft", seed=0).mapping()
@@ -201,7 +194,7 @@ def test_simulate_giph_noise(tmp_path, capsys):
 
 
 def test_baselines_validate_and_are_deterministic():
-    from mapsched.simulate import simulate
+    from mapsched.scheduling.simulate import simulate
 
     p = giph_problem(giph_graph(10, 0.2, 0.1, 3), giph_network(20, 2))
     heft = solve(p, "heft", seed=0)
@@ -237,7 +230,7 @@ def test_random_eft_starts_from_the_repair_where_random_mappings_do_not_fit():
 def test_bench_rows_and_slr_table(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
-    from mapsched.bench import Case, Suite, results_table, run_suite
+    from mapsched.bench.sweep import Case, Suite, results_table, run_suite
     from mapsched.generators.giph import giph_instance
 
     suite = Suite("g", (Case("g0", giph_instance, {"seed": 0, "network_seed": 1}),), ("heft", "random-eft"), 5.0)
@@ -251,7 +244,7 @@ def test_bench_rows_and_slr_table(tmp_path):
 
 
 def test_giph_suite_builds():
-    from mapsched.suites import SUITES
+    from mapsched.bench.suites import SUITES
 
     suite = SUITES["giph"]
     assert len(suite.cases) == 12 and "random-eft" in suite.methods
@@ -261,7 +254,7 @@ def test_giph_suite_builds():
 
 def test_baselines_with_giph_noise():
     from mapsched.errors import OptionError
-    from mapsched.simulate import simulate
+    from mapsched.scheduling.simulate import simulate
 
     p = giph_problem(giph_graph(10, 0.3, 0.2, 4), giph_network(20, 3))
     for method, opts in (("random", dict(samples=0, evaluator="simulate", noise=0.2)), ("random-eft", {"noise": 0.2})):
@@ -277,7 +270,7 @@ def test_baselines_with_giph_noise():
 
 def test_initial_placement_matches_public_code():
     from mapsched.generators import giph_initial
-    from mapsched.simulate import simulate
+    from mapsched.scheduling.simulate import simulate
 
     g, net = giph_graph(10, 0.3, 0.1, 0), giph_network(20, 1)
     m = giph_initial(g, net)  # PlacementEnv.random_mapping(..., seed=20) of the public code

@@ -718,7 +718,7 @@ def _mixed_schedules(p, seeds=3):
     """Valid schedules whose tasks split the inputs between the two devices each its own way."""
     import random
 
-    from mapsched.decoder import Decoder
+    from mapsched.scheduling.decoder import Decoder
 
     patterns = [[0, 0, 1, 1], [0, 1, 1, 0], [1, 0, 0, 1], [0, 1, 0, 1], [0] * 4, [1] * 4]
     for seed in range(seeds):

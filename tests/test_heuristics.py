@@ -6,10 +6,10 @@ from strategies import problems
 
 import mapsched
 from mapsched import Device, Edge, InfeasibleError, Problem, System, Task, instances, solve, validate
-from mapsched.feasibility import feasible_counts
 from mapsched.heuristics.ea import start_mapping
 from mapsched.heuristics.search import MappingSpace
-from mapsched.ranks import downward_rank, upward_rank
+from mapsched.scheduling.feasibility import feasible_counts
+from mapsched.scheduling.ranks import downward_rank, upward_rank
 
 TOPCUOGLU = instances.load("topcuoglu2002")
 
@@ -104,7 +104,7 @@ def test_dead_end_is_repaired():
 def test_feasible_counts_fit(p):
     counts = feasible_counts(p, None)
     assert (counts.sum(axis=1) == p.L).all()
-    s = mapsched.decode(p, mapsched.splits.owner_from_counts(counts))
+    s = mapsched.decode(p, mapsched.model.owners.owner_from_counts(counts))
     assert validate(p, s) == []
 
 
@@ -115,8 +115,8 @@ def test_heft_on_2000_tasks():
 
 
 def test_split_beam_matches_enumeration_when_it_keeps_everything(monkeypatch):
-    from mapsched import construct as common
     from mapsched.generators import gpu_server, random_wired
+    from mapsched.scheduling import construct as common
 
     p = random_wired(4, seed=0, platform=gpu_server(2), objective=mapsched.Objective("throughput", 4))
     for i in range(p.n):
@@ -139,7 +139,7 @@ def test_batched_heuristics_scale_to_many_devices():
 def test_searches_stop_at_a_proved_optimum(name, monkeypatch):
     # One device: every mapping is optimal, and its makespan (the chain's 4) meets the
     # critical-path bound, so no search step has anything to find.
-    from mapsched.decoder import Decoder
+    from mapsched.scheduling.decoder import Decoder
 
     p = Problem([Task(f"t{k}", {"d0": 1.0}) for k in range(4)], [Edge(f"t{k}", f"t{k + 1}") for k in range(3)],
                 System((Device("d0"),)))
@@ -155,13 +155,13 @@ def test_searches_stop_at_a_proved_optimum(name, monkeypatch):
                                            ("random", {"samples": 50, "evaluator": "simulate"})])
 def test_simulated_searches_stop_at_a_proved_optimum(name, options, monkeypatch):
     # As above: on one device the first run of the runtime model meets the bound.
-    import mapsched.simulate
+    import mapsched.scheduling.simulate
     from mapsched.heuristics import random_eft
 
     p = Problem([Task(f"t{k}", {"d0": 1.0}) for k in range(4)], [Edge(f"t{k}", f"t{k + 1}") for k in range(3)],
                 System((Device("d0"),)))
     calls = []
-    run = mapsched.simulate.simulate
+    run = mapsched.scheduling.simulate.simulate
     counted = lambda *a, **k: calls.append(1) or run(*a, **k)  # noqa: E731
     monkeypatch.setattr(mapsched.simulate, "simulate", counted)
     monkeypatch.setattr(random_eft, "simulate", counted)
@@ -171,7 +171,7 @@ def test_simulated_searches_stop_at_a_proved_optimum(name, options, monkeypatch)
 
 def test_construct_refuses_an_order_that_is_not_topological():
     # The builder would time a task before its parents and return an invalid schedule.
-    from mapsched.construct import construct, finish
+    from mapsched.scheduling.construct import construct, finish
 
     def rule(i, tried, b):
         return min(tried, key=lambda t: finish(t[1]))
@@ -224,8 +224,8 @@ def test_cp_search_moves_a_task_whose_successor_is_reached_by_a_directed_link():
     # Link a -> b only. x belongs on a (1 ms, against 10 on b) and feeds y, on b only: the move
     # checked the link from y's device to x's (b -> a), which is not there, and was never tried.
     from mapsched import Link
-    from mapsched.decoder import decode
-    from mapsched.heuristics.cp_search import improve
+    from mapsched.heuristics.critical_path_search import improve
+    from mapsched.scheduling.decoder import decode
     from mapsched.solve import SolveContext
 
     p = Problem([Task("x", {"a": 1.0, "b": 10.0}), Task("y", {"b": 1.0})], [Edge("x", "y", 0.0)],

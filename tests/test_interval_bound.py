@@ -78,12 +78,12 @@ def test_interval_bound_on_a_training_step_and_throughput():
 
 
 def test_critical_path_search_stops_at_a_proved_optimum(monkeypatch):
-    from mapsched.heuristics import cp_search
+    from mapsched.heuristics import critical_path_search
 
     p = fork_joins(3, 6, 3)  # heft's schedule meets the interval bound: optimal
     decodes = []
-    times = cp_search._Path.times
-    monkeypatch.setattr(cp_search._Path, "times", lambda self, *a: decodes.append(1) or times(self, *a))
+    times = critical_path_search._Path.times
+    monkeypatch.setattr(critical_path_search._Path, "times", lambda self, *a: decodes.append(1) or times(self, *a))
     r = mapsched.solve(p, "cp-search", time_limit=30)
     assert r.status == "optimal" and r.makespan == 10 and len(decodes) == 1  # the start's timing, no move
 

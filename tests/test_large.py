@@ -16,8 +16,8 @@ from strategies import problems
 import mapsched
 from mapsched import solve, validate
 from mapsched.generators import platform, transformer_train
-from mapsched.heuristics.cp_search import improve
-from mapsched.portfolio import LIST_SCHEDULERS
+from mapsched.heuristics.critical_path_search import improve
+from mapsched.scheduling.best_list import LIST_SCHEDULERS
 from mapsched.solve import SolveContext
 
 

@@ -7,9 +7,10 @@ from hypothesis import given, settings
 from strategies import problems
 
 import mapsched
-from mapsched import InfeasibleError, OptionError, instances, registry, solve, validate
+from mapsched import InfeasibleError, OptionError, instances, solve, validate
 from mapsched.bounds import critical_path_bound, load_bound, lower_bound, work_bound
 from mapsched.bounds.interval import interval_load_bound
+from mapsched.engine import registry
 
 METHODS = [m.name for m in registry.all_methods() if m.available()]  # doppler needs mapsched[torch]
 # Methods that may legitimately find nothing on a feasible problem (pure sampling,

@@ -7,8 +7,8 @@ from hypothesis import given
 from strategies import problems
 
 from mapsched import Device, Edge, Link, Problem, System, Task, solve, validate
-from mapsched.portfolio import best_list_schedule
-from mapsched.ranks import optimistic_cost
+from mapsched.scheduling.best_list import best_list_schedule
+from mapsched.scheduling.ranks import optimistic_cost
 
 
 def reference_table(p: Problem) -> dict[tuple[int, int], float]:

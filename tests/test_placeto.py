@@ -15,7 +15,7 @@ from mapsched.cli import main  # noqa: E402
 from mapsched.generators import chainmm, ffnn, llama_block, llama_layer, random_dag  # noqa: E402
 from mapsched.learned.placeto import Config, Trainer, parse_stages  # noqa: E402
 from mapsched.learned.reinforce import load_checkpoint, one_thread, save_checkpoint  # noqa: E402
-from mapsched.simulate import simulate  # noqa: E402
+from mapsched.scheduling.simulate import simulate  # noqa: E402
 
 SMALL = Config(hidden=16, rounds=2)
 EPISODES = 40
@@ -170,7 +170,7 @@ def test_cli_train_keeps_its_time_limit_within_the_first_evaluation(tmp_path, ca
 
 def test_a_requested_stop_cuts_a_rollout():
     # rollouts stopped only at the deadline: Ctrl-C took a minute at 2,000 tasks
-    from mapsched import interrupt
+    from mapsched.engine import interrupt
     from mapsched.learned.reinforce import Cut
 
     t = Trainer(ffnn(4), Config(hidden=8, rounds=1), 0)

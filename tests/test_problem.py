@@ -9,8 +9,19 @@ import pytest
 from hypothesis import given
 from strategies import problems
 
-from mapsched import Calibration, Device, Link, Objective, Problem, ProblemError, Schedule, System, decode, instances
-from mapsched.closure import Closure
+from mapsched import (
+    Calibration,
+    Device,
+    Link,
+    Objective,
+    Problem,
+    ProblemError,
+    Schedule,
+    System,
+    decode,
+    instances,
+)
+from mapsched.model.closure import Closure
 
 
 def test_builtin_topcuoglu_arrays():

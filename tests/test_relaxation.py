@@ -9,10 +9,9 @@ from hypothesis import given, settings
 from strategies import problems
 
 from mapsched import Objective, solve
-from mapsched.bounds import critical_path_bound, load_bound, lower_bound, work_bound
-from mapsched.formulations import relaxation
+from mapsched.bounds import critical_path_bound, load_bound, lower_bound, relaxation, work_bound
+from mapsched.bounds.relaxation import _Relaxation, relaxation_bound
 from mapsched.formulations.common import LoadCut, load_cuts
-from mapsched.formulations.relaxation import _Relaxation, relaxation_bound
 from mapsched.generators import stack
 from mapsched.split import full_bound
 
@@ -94,7 +93,7 @@ def test_the_integral_bound_keeps_its_time_limit_where_presolve_loops(tmp_path):
 
     path = tmp_path / "p.json"
     path.write_text(_PRESOLVE_LOOPS)
-    code = ("import sys, time; from mapsched import Problem; from mapsched.formulations.relaxation import "
+    code = ("import sys, time; from mapsched import Problem; from mapsched.bounds.relaxation import "
             "relaxation_bound; p = Problem.read(sys.argv[1]); t = time.perf_counter(); "
             "print(relaxation_bound(p, 5.0), time.perf_counter() - t)")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
@@ -135,21 +134,22 @@ def test_full_bound_names_a_bad_time(option):
 def test_relaxation_tries_nothing_in_too_short_a_time(monkeypatch):
     # Below SETUP seconds per column no LP could finish; the list schedule of its cap and the
     # build took 0.8 s of a 0.17 s share on a 2,000-task DAG.
-    from mapsched import highs_lp, portfolio
+    from mapsched.engine import highs
+    from mapsched.scheduling import best_list
 
     p = stack(modules=3, n=6, channels=4, variant="sdep", seed=1)
 
     def refused(*args, **kwargs):
         raise AssertionError("the list schedule ran")
 
-    monkeypatch.setattr(portfolio, "best_list_schedule", refused)
-    assert relaxation_bound(p, time_limit=0.9 * highs_lp.SETUP * (p.n * p.m + p.E * p.m * p.m)) == 0.0
+    monkeypatch.setattr(best_list, "best_list_schedule", refused)
+    assert relaxation_bound(p, time_limit=0.9 * highs.SETUP * (p.n * p.m + p.E * p.m * p.m)) == 0.0
 
 
 def test_a_bounds_wrong_argument_is_a_mapsched_error():
     # they raised plain ValueErrors, which a caller catching MapschedError let through
     from mapsched import MapschedError, instances
-    from mapsched.formulations.relaxation import relaxation_bound
+    from mapsched.bounds.relaxation import relaxation_bound
     from mapsched.split import full_bound
 
     p = instances.load("topcuoglu2002")

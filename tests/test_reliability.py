@@ -22,8 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mapsched
-from mapsched import Problem, Schedule, generators, instances, interrupt, solve, validate
+from mapsched import Problem, Schedule, generators, instances, solve, validate
 from mapsched.cli import main
+from mapsched.engine import interrupt
 
 BASE = instances.load("topcuoglu2002")
 
@@ -143,7 +144,7 @@ def test_new_files_follow_the_umask_and_old_ones_keep_their_mode(problem_file, t
 
 
 def test_outputs_that_go_together_are_written_all_or_none(tmp_path):
-    from mapsched.files import write_files
+    from mapsched.model.files import write_files
 
     old = tmp_path / "old.json"
     old.write_text("kept")
@@ -196,7 +197,7 @@ def test_interrupt_writes_the_best_schedule_and_exits_130(tmp_path, capsys, sig,
 
 
 def test_graceful_from_python_marks_the_result_as_the_command_does():
-    # the README's 'with mapsched.interrupt.graceful(): mapsched.solve(...)': its result was
+    # the README's 'with mapsched.engine.interrupt.graceful(): mapsched.solve(...)': its result was
     # neither marked interrupted nor feasible, as the command's file is
     p = generators.stack(10, 10, 4)
     timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
@@ -230,7 +231,7 @@ def test_a_request_from_another_thread_stops_the_running_solves_only():
 
 def test_an_interrupt_cancels_a_highs_relaxation_and_bound_prints_what_it_proved(tmp_path, capsys):
     # HiGHS's MIP held the main thread: 'bound' ignored SIGTERM until it was killed.
-    from mapsched.formulations.relaxation import relaxation_bound
+    from mapsched.bounds.relaxation import relaxation_bound
 
     p = generators.stack(20, 10, 2, "sdep", seed=1)  # its MIP runs to any limit under a minute
     timer = threading.Timer(1.0, interrupt.request)
@@ -407,7 +408,7 @@ def test_the_repair_keeps_within_the_solves_time(monkeypatch):
     # feasible_counts gave CP-SAT 30 s whatever the solve's limit: 31.6 s for heft at a 5 s limit
     from ortools.sat.python import cp_model
 
-    from mapsched import feasibility
+    from mapsched.scheduling import feasibility
 
     given = []
 
@@ -428,8 +429,8 @@ def test_the_repair_keeps_within_the_solves_time(monkeypatch):
 
 def test_a_repair_out_of_time_fills_the_devices_in_order(monkeypatch):
     # the method refused ('no feasible mapping found within 30 s') where m-TOPO finds one at once
-    from mapsched import construct, feasibility
-    from mapsched.ranks import rank_order, upward_rank
+    from mapsched.scheduling import construct, feasibility
+    from mapsched.scheduling.ranks import rank_order, upward_rank
 
     def out_of_time(*args, **kwargs):
         raise feasibility.NotFound("no feasible mapping found within 1 s (memory and links are tight)")

@@ -13,8 +13,8 @@ from strategies import problems
 
 import mapsched
 from mapsched import OptionError, Schedule, instances, solve, validate
-from mapsched.decoder import as_owner
-from mapsched.relocation import Relocation, relocation_costs
+from mapsched.engine.relocation import Relocation, relocation_costs
+from mapsched.scheduling.decoder import as_owner
 
 TORCH = importlib.util.find_spec("torch") is not None
 SEARCH = ["sa", "ea", "auto"] + (["giph"] if TORCH else [])

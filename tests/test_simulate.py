@@ -8,9 +8,9 @@ from strategies import problems, random_owner
 
 from mapsched import Device, Edge, InfeasibleError, Link, Objective, OptionError, Problem, System, Task, validate
 from mapsched.bounds import lower_bound
-from mapsched.decoder import Decoder
 from mapsched.generators import random_dag
-from mapsched.simulate import simulate
+from mapsched.scheduling.decoder import Decoder
+from mapsched.scheduling.simulate import simulate
 
 
 def hand_problem():

@@ -15,9 +15,9 @@ from strategies import problems
 
 from mapsched import Objective, OptionError, Problem, solve, validate
 from mapsched.bounds import critical_path_bound, lower_bound, work_bound
-from mapsched.formats import problem_from_dict
 from mapsched.generators import stack
-from mapsched.schedule import Job, Schedule
+from mapsched.model.formats import problem_from_dict
+from mapsched.model.schedule import Job, Schedule
 from mapsched.solve import SolveContext
 from mapsched.split import ModuleChain, chain_bound, detect_modules, full_bound
 from mapsched.split.modules import k_edge_classes
@@ -496,9 +496,9 @@ def run_server_stages(p: Problem) -> tuple[ModuleChain, list[tuple[int, ...]]]:
     """Run split's server stages on p and check them: every task in one stage, each stage
     on its own identical server, and the stitched schedule valid. Returns the chain and
     the stages' task groups."""
+    from mapsched.model.symmetry import find_symmetry
     from mapsched.split.milp_split import _stitch, pick_chain, solve_module
     from mapsched.split.stages import server_stages
-    from mapsched.symmetry import find_symmetry
 
     chain, sym = pick_chain(p, 0), find_symmetry(p)
     out = server_stages(p, chain, sym, lambda sub, limit: solve_module(sub, "cpsat", limit, "none", 1),
@@ -582,7 +582,7 @@ def test_a_chain_too_long_to_recurse_gives_the_quick_bounds(monkeypatch):
     import sys
 
     from mapsched.bounds import critical_path_bound, work_bound
-    from mapsched.split import bound as split_bound
+    from mapsched.split import chain_bounds as split_bound
 
     def deep(self, *args):
         raise RecursionError("maximum recursion depth exceeded")

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from mapsched import Device, Edge, Link, Objective, OptionError, Problem, System, Task, solve, validate
 from mapsched.generators import cpu_t4_a100, gpu_server, multi_node
-from mapsched.symmetry import find_symmetry, lex_relabelled, symmetry_plugins
+from mapsched.model.symmetry import find_symmetry, lex_relabelled, symmetry_plugins
 
 
 def on(platform, n=3, seed=0, objective=None, batch_sizes=(1,)):
@@ -188,7 +188,7 @@ def test_exact_returns_an_unimproved_initial_placement_on_its_own_devices():
     # placement that uses the identical devices out of that order must come back as it is.
     from dataclasses import replace
 
-    from mapsched.portfolio import best_list_schedule
+    from mapsched.scheduling.best_list import best_list_schedule
 
     for seed in range(30):
         p = identical(8, seed)

@@ -10,13 +10,7 @@ from strategies import problems
 
 from mapsched import Device, Objective, Problem, System, Task, solve, validate
 from mapsched.bounds import load_bound, lower_bound, min_work
-from mapsched.bounds.batched import (
-    batched_relaxation_bound,
-    heads_tails,
-    shrunk,
-    stage_bound,
-    two_part_bound,
-)
+from mapsched.bounds.batched import batched_relaxation_bound, heads_tails, shrunk, stage_bound, two_part_bound
 from mapsched.generators import stack
 from mapsched.split import full_bound
 
@@ -123,7 +117,8 @@ def test_bounds_count_several_jobs_of_a_task_on_one_device():
 def test_batched_relaxation_tries_nothing_in_too_short_a_time(monkeypatch):
     # Below SETUP seconds per column no LP could finish: neither the list schedule of its
     # cap nor the build may run (they overran short limits by up to 3.7 s).
-    from mapsched import highs_lp, portfolio
+    from mapsched.engine import highs
+    from mapsched.scheduling import best_list
 
     p = stack(modules=3, n=10, seed=0, objective=Objective("throughput", 16))
     columns = p.n * p.m * len(p.batch_sizes) + p.E * p.m * p.m
@@ -131,15 +126,15 @@ def test_batched_relaxation_tries_nothing_in_too_short_a_time(monkeypatch):
     def refused(*args, **kwargs):
         raise AssertionError("the list schedule ran")
 
-    monkeypatch.setattr(portfolio, "best_list_schedule", refused)
-    assert batched_relaxation_bound(p, time_limit=0.9 * highs_lp.SETUP * columns) == 0.0
+    monkeypatch.setattr(best_list, "best_list_schedule", refused)
+    assert batched_relaxation_bound(p, time_limit=0.9 * highs.SETUP * columns) == 0.0
 
 
 def test_full_bound_runs_the_batched_relaxation_once(monkeypatch):
     # On the whole problem, lower_bound leaves it to full_bound, which runs it with its
     # mixed-integer stage (the chain recursion bounds its task sets with it too).
     from mapsched.bounds import batched, lower
-    from mapsched.split import bound
+    from mapsched.split import chain_bounds
 
     calls = []
 
@@ -149,7 +144,7 @@ def test_full_bound_runs_the_batched_relaxation_once(monkeypatch):
         return batched.batched_relaxation_bound(q, *args, **kwargs)
 
     monkeypatch.setattr(lower, "batched_relaxation_bound", counted)
-    monkeypatch.setattr(bound, "batched_relaxation_bound", counted)
+    monkeypatch.setattr(chain_bounds, "batched_relaxation_bound", counted)
     p = stack(modules=2, n=6, seed=1, objective=Objective("throughput", 8))
     b = full_bound(p, time_limit=5)
     assert calls == [True]

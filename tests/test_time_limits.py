@@ -14,13 +14,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import problems
 
-from mapsched import Objective, OptionError, registry, solve, validate
+from mapsched import Objective, OptionError, solve, validate
 from mapsched import bounds as quick_bounds
 from mapsched.bounds import critical_path_bound, work_bound
-from mapsched.closure import Closure
+from mapsched.engine import registry
 from mapsched.formulations.common import _least_terms, load_cuts
 from mapsched.generators import random_dag, stack
-from mapsched.split import bound, full_bound, windows
+from mapsched.model.closure import Closure
+from mapsched.split import chain_bounds, full_bound, windows
 from mapsched.split.milp_split import pick_chain
 
 LATENCY = [m.name for m in registry.all_methods() if "latency" in m.objectives and m.available()]
@@ -93,10 +94,10 @@ def test_full_bound_leaves_out_the_costly_rules_on_a_large_sparse_dag(monkeypatc
             return real(x, *args, **kwargs)
         return call
 
-    monkeypatch.setattr(bound, "relaxation_bound", forbidden)
+    monkeypatch.setattr(chain_bounds, "relaxation_bound", forbidden)
     monkeypatch.setattr(Closure, "matrix", small(Closure.matrix))
     monkeypatch.setattr(windows, "window_lower_bound", forbidden)
-    monkeypatch.setattr(bound, "solve", small(bound.solve))
+    monkeypatch.setattr(chain_bounds, "solve", small(chain_bounds.solve))
     start = time.perf_counter()
     b = full_bound(p, time_limit=4.0)
     assert time.perf_counter() - start <= slack(4.0)
@@ -125,7 +126,7 @@ def test_the_quick_count_of_load_cut_terms_is_a_lower_bound(p):
 def test_the_chain_recursions_simple_bounds_are_those_of_the_restricted_problem(p, data):
     # _Recursion.simple reads the whole problem's arrays instead of building restrict(x).
     x = frozenset(data.draw(st.sets(st.integers(0, p.n - 1), min_size=1)))
-    rec = bound._Recursion(p, pick_chain(p, 1), time.perf_counter() + 10, 1.0)
+    rec = chain_bounds._Recursion(p, pick_chain(p, 1), time.perf_counter() + 10, 1.0)
     sub = p.restrict(sorted(x))
     assert rec.simple(x) == pytest.approx(max(critical_path_bound(sub), work_bound(sub)), rel=1e-12)
 
@@ -134,9 +135,9 @@ def test_critical_path_search_leaves_room_for_its_last_move_and_decode(monkeypat
     # Moves slowed to 0.2 s each: after the first, a 1 s limit leaves less than the room kept
     # for one more move and the final decode (eight moves' time), so the search stops there
     # instead of running past the limit by a move and a decode.
-    from mapsched.heuristics import cp_search
+    from mapsched.heuristics import critical_path_search
 
-    times = cp_search._Path.times
+    times = critical_path_search._Path.times
     calls = []
 
     def slow(self, *a):
@@ -145,7 +146,7 @@ def test_critical_path_search_leaves_room_for_its_last_move_and_decode(monkeypat
             time.sleep(0.2)
         return times(self, *a)
 
-    monkeypatch.setattr(cp_search._Path, "times", slow)
+    monkeypatch.setattr(critical_path_search._Path, "times", slow)
     p = random_dag(400, 4, 0)
     r = solve(p, "cp-search", time_limit=1.0)
     assert validate(p, r) == [] and len(calls) == 2  # the start, and one move

@@ -15,12 +15,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import problems, random_owner
 
-from mapsched import Objective, decoder
-from mapsched.decoder import Decoder, Timeline
+from mapsched import Objective
 from mapsched.errors import InfeasibleError
 from mapsched.generators import random_dag
 from mapsched.heuristics.cpop import cpop
 from mapsched.heuristics.heft import heft
+from mapsched.scheduling import decoder
+from mapsched.scheduling.decoder import Decoder, Timeline
 from mapsched.solve import SolveContext
 
 BLOCKS = [2, 5, decoder._BLOCK]  # the smallest block the index allows, an odd one, and the default

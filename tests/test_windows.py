@@ -8,7 +8,7 @@ from strategies import problems
 from mapsched import Objective, Problem, solve
 from mapsched.bounds import critical_path_bound, lower_bound, work_bound
 from mapsched.generators import stack
-from mapsched.problem import Device, Edge, Link, System, Task
+from mapsched.model.problem import Device, Edge, Link, System, Task
 from mapsched.split import chain_bound, full_bound, window_bound
 from mapsched.split.windows import mirror, window_lower_bound
 
@@ -71,7 +71,7 @@ def test_window_bound_names_a_bad_option(option, value):
 
 
 def test_full_bound_hands_the_window_time_on(monkeypatch):
-    import mapsched.split.bound as bound_module
+    import mapsched.split.chain_bounds as bound_module
 
     seen = {}
 

@@ -7,7 +7,7 @@ whose schedules may run several jobs of a task on one device, as the format allo
 the largest of all three with the older rules.
 
 The batched relaxation (:func:`batched_relaxation_bound`)
-    The latency relaxation of :mod:`mapsched.formulations.relaxation`, restated for the
+    The latency relaxation of :mod:`mapsched.bounds.relaxation`, restated for the
     *average input*. For a schedule, let ``x[i, u, k]`` be the share of the L inputs that
     task i runs on device u in jobs of batch size ``b_k``, ``S[i, l]`` the start of the
     job of i that holds input l and ``a[i] = mean_l S[i, l]``. Then, for every schedule:
@@ -78,15 +78,15 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import arguments
-from ..closure import Closure
-from ..errors import OptionError
-from ..highs_lp import SETUP, RowProgramme
-from ..problem import Objective, Problem, System, Task
-from ..units import highs_time_scale
-from ..validate import floating_bound
-from .load import load_bound
-from .simple import critical_path_bound, work_bound
+from mapsched import checks
+from mapsched.bounds.load import load_bound
+from mapsched.bounds.simple import critical_path_bound, work_bound
+from mapsched.engine.highs import SETUP, RowProgramme
+from mapsched.errors import OptionError
+from mapsched.model.closure import Closure
+from mapsched.model.problem import Objective, Problem, System, Task
+from mapsched.model.scales import highs_time_scale
+from mapsched.model.validate import floating_bound
 
 __all__ = ["BATCHED_TASKS", "batched_relaxation_bound", "heads_tails", "shrunk", "shrunk_load_bound",
            "stage_bound", "two_part_bound"]
@@ -351,7 +351,7 @@ def batched_relaxation_bound(problem: Problem, time_limit: float = 10.0, integra
         latency relaxation without transfer margins, and weaker).
     time_limit : float
         Seconds in all. Without ``integral`` the separation may use all of them; with it,
-        half at most, and the mixed-integer solve the rest. Below :data:`~mapsched.highs_lp.SETUP`
+        half at most, and the mixed-integer solve the rest. Below :data:`~mapsched.engine.highs.SETUP`
         seconds per column nothing is tried.
     integral : bool
         Also solve the programme with one whole pattern of jobs per task (see
@@ -363,7 +363,7 @@ def batched_relaxation_bound(problem: Problem, time_limit: float = 10.0, integra
     -------
     float
         The best LP optimum proved by the deadline, less HiGHS's relative tolerance
-        (:func:`mapsched.validate.floating_bound`); 0 if none was.
+        (:func:`mapsched.model.validate.floating_bound`); 0 if none was.
 
     Notes
     -----
@@ -379,12 +379,12 @@ def batched_relaxation_bound(problem: Problem, time_limit: float = 10.0, integra
     >>> batched_relaxation_bound(p, time_limit=10) >= load_bound(p)
     True
     """
-    p = arguments.problem(problem)
+    p = checks.problem(problem)
     if p.n > BATCHED_TASKS:
         raise OptionError(f"batched_relaxation_bound: {p.n} tasks, more than the {BATCHED_TASKS} it takes on")
-    time_limit = arguments.seconds(time_limit, "time_limit", none=False)
-    integral = arguments.flag(integral, "integral")
-    cuts_per_round = arguments.count(cuts_per_round, "cuts_per_round")
+    time_limit = checks.seconds(time_limit, "time_limit", none=False)
+    integral = checks.flag(integral, "integral")
+    cuts_per_round = checks.count(cuts_per_round, "cuts_per_round")
     start = time.perf_counter()
     if time_limit < SETUP * (p.n * p.m * len(p.batch_sizes) + p.E * p.m * p.m):
         return 0.0
@@ -392,7 +392,7 @@ def batched_relaxation_bound(problem: Problem, time_limit: float = 10.0, integra
     # No optimal schedule runs a job or sends data for longer than a valid makespan: left
     # out, they keep an optimum feasible and keep huge coefficients out of HiGHS (see
     # relaxation_bound).
-    from ..portfolio import makespan_cap
+    from mapsched.scheduling.best_list import makespan_cap
 
     limit = makespan_cap(p, start + time_limit)
     if time.perf_counter() >= start + time_limit:
@@ -477,9 +477,9 @@ def two_part_bound(problem: Problem, blocks: Sequence[Sequence[int]], deadline: 
     Two shrunk-batch load bounds (each one LP) per split point and k:
     O(len(blocks) nb) LPs.
     """
-    p = arguments.problem(problem)
-    blocks = arguments.blocks(p, blocks, "blocks")
-    deadline = arguments.seconds(deadline, "deadline", none=False)
+    p = checks.problem(problem)
+    blocks = checks.blocks(p, blocks, "blocks")
+    deadline = checks.seconds(deadline, "deadline", none=False)
     reach = Closure(p).matrix()
     best = 0.0
     ks = sorted({1, p.L} | {int(b) for b in p.batch_sizes.tolist() if b <= p.L})
@@ -511,9 +511,9 @@ def stage_bound(problem: Problem, blocks: Sequence[Sequence[int]], deadline: flo
     -----
     One load LP per run of blocks: O(len(blocks)^2) LPs, stopped at ``deadline``.
     """
-    p = arguments.problem(problem)
-    blocks = [sorted(b) for b in arguments.blocks(p, blocks, "blocks")]
-    deadline = arguments.seconds(deadline, "deadline", none=False)
+    p = checks.problem(problem)
+    blocks = [sorted(b) for b in checks.blocks(p, blocks, "blocks")]
+    deadline = checks.seconds(deadline, "deadline", none=False)
     head, tail = heads_tails(p)
     best = 0.0
     for lo in range(len(blocks)):

@@ -42,9 +42,9 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix, vstack
 
-from .. import arguments
-from ..problem import Problem
-from ..validate import floating_bound
+from mapsched import checks
+from mapsched.model.problem import Problem
+from mapsched.model.validate import floating_bound
 
 __all__ = ["COLUMNS_PER_TASK", "INTERVAL_COLUMNS", "INTERVAL_CUTS", "interval_load_bound"]
 
@@ -163,10 +163,10 @@ def interval_load_bound(problem: Problem, time_limit: float | None = None, colum
     11.0
     """
     started = time.perf_counter()
-    p = arguments.problem(problem)
-    time_limit = arguments.seconds(time_limit, "time_limit")
-    columns = arguments.count(columns, "columns", least=0, none=True)
-    cuts = arguments.count(cuts, "cuts")
+    p = checks.problem(problem)
+    time_limit = checks.seconds(time_limit, "time_limit")
+    columns = checks.count(columns, "columns", least=0, none=True)
+    cuts = checks.count(cuts, "cuts")
     if p.L != 1:
         return 0.0
     if columns is None:

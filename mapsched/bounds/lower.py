@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from .. import arguments
-from ..problem import Problem
-from .batched import BATCHED_TASKS, batched_relaxation_bound
-from .interval import interval_load_bound
-from .load import load_bound
-from .simple import critical_path_bound, work_bound
+from mapsched import checks
+from mapsched.bounds.batched import BATCHED_TASKS, batched_relaxation_bound
+from mapsched.bounds.interval import interval_load_bound
+from mapsched.bounds.load import load_bound
+from mapsched.bounds.simple import critical_path_bound, work_bound
+from mapsched.model.problem import Problem
 
 __all__ = ["BATCHED_SECONDS", "Bound", "INTERVAL_SECONDS", "INTERVAL_SETUP", "lower_bound"]
 
@@ -62,9 +62,9 @@ def lower_bound(problem: Problem, time_limit: float | None = None, *, batched: b
     (42.049, 'interval-load')
     """
     started = time.perf_counter()
-    arguments.problem(problem)
-    time_limit = arguments.seconds(time_limit, "time_limit")
-    arguments.flag(batched, "batched")
+    checks.problem(problem)
+    time_limit = checks.seconds(time_limit, "time_limit")
+    checks.flag(batched, "batched")
     rules = [
         Bound(critical_path_bound(problem), "critical-path"),
         Bound(work_bound(problem), "work"),

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import arguments
-from ..errors import OptionError, shown
-from ..problem import Problem
+from mapsched import checks
+from mapsched.errors import OptionError, shown
+from mapsched.model.problem import Problem
 
 __all__ = ["SubsetBound", "critical_path_bound", "min_work", "slr", "work_bound"]
 
@@ -45,7 +45,7 @@ def critical_path_bound(problem: Problem) -> float:
     Every input crosses every path, and each job on it lasts at least that long.
     O(n m nb + E).
     """
-    p = arguments.problem(problem)
+    p = checks.problem(problem)
     shortest = p.lat.min(axis=(1, 2)).tolist()
     finish = [0.0] * p.n
     for i in p.topo.tolist():
@@ -55,7 +55,7 @@ def critical_path_bound(problem: Problem) -> float:
 
 def slr(problem: Problem, result: Any) -> float:
     """Schedule length ratio (Topcuoglu et al. 2002; GiPH's metric): the makespan of ``result``
-    (a :class:`~mapsched.schedule.Schedule` or a number) over :func:`critical_path_bound`, the
+    (a :class:`~mapsched.model.schedule.Schedule` or a number) over :func:`critical_path_bound`, the
     critical path under each task's least latency, without communication. At least 1 for
     every schedule; where the critical path is 0 ms, 1 for a 0 ms schedule and infinite for
     any other. (GiPH's code divides by the *shortest* entry-exit path instead, which gives
@@ -69,7 +69,7 @@ def slr(problem: Problem, result: Any) -> float:
     2.0
     """
     makespan = getattr(result, "makespan", result)
-    if not (arguments.real(makespan) and makespan >= 0):
+    if not (checks.real(makespan) and makespan >= 0):
         raise OptionError(f"result: expected a schedule or a makespan in ms, got {shown(result)}")
     cp = critical_path_bound(problem)
     if cp == 0:  # every task can take 0 ms: a 0 ms schedule meets the bound, any other is infinitely above
@@ -79,7 +79,7 @@ def slr(problem: Problem, result: Any) -> float:
 
 def work_bound(problem: Problem) -> float:
     """Least total work spread perfectly over all devices: sum of :func:`min_work` / m."""
-    return float(min_work(arguments.problem(problem)).sum() / problem.m)
+    return float(min_work(checks.problem(problem)).sum() / problem.m)
 
 
 class SubsetBound:
@@ -98,12 +98,12 @@ class SubsetBound:
     """
 
     def __init__(self, problem: Problem) -> None:
-        self.p = arguments.problem(problem)
+        self.p = checks.problem(problem)
         self.shortest = problem.lat.min(axis=(1, 2)).tolist()
         self.work = min_work(problem) / problem.m
 
     def __call__(self, tasks: Collection[int]) -> float:
-        finish = dict.fromkeys(arguments.tasks(self.p, tasks, "tasks"), 0.0)
+        finish = dict.fromkeys(checks.tasks(self.p, tasks, "tasks"), 0.0)
         for i in self.p.topo.tolist():
             if i in finish:
                 finish[i] = self.shortest[i] + max((finish[q] for q in self.p.pred[i] if q in finish), default=0.0)

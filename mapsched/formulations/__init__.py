@@ -6,15 +6,15 @@ never needs it, and importing it takes 0.4-1.3 s.
 
 from typing import Any
 
-from . import exact
-from .common import ModelView, Plugin
+from mapsched.formulations import exact
+from mapsched.formulations.common import ModelView, Plugin
 
 __all__ = ["ModelView", "Plugin", "build_model", "exact", "solve_model"]
 
 
 def __getattr__(name: str) -> Any:
     if name in ("build_model", "solve_model"):
-        from . import milp
+        from mapsched.formulations import milp
 
         return getattr(milp, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,7 +21,7 @@ Symmetry between inputs
     Relabelling the inputs by one permutation, applied to every task at once, maps
     a schedule to one with the same batches, starts and makespan (every rule treats
     inputs alike; batches, starts, memory and the device plugins of
-    :mod:`mapsched.symmetry`, which read only per-(task, device) counts, uses and
+    :mod:`mapsched.model.symmetry`, which read only per-(task, device) counts, uses and
     loads, do not change). Sorting the inputs by their *signature*, the devices of
     their jobs task after task in topological order, is such a relabelling, so some
     optimum has signatures in lexicographic order: ``sig(l) <=_lex sig(l + 1)``
@@ -99,14 +99,14 @@ import networkx as nx
 import numpy as np
 from ortools.sat.python import cp_model
 
-from ..bounds.load import device_prices
-from ..errors import ProblemError
-from ..problem import Edge, Objective, Problem, System, Task
-from ..schedule import Schedule
-from ..splits import batch_options
-from ..units import memory_row
-from .common import Plugin, apply_plugins, capped
-from .cpsat import default_resolution, horizon_ticks, run_cpsat, start_ticks
+from mapsched.bounds.load import device_prices
+from mapsched.errors import ProblemError
+from mapsched.formulations.common import Plugin, apply_plugins, capped
+from mapsched.formulations.cpsat import default_resolution, horizon_ticks, run_cpsat, start_ticks
+from mapsched.model.owners import batch_options
+from mapsched.model.problem import Edge, Objective, Problem, System, Task
+from mapsched.model.scales import memory_row
+from mapsched.model.schedule import Schedule
 
 __all__ = ["CpSatBatched", "group_size", "grouped", "realise_greedily", "search_form"]
 

@@ -11,7 +11,7 @@ Variables follow the paper: ``x[i, u, l]`` (input l of task i on device u),
 4./5. ``sum_l x[i, u, l] == sum_k k b[i, u, k]`` and ``sum_k b[i, u, k] <= 1``: the paper's
    "b = 1 iff the batch has k inputs", which this pair states exactly, with no big-M;
 6. ``sum_i (im + om)[i] sum_l x[i, u, l] + wm[i] sum_k b[i, u, k] <= mem[u]``, in units of
-   :func:`~mapsched.units.byte_unit`;
+   :func:`~mapsched.model.scales.byte_unit`;
 7. per device and pair of tasks that can both use it, with ``z`` the order and
    ``w = 2 - use[i, u] - use[j, u]``:
    ``s[j, u] >= s[i, u] + D[i, u] - M7 (1 - z) - M7 w`` and its mirror.
@@ -35,12 +35,12 @@ from typing import Any
 
 import pyomo.environ as pyo
 
-from ..problem import Problem
-from ..schedule import Schedule
-from ..splits import batch_options
-from ..units import byte_unit, highs_time_scale
-from .common import HIGHS_BYTES, Plugin, apply_plugins, capped, scaled
-from .milp import proved_bound, run_highs
+from mapsched.formulations.common import HIGHS_BYTES, Plugin, apply_plugins, capped, scaled
+from mapsched.formulations.milp import proved_bound, run_highs
+from mapsched.model.owners import batch_options
+from mapsched.model.problem import Problem
+from mapsched.model.scales import byte_unit, highs_time_scale
+from mapsched.model.schedule import Schedule
 
 __all__ = ["MilpBatched"]
 

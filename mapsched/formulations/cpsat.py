@@ -22,7 +22,7 @@ Soundness of the bound
     real one: the solver's bound, divided by the resolution, is a lower bound of the
     real, unrounded problem. Memory is counted in whole bytes (exact for integer
     sizes), or in a power-of-two unit fine enough that every mapping within a device's
-    capacity stays in the model (:func:`~mapsched.units.memory_row`). The solver's schedule is re-timed
+    capacity stays in the model (:func:`~mapsched.model.scales.memory_row`). The solver's schedule is re-timed
     exactly by the decoder, in the solver's order.
 """
 
@@ -37,12 +37,20 @@ from typing import Any
 import numpy as np
 from ortools.sat.python import cp_model
 
-from .. import interrupt
-from ..errors import OptionError
-from ..problem import Problem
-from ..schedule import Schedule
-from ..units import memory_row
-from .common import Plugin, apply_plugins, capped, device_load_cuts, device_windows, edge_comm, time_windows
+from mapsched.engine import interrupt
+from mapsched.errors import OptionError
+from mapsched.formulations.common import (
+    Plugin,
+    apply_plugins,
+    capped,
+    device_load_cuts,
+    device_windows,
+    edge_comm,
+    time_windows,
+)
+from mapsched.model.problem import Problem
+from mapsched.model.scales import memory_row
+from mapsched.model.schedule import Schedule
 
 __all__ = ["MAX_TICKS", "CpSatModel", "default_resolution", "horizon_ticks", "portfolio", "run_cpsat"]
 

@@ -22,20 +22,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..context import SolveContext
-from ..errors import InfeasibleError
-from ..portfolio import best_start
-from ..problem import Problem
-from ..registry import Option, register
-from ..schedule import Schedule
-from ..symmetry import lex_relabelled, symmetry_plugins
-from ..validate import meets
-from .batched_cpsat import CpSatBatched, search_form
-from .common import LOAD_CUT_TERMS, retime, retime_jobs
-from .cpsat import CpSatModel
+from mapsched.engine.context import SolveContext
+from mapsched.engine.registry import Option, register
+from mapsched.errors import InfeasibleError
+from mapsched.formulations.batched_cpsat import CpSatBatched, search_form
+from mapsched.formulations.common import LOAD_CUT_TERMS, retime, retime_jobs
+from mapsched.formulations.cpsat import CpSatModel
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.model.symmetry import lex_relabelled, symmetry_plugins
+from mapsched.model.validate import meets
+from mapsched.scheduling.best_list import best_start
 
 if TYPE_CHECKING:
-    from .batched_milp import MilpBatched
+    from mapsched.formulations.batched_milp import MilpBatched
 
 PROBE_SHARE = 0.25
 """Share of the time left that a large batched CP-SAT model gets, built for search and not
@@ -178,7 +178,9 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
                     model_b = CpSatBatched(problem, upper, resolution or None, plugins, deadline=deadline,
                                            lower_bound=relaxed)
                 else:
-                    from .batched_milp import MilpBatched  # Pyomo: loaded only for HiGHS (0.4-1.3 s)
+                    from mapsched.formulations.batched_milp import (
+                        MilpBatched,  # Pyomo: loaded only for HiGHS (0.4-1.3 s)
+                    )
 
                     model_b = MilpBatched(problem, upper, resolution or None, plugins)
                 model_b.hint(best[0] if best else start)
@@ -188,7 +190,7 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
         log += out["log"]
         final = retime_jobs(problem, out["jobs"]) if out["jobs"] else None
     elif backend == "highs":
-        from .milp import build_model, set_start, solve_model
+        from mapsched.formulations.milp import build_model, set_start, solve_model
 
         model = build_model(problem, upper, plugins, load_cut_terms)
         set_start(model, problem, start)

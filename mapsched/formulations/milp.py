@@ -13,7 +13,7 @@ Constraints
     for each linked pair u != v dearer than ``cmin[e]``,
     ``s[j] >= s[i] + D[i] + com(e, u, v) (x[i, u] + x[j, v] - 1)``, which binds only
     when both are chosen and needs no big-M; without a link, ``x[i, u] + x[j, v] <= 1``;
-    memory: ``sum_i (w[i] + a[i]) x[i, u] <= mem[u]``, in units of :func:`~mapsched.units.byte_unit`;
+    memory: ``sum_i (w[i] + a[i]) x[i, u] <= mem[u]``, in units of :func:`~mapsched.model.scales.byte_unit`;
     no overlap, for each pair (i, j) no path orders and each device u both can use::
 
         s[j] >= s[i] + t[i, u] - M1 (1 - y[i, j]) - M1 (2 - x[i, u] - x[j, u])
@@ -48,13 +48,8 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
-from .. import interrupt
-from ..closure import Closure
-from ..problem import Problem
-from ..schedule import Schedule
-from ..units import byte_unit, highs_time_scale
-from ..validate import floating_bound
-from .common import (
+from mapsched.engine import interrupt
+from mapsched.formulations.common import (
     HIGHS_BYTES,
     Plugin,
     apply_plugins,
@@ -66,6 +61,11 @@ from .common import (
     scaled,
     time_windows,
 )
+from mapsched.model.closure import Closure
+from mapsched.model.problem import Problem
+from mapsched.model.scales import byte_unit, highs_time_scale
+from mapsched.model.schedule import Schedule
+from mapsched.model.validate import floating_bound
 
 __all__ = ["build_model", "solve_model"]
 
@@ -112,7 +112,7 @@ def build_model(
     pyomo.environ.ConcreteModel
         With variables ``x``, ``s``, ``y``, ``C``; users may add constraints before
         :func:`solve_model`. Its times count in units of ``1 / model.time_scale`` ms
-        (:func:`~mapsched.units.highs_time_scale`; 1 below about a second);
+        (:func:`~mapsched.model.scales.highs_time_scale`; 1 below about a second);
         ``model.build_seconds`` holds the build time.
 
     Notes
@@ -129,7 +129,7 @@ def build_model(
     """
     t0 = time.perf_counter()
     if upper_bound is None:
-        from ..portfolio import best_list_schedule
+        from mapsched.scheduling.best_list import best_list_schedule
 
         upper_bound = best_list_schedule(problem).makespan
     # A hair of slack keeps the warm start inside its bounds despite float rounding.
@@ -298,7 +298,7 @@ def run_highs(model: pyo.ConcreteModel, time_limit: float | None, threads: int, 
 
 
 def proved_bound(res: Any, optimal: bool, time_scale: float = 1.0) -> float | None:
-    """The lower bound a HiGHS result proves (:func:`~mapsched.validate.floating_bound`), in ms
+    """The lower bound a HiGHS result proves (:func:`~mapsched.model.validate.floating_bound`), in ms
     of a model that counts time in units of ``1 / time_scale`` ms. A model solved in presolve
     ends optimal with a dual bound of -inf: its objective is then the bound."""
     bound = res.best_objective_bound

@@ -1,9 +1,9 @@
 """Seeded workload generators; each returns a validated :class:`~mapsched.Problem`."""
 
-from .costs import PRESETS as SYSTEMS
-from .costs import DeviceProfile, Platform, cpu_t4_a100, gpu_server, multi_node, platform
-from .doppler import chainmm, ffnn, identical_gpus, llama_block, llama_layer
-from .giph import (
+from mapsched.generators.costs import PRESETS as SYSTEMS
+from mapsched.generators.costs import DeviceProfile, Platform, cpu_t4_a100, gpu_server, multi_node, platform
+from mapsched.generators.doppler import chainmm, ffnn, identical_gpus, llama_block, llama_layer
+from mapsched.generators.giph import (
     GIPH_SETS,
     GiphChange,
     GiphExperiment,
@@ -17,10 +17,10 @@ from .giph import (
     giph_network,
     giph_problem,
 )
-from .networks import gpt3, inception, resnet, transformer, vgg
-from .random_dag import random_dag
-from .random_wired import module_graph, random_wired, stack
-from .training import transformer_train
+from mapsched.generators.networks import gpt3, inception, resnet, transformer, vgg
+from mapsched.generators.random_dag import random_dag
+from mapsched.generators.random_wired import module_graph, random_wired, stack
+from mapsched.generators.training import transformer_train
 
 __all__ = [
     "GIPH_SETS", "SYSTEMS", "DeviceProfile", "GiphChange", "GiphExperiment", "GiphGraph", "GiphNetwork", "Platform",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..problem import Device, Link, System
+from mapsched.model.problem import Device, Link, System
 
 __all__ = ["DeviceProfile", "Platform", "PRESETS", "cpu_t4_a100", "gpu_server", "multi_node", "platform"]
 
@@ -105,7 +105,7 @@ PRESETS = {"cpu-t4-a100": cpu_t4_a100, "4-gpu-server": gpu_server, "multi-node":
 
 def platform(name: str) -> Platform:
     """A preset platform by name (see ``PRESETS``)."""
-    from ..errors import OptionError
+    from mapsched.errors import OptionError
 
     if name not in PRESETS:
         raise OptionError(f"--system: unknown system preset {name!r}; expected one of {sorted(PRESETS)}")

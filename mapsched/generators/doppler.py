@@ -45,9 +45,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..problem import Problem
-from .costs import DeviceProfile, Platform, _pcie
-from .networks import F32, _Net
+from mapsched.generators.costs import DeviceProfile, Platform, _pcie
+from mapsched.generators.networks import F32, _Net
+from mapsched.model.problem import Problem
 
 __all__ = ["chainmm", "ffnn", "identical_gpus", "llama_block", "llama_layer"]
 

@@ -48,8 +48,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import OptionError
-from ..problem import Device, Edge, Link, Problem, System, Task
+from mapsched.errors import OptionError
+from mapsched.model.problem import Device, Edge, Link, Problem, System, Task
 
 __all__ = [
     "GIPH_SETS", "GiphChange", "GiphExperiment", "GiphGraph", "GiphNetwork", "giph_adapt", "giph_experiment",

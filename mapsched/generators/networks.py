@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..problem import Edge, Objective, Problem, Task
-from .costs import Platform, cpu_t4_a100
+from mapsched.generators.costs import Platform, cpu_t4_a100
+from mapsched.model.problem import Edge, Objective, Problem, Task
 
 __all__ = ["gpt3", "inception", "resnet", "transformer", "vgg"]
 
@@ -163,7 +163,7 @@ def gpt3(layers: int = 12, tokens: int = 20, head_groups: int = 4, platform: Pla
     >>> p.n, p.m
     (25, 30)
     """
-    from .costs import multi_node
+    from mapsched.generators.costs import multi_node
 
     return transformer(layers, d_model, heads, tokens, platform or multi_node(), objective, seed,
                        head_groups=head_groups, name=f"gpt3-{layers}l")

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..problem import Device, Edge, Link, Objective, Problem, System, Task
+from mapsched.model.problem import Device, Edge, Link, Objective, Problem, System, Task
 
 
 def random_dag(

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 import networkx as nx
 import numpy as np
 
-from ..problem import Edge, Objective, Problem, Task
-from .costs import Platform, cpu_t4_a100
+from mapsched.generators.costs import Platform, cpu_t4_a100
+from mapsched.model.problem import Edge, Objective, Problem, Task
 
 __all__ = ["PRESETS", "module_graph", "random_wired", "stack"]
 

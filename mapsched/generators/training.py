@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from ..problem import Edge, Problem, Task
-from .costs import Platform, cpu_t4_a100
-from .networks import LAUNCH_MS, PEAK_BYTES, PEAK_FLOPS
+from mapsched.generators.costs import Platform, cpu_t4_a100
+from mapsched.generators.networks import LAUNCH_MS, PEAK_BYTES, PEAK_FLOPS
+from mapsched.model.problem import Edge, Problem, Task
 
 __all__ = ["VIEW_MS", "Op", "op_problem", "transformer_train", "transformer_train_ops"]
 

@@ -24,14 +24,21 @@ Needs the optional extra ``mapsched[torch]``.
   decoders and a ResNet-50 on the meta device to trace.
 """
 
-from .aten import trace_step
-from .calibrate import CalibrationReport, calibrate
-from .devices import available, default_threads
-from .execute import Execution, execute, outputs_match
-from .graph import CoarseGraph, Segment, trace
-from .lean import COMPILE, prepare, recorded_compile
-from .overheads import check_threads, measure_overheads, thread_settings
-from .profile import NoisyMeasurementWarning, Profiled, Spread, measure_links, profile, profile_report
+from mapsched.harness.aten import trace_step
+from mapsched.harness.calibrate import CalibrationReport, calibrate
+from mapsched.harness.devices import available, default_threads
+from mapsched.harness.execute import Execution, execute, outputs_match
+from mapsched.harness.graph import CoarseGraph, Segment, trace
+from mapsched.harness.lean import COMPILE, prepare, recorded_compile
+from mapsched.harness.overheads import check_threads, measure_overheads, thread_settings
+from mapsched.harness.profile import (
+    NoisyMeasurementWarning,
+    Profiled,
+    Spread,
+    measure_links,
+    profile,
+    profile_report,
+)
 
 __all__ = [
     "COMPILE", "CalibrationReport", "CoarseGraph", "Execution", "NoisyMeasurementWarning", "Profiled", "Segment",

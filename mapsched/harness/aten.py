@@ -23,11 +23,11 @@ from torch.func import functional_call
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils.flop_counter import flop_registry
 
-from .. import arguments
-from ..errors import HarnessError, ProblemError
-from ..generators.costs import Platform
-from ..generators.training import Op, op_problem
-from ..problem import Problem
+from mapsched import checks
+from mapsched.errors import HarnessError, ProblemError
+from mapsched.generators.costs import Platform
+from mapsched.generators.training import Op, op_problem
+from mapsched.model.problem import Problem
 
 __all__ = ["step_graph", "step_ops", "trace_step"]
 
@@ -264,9 +264,9 @@ def trace_step(model: nn.Module, input_shape: Sequence[int] | None = None, *, tr
     if not shape:
         raise HarnessError("input_shape: the model sets no input_shape; give the batch's shape, e.g. 8,128")
     for v in shape:  # -1 failed deep in torch; 0 traced another graph, of an empty batch
-        arguments.count(v, "input_shape", err=HarnessError)
-    arguments.flag(train, "train", err=HarnessError)
-    if not (arguments.real(lr) and 0 < lr < math.inf):
+        checks.count(v, "input_shape", err=HarnessError)
+    checks.flag(train, "train", err=HarnessError)
+    if not (checks.real(lr) and 0 < lr < math.inf):
         raise HarnessError(f"lr: expected a positive finite learning rate, got {lr!r}")
     if platform is not None and not isinstance(platform, Platform):
         raise HarnessError(f"platform: expected a mapsched.generators.Platform (e.g. generators.platform("

@@ -20,16 +20,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import arguments
-from ..decoder import Decoder, as_owner, ready_order
-from ..errors import HarnessError, InfeasibleError
-from ..problem import Problem
-from ..schedule import Schedule
-from ..solve import solve
-from .execute import execute
-from .graph import CoarseGraph, example_inputs, trace
-from .lean import recorded_compile
-from .overheads import check_threads, refit
+from mapsched import checks
+from mapsched.errors import HarnessError, InfeasibleError
+from mapsched.harness.execute import execute
+from mapsched.harness.graph import CoarseGraph, example_inputs, trace
+from mapsched.harness.lean import recorded_compile
+from mapsched.harness.overheads import check_threads, refit
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.scheduling.decoder import Decoder, as_owner, ready_order
+from mapsched.solve import solve
 
 __all__ = ["SCHEDULES", "CalibrationReport", "calibrate", "predict", "schedule_key", "schedules"]
 
@@ -291,9 +291,9 @@ def calibrate(model: nn.Module | CoarseGraph, problem: Problem, inputs: torch.Te
     if not isinstance(problem, Problem):
         raise HarnessError(f"problem: expected the mapsched.Problem the model was profiled into (Problem.read), "
                            f"got {type(problem).__name__}")
-    arguments.count(count, "count", err=HarnessError)
-    arguments.count(rounds, "rounds", err=HarnessError)
-    arguments.count(seed, "seed", least=0, err=HarnessError)
+    checks.count(count, "count", err=HarnessError)
+    checks.count(rounds, "rounds", err=HarnessError)
+    checks.count(seed, "seed", least=0, err=HarnessError)
     check_threads(problem)
     compile = recorded_compile(problem, compile)
     batch = example_inputs(inputs, "inputs")

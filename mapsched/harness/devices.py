@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import HarnessError
+from mapsched.errors import HarnessError
 
 __all__ = ["EXCLUSIVE", "available", "cores", "default_threads", "host_devices", "memory_bytes", "move", "pin",
            "synchronize", "time_ms", "torch_device", "worker"]

@@ -25,16 +25,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import arguments
-from ..errors import HarnessError, MapschedError, first_line
-from ..problem import Problem
-from ..schedule import Job, Schedule
-from .allocator import steady
-from .devices import EXCLUSIVE, move, pin, torch_device
-from .graph import CoarseGraph, example_inputs, trace
-from .lean import close, prepare, recorded_compile
-from .overheads import check_threads
-from .runner import Done, Step, launch, timed
+from mapsched import checks
+from mapsched.errors import HarnessError, MapschedError, first_line
+from mapsched.harness.allocator import steady
+from mapsched.harness.devices import EXCLUSIVE, move, pin, torch_device
+from mapsched.harness.graph import CoarseGraph, example_inputs, trace
+from mapsched.harness.lean import close, prepare, recorded_compile
+from mapsched.harness.overheads import check_threads
+from mapsched.harness.runner import Done, Step, launch, timed
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Job, Schedule
 
 __all__ = ["Execution", "execute", "outputs_match"]
 
@@ -106,7 +106,7 @@ def _check(graph: CoarseGraph, problem: Problem, schedule: Schedule) -> None:
         raise HarnessError(f"problem: its tasks do not match the traced model (e.g. {missing}); "
                            "profile this model with the same cluster setting")
     check_inputs(graph, problem)
-    from ..validate import validate
+    from mapsched.model.validate import validate
 
     bad = validate(problem, schedule)
     if bad:
@@ -384,8 +384,8 @@ def execute(model: nn.Module | CoarseGraph, problem: Problem, schedule: Schedule
     if not isinstance(problem, Problem) or not isinstance(schedule, Schedule):
         raise HarnessError(f"problem, schedule: expected a mapsched.Problem and a Schedule of it (Problem.read, "
                            f"Schedule.read), got {type(problem).__name__} and {type(schedule).__name__}")
-    arguments.count(warmup, "warmup", least=0, err=HarnessError)
-    arguments.count(repeats, "repeats", none=True, err=HarnessError)
+    checks.count(warmup, "warmup", least=0, err=HarnessError)
+    checks.count(repeats, "repeats", none=True, err=HarnessError)
     batch = example_inputs(inputs, "inputs")
     if any(x.shape[0] != problem.L for x in batch):
         raise HarnessError(f"inputs: expected {problem.L} rows (the objective's batch) in every input, "

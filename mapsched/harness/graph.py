@@ -20,7 +20,7 @@ import torch
 from torch import fx, nn
 from torch.fx.passes.shape_prop import ShapeProp
 
-from ..errors import HarnessError, first_line
+from mapsched.errors import HarnessError, first_line
 
 __all__ = ["CoarseGraph", "Segment", "check_runnable", "example_inputs", "trace"]
 

@@ -30,9 +30,9 @@ from typing import Any
 
 import torch
 
-from ..errors import HarnessError
-from ..problem import COMPILE, Problem
-from .graph import CoarseGraph
+from mapsched.errors import HarnessError
+from mapsched.harness.graph import CoarseGraph
+from mapsched.model.problem import COMPILE, Problem
 
 __all__ = ["COMPILE", "check_compile", "prepare", "recorded_compile"]
 

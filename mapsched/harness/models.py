@@ -25,8 +25,8 @@ from functools import partial
 import torch
 from torch import nn
 
-from ..errors import OptionError
-from ..generators.random_wired import module_graph
+from mapsched.errors import OptionError
+from mapsched.generators.random_wired import module_graph
 
 __all__ = ["FACTORIES", "LARGE", "gpt", "gpt_train12", "gpt_train22", "inception", "random_wired", "resnet", "resnet18",
            "resnet50", "transformer"]

@@ -6,7 +6,7 @@ the job to its device's worker thread, the executor's bookkeeping, on CUDA the e
 and the launch, and, where a job waits for a job of another device, the consumer's
 wake-up (or its stream's wait on the producer's event). :func:`measure_overheads` times
 these with empty jobs through the same machinery; :func:`fold` adds them to the
-latencies and records them in the problem's :class:`~mapsched.problem.Calibration`.
+latencies and records them in the problem's :class:`~mapsched.model.problem.Calibration`.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import HarnessError
-from ..problem import Calibration, Link, Problem, Task
-from .allocator import steady
-from .devices import EXCLUSIVE, pin, synchronize, torch_device
-from .runner import Done, Step, launch, timed
+from mapsched.errors import HarnessError
+from mapsched.harness.allocator import steady
+from mapsched.harness.devices import EXCLUSIVE, pin, synchronize, torch_device
+from mapsched.harness.runner import Done, Step, launch, timed
+from mapsched.model.problem import Calibration, Link, Problem, Task
 
 __all__ = ["JOBS", "check_threads", "fold", "measure_overheads", "refit", "thread_settings"]
 

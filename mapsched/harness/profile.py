@@ -19,14 +19,23 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import arguments
-from ..errors import HarnessError
-from ..problem import Device, Edge, Link, Objective, Problem, System, Task
-from .allocator import steady
-from .devices import available, default_threads, host_devices, memory_bytes, move, synchronize, time_ms, torch_device
-from .graph import CoarseGraph, _rows, example_inputs, trace
-from .lean import check_compile, prepare
-from .overheads import fold, measure_overheads
+from mapsched import checks
+from mapsched.errors import HarnessError
+from mapsched.harness.allocator import steady
+from mapsched.harness.devices import (
+    available,
+    default_threads,
+    host_devices,
+    memory_bytes,
+    move,
+    synchronize,
+    time_ms,
+    torch_device,
+)
+from mapsched.harness.graph import CoarseGraph, _rows, example_inputs, trace
+from mapsched.harness.lean import check_compile, prepare
+from mapsched.harness.overheads import fold, measure_overheads
+from mapsched.model.problem import Device, Edge, Link, Objective, Problem, System, Task
 
 __all__ = [
     "MAX_SPREAD", "RETRIES", "SPREAD_FLOOR_MS", "NoisyMeasurementWarning", "Profiled", "Spread", "measure_links",
@@ -239,10 +248,10 @@ def profile_graph(graph: CoarseGraph, example: torch.Tensor | Sequence[torch.Ten
 
     Never refuses: the caller decides what to do with :attr:`Profiled.unstable`.
     """
-    arguments.count(warmup, "warmup", least=0, err=HarnessError)
-    arguments.count(repeats, "repeats", err=HarnessError)
-    arguments.count(retries, "retries", least=0, err=HarnessError)
-    if not (arguments.real(max_spread) and max_spread > 0):
+    checks.count(warmup, "warmup", least=0, err=HarnessError)
+    checks.count(repeats, "repeats", err=HarnessError)
+    checks.count(retries, "retries", least=0, err=HarnessError)
+    if not (checks.real(max_spread) and max_spread > 0):
         raise HarnessError(f"max_spread: expected a positive number (0.25: a quarter), got {max_spread!r}")
     check_compile(compile)
     tdev = {d: torch_device(d) for d in devices}
@@ -323,7 +332,7 @@ def profile_report(model: nn.Module, example: torch.Tensor | Sequence[torch.Tens
         raise HarnessError(f"devices: {devices} names a device twice; list each once")
     if isinstance(batch_sizes, (str, bytes)) or not isinstance(batch_sizes, Sequence) or not batch_sizes:
         raise HarnessError(f"batch_sizes: expected a list of positive integers, got {batch_sizes!r}")
-    batch_sizes = [arguments.count(b, "batch_sizes", err=HarnessError) for b in batch_sizes]
+    batch_sizes = [checks.count(b, "batch_sizes", err=HarnessError) for b in batch_sizes]
     if objective is not None and not isinstance(objective, Objective):
         raise HarnessError(f"objective: expected a mapsched.Objective, e.g. Objective('throughput', 8), "
                            f"got {objective!r}")

@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from ..errors import HarnessError
-from .devices import synchronize, worker
+from mapsched.errors import HarnessError
+from mapsched.harness.devices import synchronize, worker
 
 __all__ = ["Done", "Step", "launch", "timed"]
 

@@ -1,11 +1,12 @@
 """Heuristic methods, one module each; importing this package registers them."""
 
-from . import (
+from mapsched.heuristics import (
+    auto,  # the default, over the heuristics above
     baechi,
     celeritas,
-    cp_search,
     cpop,
     critical_path,
+    critical_path_search,
     ea,
     greedy,
     heft,
@@ -17,5 +18,6 @@ from . import (
     single_best,
 )
 
-__all__ = ["baechi", "celeritas", "cp_search", "cpop", "critical_path", "ea", "greedy", "heft", "met", "peft",
+__all__ = ["auto", "baechi", "celeritas", "cpop", "critical_path", "critical_path_search",
+           "ea", "greedy", "heft", "met", "peft",
            "random_eft", "random_search", "sa", "single_best"]

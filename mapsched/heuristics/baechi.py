@@ -39,7 +39,7 @@ How this differs from Baechi's code (``beomyeol/baechi``, ``placer/m_*.py``):
   edge in edge order.
 * No co-location groups, grouping or fusion.
 * When a placer dead-ends (memory or links leave a ready task no device), the tasks
-  placed so far seed the feasibility repair of :mod:`mapsched.feasibility`; a problem
+  placed so far seed the feasibility repair of :mod:`mapsched.scheduling.feasibility`; a problem
   that fails the memory check of :func:`memory_shortfall` raises at once, naming the
   devices and the bytes they lack.
 """
@@ -51,15 +51,15 @@ import math
 
 import numpy as np
 
-from .. import interrupt
-from ..construct import Placement, repair_placement, topo_placement
-from ..context import SolveContext
-from ..decoder import Decoder
-from ..errors import InfeasibleError, OptionError
-from ..problem import Problem
-from ..ranks import mean_comm, mean_cost, rank_order, upward_rank
-from ..registry import Option, register
-from ..schedule import Schedule
+from mapsched.engine import interrupt
+from mapsched.engine.context import SolveContext
+from mapsched.engine.registry import Option, register
+from mapsched.errors import InfeasibleError, OptionError
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.scheduling.construct import Placement, repair_placement, topo_placement
+from mapsched.scheduling.decoder import Decoder
+from mapsched.scheduling.ranks import mean_comm, mean_cost, rank_order, upward_rank
 
 __all__ = ["Placement", "etf_placement", "favourite_children", "favourite_lp", "memory_shortfall", "topo_placement"]
 

@@ -3,9 +3,9 @@ Fast Optimizer for Large Dataflow Graphs", section 5).
 
 Both first fuse the graph (:func:`fuse`): a topological order (CPD-TOPO by default) is cut
 into contiguous intervals of at most ``R`` tasks and a share ``M`` of device memory so
-that the cut edges weigh least (:func:`mapsched.coarsen.fuse_intervals`, the dynamic
+that the cut edges weigh least (:func:`mapsched.scheduling.coarsen.fuse_intervals`, the dynamic
 programme of eqs. 4-6), and each interval becomes one task of a coarse problem
-(:func:`mapsched.coarsen.quotient`). Then, on the coarse problem, taken in the same kind
+(:func:`mapsched.scheduling.coarsen.quotient`). Then, on the coarse problem, taken in the same kind
 of order:
 
 * ``order-place`` fills the devices one after the other, each up to its memory
@@ -14,7 +14,7 @@ of order:
   cluster stays on the previous cluster's device unless another device finishes it
   earlier by more than the time to send its largest output back (eqs. 7-9).
 
-The coarse schedule is expanded to the original tasks (:func:`mapsched.coarsen.expand`):
+The coarse schedule is expanded to the original tasks (:func:`mapsched.scheduling.coarsen.expand`):
 each task on its cluster's device, re-timed by insertion in the coarse schedule's order,
 never later than the coarse schedule. Celeritas is a memory-driven splitter that
 minimises communication, not a parallelism finder: where memory is plentiful it keeps
@@ -46,7 +46,7 @@ How this differs from the paper (no Celeritas code is public):
   as full. When every device is full, the paper places the cluster best-effort on the
   device with the lowest memory usage (its Alg. 2, line 20, writes argmin of the free
   memory, contradicting its text), which mapsched's validator would reject; here the
-  clusters placed so far seed the feasibility repair of :mod:`mapsched.feasibility`
+  clusters placed so far seed the feasibility repair of :mod:`mapsched.scheduling.feasibility`
   on the original tasks. A problem that fails the check of
   :func:`~mapsched.heuristics.baechi.memory_shortfall` raises at once, in one line.
   Order-Place sends a cluster that the current device cannot take (restriction, link)
@@ -71,19 +71,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import (  # the module, not its names: importing mapsched.coarsen first runs this one half-way through it
-    arguments,
-    coarsen,
-)
-from ..construct import repair_placement
-from ..context import SolveContext
-from ..decoder import Builder, Decoder, checked_order
-from ..errors import OptionError, shown
-from ..problem import Problem
-from ..ranks import mean_comm, mean_cost
-from ..registry import Option, register
-from ..schedule import Schedule
-from .baechi import Placement, _check_memory, topo_placement
+from mapsched import checks
+from mapsched.engine.context import SolveContext
+from mapsched.engine.registry import Option, register
+from mapsched.errors import OptionError, shown
+from mapsched.heuristics.baechi import Placement, _check_memory, topo_placement
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.scheduling import coarsen
+from mapsched.scheduling.construct import repair_placement
+from mapsched.scheduling.decoder import Builder, Decoder, checked_order
+from mapsched.scheduling.ranks import mean_comm, mean_cost
 
 __all__ = ["ORDERS", "Fused", "adjusting_placement", "fill_order", "fuse", "order_placement"]
 
@@ -93,7 +91,7 @@ ORDERS = {
     "bfs": lambda p: p.topo.copy(),
 }
 """The topological orders a method may fuse and place along, by option value: CPD-TOPO and
-DFS-TOPO (:mod:`mapsched.coarsen`) and the breadth-first :attr:`Problem.topo`."""
+DFS-TOPO (:mod:`mapsched.scheduling.coarsen`) and the breadth-first :attr:`Problem.topo`."""
 
 _CHECK_EVERY = 256  # clusters placed between two looks at the clock
 
@@ -145,7 +143,7 @@ def fuse(problem: Problem, R: int = 200, M: float = 0.25, order: str = "cpd") ->
     p = problem
     if order not in ORDERS:
         raise OptionError(f"order: expected one of {list(ORDERS)}, got {order!r}")
-    if not (arguments.real(M) and M >= 0):  # with no memory limit, M went unread
+    if not (checks.real(M) and M >= 0):  # with no memory limit, M went unread
         raise OptionError(f"M: expected a fraction of the largest memory, 0 or more, got {shown(M)}")
     finite = p.mem[np.isfinite(p.mem)]
     limit = M * float(finite.max()) if finite.size else np.inf
@@ -174,7 +172,7 @@ def fill_order(problem: Problem) -> list[int]:
 
 
 def order_placement(problem: Problem, order: Sequence[int] | None = None, cap: str = "memory") -> Placement:
-    """Order-Place: the tasks in ``order`` (default :func:`~mapsched.coarsen.cpd_topo`) fill the
+    """Order-Place: the tasks in ``order`` (default :func:`~mapsched.scheduling.coarsen.cpd_topo`) fill the
     devices one after the other, fastest first (:func:`fill_order`), each up to its memory
     (``cap="memory"``) or Baechi's uniform cap (``"uniform"``).
 
@@ -225,7 +223,7 @@ def adjusting_placement(problem: Problem, order: Sequence[int] | None = None,
 
     Notes
     -----
-    O(n m) trials of the insertion :class:`~mapsched.decoder.Builder`, each O(in-degree)
+    O(n m) trials of the insertion :class:`~mapsched.scheduling.decoder.Builder`, each O(in-degree)
     plus O(log n) amortised for the gap search: O((n m + E m) log n).
 
     Examples

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..construct import construct, finish
-from ..context import SolveContext
-from ..decoder import ready_order
-from ..problem import Problem
-from ..ranks import downward_rank, upward_rank
-from ..registry import register
-from ..schedule import Schedule
+from mapsched.engine.context import SolveContext
+from mapsched.engine.registry import register
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.scheduling.construct import construct, finish
+from mapsched.scheduling.decoder import ready_order
+from mapsched.scheduling.ranks import downward_rank, upward_rank
 
 
 def critical_path(problem: Problem, priority: np.ndarray) -> list[int]:

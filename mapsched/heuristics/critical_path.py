@@ -2,7 +2,7 @@
 
 The baseline, imitation teacher and fallback policy of DOPPLER (Yao et al. 2025,
 after Kwok and Ahmad's critical-path list scheduling). It builds an assignment
-only; the work-conserving runtime (:mod:`mapsched.simulate`) decides the timing.
+only; the work-conserving runtime (:mod:`mapsched.scheduling.simulate`) decides the timing.
 
 - b-level: a task's mean cost plus the longest path of mean costs and mean
   transfers to an exit (HEFT's upward rank; on DOPPLER's graphs, identical GPUs
@@ -23,21 +23,21 @@ start); those are bugs, not reproduced here.
 
 Memory and missing links: a device that cannot hold the task or receive its data
 is not an option; when no option is left the run is finished by the feasibility
-repair of :mod:`mapsched.construct`.
+repair of :mod:`mapsched.scheduling.construct`.
 """
 
 from __future__ import annotations
 
 import time
 
-from ..construct import construct
-from ..context import SolveContext
-from ..decoder import ready_order
-from ..problem import Problem
-from ..ranks import upward_rank
-from ..registry import Option, register
-from ..schedule import Schedule
-from ..simulate import simulate
+from mapsched.engine.context import SolveContext
+from mapsched.engine.registry import Option, register
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.scheduling.construct import construct
+from mapsched.scheduling.decoder import ready_order
+from mapsched.scheduling.ranks import upward_rank
+from mapsched.scheduling.simulate import simulate
 
 
 @register(

@@ -4,19 +4,19 @@ It starts from every task on its fastest device (hence "biased"; repaired to
 fit memory and links if needed), or from the solve's initial placement, mutates each gene with probability 1/n, and
 keeps the child when it is no worse. The result is never worse than the start; the search
 stops once it meets the solve's proved bound. With a
-relocation cost (:mod:`mapsched.relocation`) the fitness is the makespan plus that cost.
+relocation cost (:mod:`mapsched.engine.relocation`) the fitness is the makespan plus that cost.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..context import SolveContext
-from ..errors import InfeasibleError
-from ..problem import Problem
-from ..registry import Option, get, register
-from ..schedule import Schedule
-from .search import MappingSpace
+from mapsched.engine.context import SolveContext
+from mapsched.engine.registry import Option, get, register
+from mapsched.errors import InfeasibleError
+from mapsched.heuristics.search import MappingSpace
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
 
 
 def start_mapping(problem: Problem) -> np.ndarray:

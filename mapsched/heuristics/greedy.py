@@ -3,11 +3,11 @@ latency of everything scheduled so far grows least, communication included."""
 
 from __future__ import annotations
 
-from ..construct import construct, finish
-from ..context import SolveContext
-from ..problem import Problem
-from ..registry import register
-from ..schedule import Schedule
+from mapsched.engine.context import SolveContext
+from mapsched.engine.registry import register
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.scheduling.construct import construct, finish
 
 
 def _greedy(problem: Problem, ctx: SolveContext) -> Schedule:

@@ -9,12 +9,12 @@ ranks with mean batch times and chooses among input splits.
 
 from __future__ import annotations
 
-from ..construct import construct, finish
-from ..context import SolveContext
-from ..problem import Problem
-from ..ranks import rank_order, upward_rank
-from ..registry import register
-from ..schedule import Schedule
+from mapsched.engine.context import SolveContext
+from mapsched.engine.registry import register
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.scheduling.construct import construct, finish
+from mapsched.scheduling.ranks import rank_order, upward_rank
 
 
 def _heft(problem: Problem, ctx: SolveContext) -> Schedule:

@@ -7,11 +7,11 @@ among the options memory and links still allow; then it is list-scheduled.
 
 from __future__ import annotations
 
-from ..construct import construct, finish, job_time
-from ..context import SolveContext
-from ..problem import Problem
-from ..registry import register
-from ..schedule import Schedule
+from mapsched.engine.context import SolveContext
+from mapsched.engine.registry import register
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.scheduling.construct import construct, finish, job_time
 
 
 def _met(problem: Problem, ctx: SolveContext) -> Schedule:

@@ -1,7 +1,7 @@
 """``peft``: Predict Earliest Finish Time (Arabnejad and Barbosa, 2014).
 
 HEFT with a look-ahead. The *optimistic cost table* ``OCT[i, u]``
-(:func:`mapsched.ranks.optimistic_cost`) is the longest path
+(:func:`mapsched.scheduling.ranks.optimistic_cost`) is the longest path
 from the end of task i on device u to an exit, when every later task runs on its best
 device for that path and pays a transfer only where it changes device:
 
@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..construct import construct, finish
-from ..context import SolveContext
-from ..decoder import ready_order
-from ..problem import Problem
-from ..ranks import optimistic_cost
-from ..registry import register
-from ..schedule import Schedule
+from mapsched.engine.context import SolveContext
+from mapsched.engine.registry import register
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.scheduling.construct import construct, finish
+from mapsched.scheduling.decoder import ready_order
+from mapsched.scheduling.ranks import optimistic_cost
 
 
 @register("peft", "Predict Earliest Finish Time: HEFT with an optimistic cost look-ahead "

@@ -1,5 +1,5 @@
 """``random-eft``: GiPH's Random-task + EFT baseline (Hu et al. 2023, issue 29), a local
-search scored by the work-conserving runtime model (:mod:`mapsched.simulate`).
+search scored by the work-conserving runtime model (:mod:`mapsched.scheduling.simulate`).
 
 From a random mapping (the feasibility repair's when 100 draws do not fit memory and
 links), each step picks a task uniformly and moves it to the device
@@ -9,7 +9,7 @@ device's queue is ignored, as in GiPH's code, and a task without parents goes to
 random device. Finishes come from the runtime model's run of the current mapping. The
 result is the best mapping seen, as the runtime model runs it. ``steps`` defaults to
 2|V|, GiPH's budget. With ``noise`` (GiPH's noisy runs: 0.2) every run draws GiPH's noise
-(:func:`~mapsched.simulate.simulate`, ``noise_model="giph"``) from the solve's seed, as its
+(:func:`~mapsched.scheduling.simulate.simulate`, ``noise_model="giph"``) from the solve's seed, as its
 search sees it; the best noisy run's mapping is returned as the noiseless model runs it.
 """
 
@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..construct import repaired_owner
-from ..context import SolveContext
-from ..errors import InfeasibleError
-from ..problem import Problem
-from ..registry import Option, register
-from ..schedule import Schedule
-from ..simulate import simulate
-from .random_search import random_owner
+from mapsched.engine.context import SolveContext
+from mapsched.engine.registry import Option, register
+from mapsched.errors import InfeasibleError
+from mapsched.heuristics.random_search import random_owner
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.scheduling.construct import repaired_owner
+from mapsched.scheduling.simulate import simulate
 
 
 def _finishes(problem: Problem, s: Schedule) -> np.ndarray:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..context import SolveContext
-from ..decoder import Decoder
-from ..errors import InfeasibleError, OptionError
-from ..problem import Problem
-from ..registry import Option, register
-from ..schedule import Schedule
-from ..splits import owner_from_counts, sample_split
+from mapsched.engine.context import SolveContext
+from mapsched.engine.registry import Option, register
+from mapsched.errors import InfeasibleError, OptionError
+from mapsched.model.owners import owner_from_counts, sample_split
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.scheduling.decoder import Decoder
 
 
 def random_owner(problem: Problem, rng: np.random.Generator) -> np.ndarray:
@@ -61,7 +61,7 @@ def random_search(problem: Problem, ctx: SolveContext, samples: int, evaluator: 
 
 def _random_simulated(problem: Problem, ctx: SolveContext, samples: int, noise: float) -> Schedule:
     """``random`` with ``evaluator="simulate"``: the best run of the work-conserving model."""
-    from ..simulate import simulate
+    from mapsched.scheduling.simulate import simulate
 
     if problem.objective.kind != "latency":
         raise OptionError("--evaluator: simulate runs latency problems only; use --evaluator decoder")

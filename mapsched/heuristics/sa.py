@@ -7,19 +7,19 @@ starting makespan to a thousandth of that over the iteration budget. The best
 mapping seen is returned (or the starting heuristic's own schedule when that is
 better), so the result is never worse than the start; the search stops once the best
 meets the solve's proved bound. With a relocation cost
-(:mod:`mapsched.relocation`) the fitness is the makespan plus that cost.
+(:mod:`mapsched.engine.relocation`) the fitness is the makespan plus that cost.
 """
 
 from __future__ import annotations
 
 import math
 
-from ..portfolio import no_time_for_list
-from ..problem import Problem
-from ..registry import Option, get, register
-from ..schedule import Schedule
-from ..solve import SolveContext
-from .search import MappingSpace
+from mapsched.engine.registry import Option, get, register
+from mapsched.heuristics.search import MappingSpace
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.scheduling.best_list import no_time_for_list
+from mapsched.solve import SolveContext
 
 
 @register(

@@ -4,19 +4,19 @@ The string holds one gene per task, in the problem's breadth-first topological
 order: the device of the task (latency) or the number of its inputs on each
 device (throughput). Its fitness is the makespan the decoder gives it in that
 order (``inf`` when memory or links rule it out), plus the solve's relocation cost
-when it has one (:mod:`mapsched.relocation`).
+when it has one (:mod:`mapsched.engine.relocation`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..decoder import Decoder, owner_counts
-from ..feasibility import feasible_counts
-from ..problem import Problem
-from ..relocation import RelocationCosts
-from ..schedule import Schedule
-from ..splits import owner_from_counts, sample_split
+from mapsched.engine.relocation import RelocationCosts
+from mapsched.model.owners import owner_from_counts, sample_split
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.scheduling.decoder import Decoder, owner_counts
+from mapsched.scheduling.feasibility import feasible_counts
 
 
 class MappingSpace:
@@ -54,13 +54,13 @@ class MappingSpace:
         return feasible_counts(self.p, counts)
 
     def from_schedule(self, schedule: Schedule) -> np.ndarray:
-        from ..decoder import as_owner
+        from mapsched.scheduling.decoder import as_owner
 
         return owner_counts(self.p, as_owner(self.p, schedule.mapping()))
 
     def fastest(self) -> np.ndarray:
         """Every task on its fastest device (latency), or its fastest split (throughput)."""
-        from ..construct import _splits
+        from mapsched.scheduling.construct import _splits
 
         p = self.p
         counts = np.zeros((p.n, p.m), dtype=np.int64)

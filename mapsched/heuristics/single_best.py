@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..context import SolveContext
-from ..decoder import Decoder
-from ..errors import InfeasibleError
-from ..problem import Problem
-from ..registry import register
-from ..schedule import Schedule
+from mapsched.engine.context import SolveContext
+from mapsched.engine.registry import register
+from mapsched.errors import InfeasibleError
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.scheduling.decoder import Decoder
 
 
 @register("single-best", "everything on the one device that runs the whole graph fastest")

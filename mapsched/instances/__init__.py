@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from importlib import resources
 
-from ..errors import ProblemError
-from ..problem import Problem
+from mapsched.errors import ProblemError
+from mapsched.model.problem import Problem
 
 __all__ = ["DEFAULT", "load", "names"]
 

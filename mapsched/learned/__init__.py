@@ -13,11 +13,11 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from ..errors import OptionError
-from ..problem import Problem
-from ..registry import Option, register
-from ..schedule import Schedule
-from .starts import before_loading, load
+from mapsched.engine.registry import Option, register
+from mapsched.errors import OptionError
+from mapsched.learned.starts import before_loading, load
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
 
 __all__ = ["MAX_EDGE_HIDDEN", "MAX_HIDDEN", "MAX_ROUNDS", "load", "torch_module"]
 

@@ -3,7 +3,7 @@
 An assignment is built one op at a time (an episode of n steps): SEL picks the next op
 among the candidates (unassigned ops whose parents are all assigned), PLC picks its
 device. Only the assignment matters: the work-conserving runtime model
-(:func:`mapsched.simulate.simulate`) times it, and its makespan is the episode's cost.
+(:func:`mapsched.scheduling.simulate.simulate`) times it, and its makespan is the episode's cost.
 
 Networks (two, no shared weights; ``hidden`` 128 and ``rounds`` 6 as in the paper):
 
@@ -86,12 +86,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..errors import InfeasibleError, OptionError
-from ..problem import Problem
-from ..schedule import Schedule
-from ..simulate import simulate
-from .mpnn import MPNN, GraphTensors, graph_tensors, path_sums, zscore
-from .reinforce import (
+from mapsched.errors import InfeasibleError, OptionError
+from mapsched.learned.mpnn import MPNN, GraphTensors, graph_tensors, path_sums, zscore
+from mapsched.learned.reinforce import (
     Baseline,
     ProblemTrainer,
     diverged_note,
@@ -107,7 +104,10 @@ from .reinforce import (
     step_returns,
     train_here,
 )
-from .starts import fallback_ctx, load_seconds, no_time_to_load
+from mapsched.learned.starts import fallback_ctx, load_seconds, no_time_to_load
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.scheduling.simulate import simulate
 
 __all__ = ["STAGES", "Config", "Placer", "Selector", "Trainer", "parse_stages", "solve_doppler"]
 
@@ -542,7 +542,7 @@ def solve_doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None,
     def fallback() -> Schedule:
         """Critical Path's assignment (one run; repaired where it dead-ends on memory or links),
         on a generator of its own, so that finding it does not change the training's draws."""
-        from ..heuristics.critical_path import critical_path
+        from mapsched.heuristics.critical_path import critical_path
 
         return critical_path(p, fallback_ctx(ctx), runs=1)
 

@@ -4,7 +4,7 @@ A state is a full placement; an action moves one task to one device that can run
 The policy scores every node of **gpNet**, the graph with one node per feasible
 (task, device) pair, and samples one move per step; a search of ``ratio x |V|`` steps
 (GiPH: 2) from a start placement returns the best placement seen. Every placement is
-timed by the work-conserving runtime model (:func:`mapsched.simulate.simulate`, GiPH's
+timed by the work-conserving runtime model (:func:`mapsched.scheduling.simulate.simulate`, GiPH's
 FIFO-by-readiness simulator), optionally with GiPH's noise.
 
 gpNet (paper section 4.2.1): for each task edge (a, b), an edge from a's *pivot* (the node
@@ -97,14 +97,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .. import interrupt
-from ..bounds.simple import critical_path_bound
-from ..errors import InfeasibleError, OptionError
-from ..problem import Problem
-from ..relocation import RelocationCosts
-from ..schedule import Schedule
-from ..simulate import simulate
-from .reinforce import (
+from mapsched.bounds.simple import critical_path_bound
+from mapsched.engine import interrupt
+from mapsched.engine.relocation import RelocationCosts
+from mapsched.errors import InfeasibleError, OptionError
+from mapsched.learned.reinforce import (
     Diverged,
     discounted_returns,
     file_config,
@@ -115,7 +112,10 @@ from .reinforce import (
     seeded,
     snapshot,
 )
-from .starts import giph_start, random_placement
+from mapsched.learned.starts import giph_start, random_placement
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.scheduling.simulate import simulate
 
 __all__ = ["NODE_FEATURES", "GIPH_NODE_FEATURES", "EDGE_FEATURES", "VARIANTS", "Config", "GiphNet", "GpNet",
            "Search", "Trainer", "advantages", "gpnet", "load_policy", "search", "shipped_policy", "solve_giph"]
@@ -556,7 +556,7 @@ def _eval_specs(suite: str, cases: int) -> list[tuple[dict[str, Any], dict[str, 
     """Held-out evaluation cases of an experiment set: graphs of its grid with seeds 50 on (no
     split uses them), on its training networks where it tests on those, else on networks of its
     sizes with seeds past its test seeds."""
-    from ..generators.giph import _GRID, giph_experiment
+    from mapsched.generators.giph import _GRID, giph_experiment
 
     e = giph_experiment(suite)
     grid = [dict(v=v, alpha=a, conn_prob=c) for a in _GRID["alphas"] for v in _GRID["vs"] for c in _GRID["conn_probs"]]
@@ -588,7 +588,7 @@ class Trainer:
     """
 
     def __init__(self, config: Config, suite: str, seed: int) -> None:
-        from ..generators.giph import giph_experiment
+        from mapsched.generators.giph import giph_experiment
 
         self.cfg, self.suite, self.seed = config, suite, seed
         self.exp = giph_experiment(suite)
@@ -604,7 +604,7 @@ class Trainer:
         self._cache: dict[str, _Static] = {}
 
     def _problem(self, graph: dict[str, Any], network: dict[str, Any]) -> _Static:
-        from ..generators.giph import giph_graph, giph_network, giph_problem
+        from mapsched.generators.giph import giph_graph, giph_network, giph_problem
 
         key = json.dumps([graph, network], sort_keys=True)
         if key not in self._cache:

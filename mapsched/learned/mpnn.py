@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..problem import Problem
-from ..ranks import downward_rank, mean_comm, mean_cost, upward_rank
+from mapsched.model.problem import Problem
+from mapsched.scheduling.ranks import downward_rank, mean_comm, mean_cost, upward_rank
 
 __all__ = ["EPS", "MPNN", "GraphTensors", "graph_tensors", "path_sums", "zscore"]
 

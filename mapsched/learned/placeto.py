@@ -4,7 +4,7 @@ An episode starts from a complete placement and visits every task once, in a fix
 topological order (the problem's breadth-first ``topo``). At each step the policy sees the
 whole graph under the current placement and re-places the current task on one device; the
 step's reward is the improvement of the simulated makespan
-(:func:`mapsched.simulate.simulate`, the work-conserving runtime model) that the move made,
+(:func:`mapsched.scheduling.simulate.simulate`, the work-conserving runtime model) that the move made,
 Placeto's incremental reward. Every intermediate placement is complete, so each step's
 makespan is a candidate: the best placement seen over all rollouts is the result.
 
@@ -66,13 +66,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..decoder import Decoder, as_owner
-from ..errors import InfeasibleError, OptionError
-from ..problem import Problem
-from ..schedule import Schedule
-from ..simulate import simulate
-from .mpnn import graph_tensors
-from .reinforce import (
+from mapsched.errors import InfeasibleError, OptionError
+from mapsched.learned.mpnn import graph_tensors
+from mapsched.learned.reinforce import (
     ProblemTrainer,
     discounted_returns,
     diverged_note,
@@ -86,6 +82,10 @@ from .reinforce import (
     snapshot,
     train_here,
 )
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.scheduling.decoder import Decoder, as_owner
+from mapsched.scheduling.simulate import simulate
 
 __all__ = ["STAGES", "Config", "Policy", "Trainer", "parse_stages", "solve_placeto"]
 
@@ -242,10 +242,10 @@ class Trainer(ProblemTrainer):
     # ------------------------------------------------------------- environment
     def initial(self, rng: np.random.Generator) -> list[int]:
         """A uniformly random placement over the devices each task can run on, repaired by
-        :func:`mapsched.construct.repair_placement` if memory or links rule it out."""
+        :func:`mapsched.scheduling.construct.repair_placement` if memory or links rule it out."""
         owner = np.array([rng.choice(np.flatnonzero(row)) for row in self.p.can_run], dtype=np.int64)
         if Decoder(self.p).infeasibility(owner[:, None]) is not None:
-            from ..construct import repair_placement
+            from mapsched.scheduling.construct import repair_placement
 
             owner = as_owner(self.p, repair_placement(self.p, owner).mapping())[:, 0]
         return owner.tolist()

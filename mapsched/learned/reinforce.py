@@ -32,10 +32,10 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from .. import interrupt
-from ..errors import OptionError, first_line, shown
-from ..files import write_file
-from .starts import check_policy_file
+from mapsched.engine import interrupt
+from mapsched.errors import OptionError, first_line, shown
+from mapsched.learned.starts import check_policy_file
+from mapsched.model.files import write_file
 
 __all__ = ["FORMAT", "VERSION", "Baseline", "Diverged", "ProblemTrainer", "discounted_returns", "diverged_note",
            "entropy_term", "epsilon", "file_config", "imitation_loss", "load_checkpoint", "one_thread", "pick",
@@ -139,7 +139,7 @@ class ProblemTrainer(ABC):
 
     def check_until(self) -> None:
         """Raise :class:`Cut` past :attr:`until`, or once a stop is requested (Ctrl-C, within
-        :func:`mapsched.interrupt.graceful`): rollouts whose steps are slow call it at each
+        :func:`mapsched.engine.interrupt.graceful`): rollouts whose steps are slow call it at each
         step (one of a few thousand tasks takes seconds), and :func:`train_here` stops there,
         with nothing updated by the rollout cut off but the best placement it reached."""
         if time.perf_counter() >= self.until or interrupt.requested():
@@ -368,7 +368,7 @@ def entropy_term(log_probs: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
 
 def save_checkpoint(path: str, data: dict[str, Any]) -> None:
     """Write ``data`` (plain data and tensors), tagged with the format and version, to ``path``
-    in one piece (:func:`mapsched.files.write_file`: no half-written file on failure)."""
+    in one piece (:func:`mapsched.model.files.write_file`: no half-written file on failure)."""
     buf = io.BytesIO()
     torch.save({"format": FORMAT, "version": VERSION, **data}, buf)
     write_file(path, buf.getvalue())

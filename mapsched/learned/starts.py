@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InfeasibleError, OptionError
-from ..problem import Problem
-from ..schedule import Schedule
-from ..simulate import simulate
+from mapsched.errors import InfeasibleError, OptionError
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.scheduling.simulate import simulate
 
 __all__ = ["LOADS", "TRAINING", "before_loading", "check_policy_file", "fallback_ctx", "giph_start", "load",
            "load_seconds", "no_time_to_load", "random_placement", "unlearned"]
@@ -80,8 +80,8 @@ def random_placement(p: Problem, rng: np.random.Generator) -> np.ndarray:
     >>> random_placement(p, np.random.default_rng(0)).shape
     (10,)
     """
-    from ..construct import repaired_owner
-    from ..heuristics.random_search import random_owner
+    from mapsched.heuristics.random_search import random_owner
+    from mapsched.scheduling.construct import repaired_owner
 
     for _ in range(100):
         owner = random_owner(p, rng)[:, 0]
@@ -96,12 +96,12 @@ def random_placement(p: Problem, rng: np.random.Generator) -> np.ndarray:
 def giph_start(p: Problem, ctx: Any, start: str) -> tuple[np.ndarray, str]:
     """GiPH's start placement as a device index per task, and its name for the log: the
     solve's initial placement if it has one, else HEFT's (``start="heft"``) or a random one."""
-    from ..decoder import as_owner
+    from mapsched.scheduling.decoder import as_owner
 
     if ctx.initial is not None:
         return as_owner(p, ctx.initial.mapping())[:, 0], "the initial"
     if start == "heft":
-        from ..heuristics.heft import heft
+        from mapsched.heuristics.heft import heft
 
         return as_owner(p, heft(p, ctx).mapping())[:, 0], "heft's"
     return random_placement(p, ctx.rng), "a random"
@@ -119,7 +119,7 @@ def unlearned(p: Problem, ctx: Any, method: str, start: str = "random") -> Sched
     """``method``'s placement before any learning, found without PyTorch (see the module
     docstring), with a log line saying why."""
     if method == "doppler":
-        from ..heuristics.critical_path import critical_path
+        from mapsched.heuristics.critical_path import critical_path
 
         s, what = critical_path(p, ctx, runs=50), "Critical Path's assignment (its imitation teacher)"
     elif method == "giph":

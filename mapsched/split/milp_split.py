@@ -60,7 +60,7 @@ process, each by CP-SAT over all the threads, or for latency one below four (on 
 cores or more, by a pool of one process per four cores); any
 ``concurrent.futures.Executor`` works as well (those of dask.distributed and Ray
 included) if it can pickle a :class:`Problem`. A
-:class:`mapsched.distributed.DaskExecutor` (``--dask``) gets the problem once per
+:class:`mapsched.engine.dask.DaskExecutor` (``--dask``) gets the problem once per
 worker and builds the subproblems there; if its scheduler is lost,
 split returns the best schedule of the subproblems solved by then. Through any executor,
 a task carries as many subproblems as take ``chunk_seconds`` at their mean time so far
@@ -83,27 +83,27 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
-from .. import registry
-from ..bounds import critical_path_bound, lower_bound, work_bound
-from ..decoder import Decoder, owner_counts
-from ..distributed import as_executor, task_threads
-from ..errors import InfeasibleError, ProblemError
-from ..feasibility import NotFound, feasible_counts
-from ..formulations.common import retime_jobs
-from ..formulations.exact import improve
-from ..portfolio import LIST_SECONDS, best_start, seconds_per_pass
-from ..problem import Edge, Problem, Task
-from ..registry import Option, register
-from ..schedule import Schedule
-from ..solve import BOUND_SHARE, MAX_THREADS, SolveContext, solve
-from ..splits import batch_options, owner_from_counts
-from ..symmetry import find_symmetry, symmetry_plugins
-from ..validate import meets
-from .modules import ModuleChain, detect_modules
-from .pipeline import grouped_improve
-from .pipeline import pipeline as pipelined
-from .rolling import rolling
-from .stages import server_stages
+from mapsched.bounds import critical_path_bound, lower_bound, work_bound
+from mapsched.engine import registry
+from mapsched.engine.dask import as_executor, task_threads
+from mapsched.engine.registry import Option, register
+from mapsched.errors import InfeasibleError, ProblemError
+from mapsched.formulations.common import retime_jobs
+from mapsched.formulations.exact import improve
+from mapsched.model.owners import batch_options, owner_from_counts
+from mapsched.model.problem import Edge, Problem, Task
+from mapsched.model.schedule import Schedule
+from mapsched.model.symmetry import find_symmetry, symmetry_plugins
+from mapsched.model.validate import meets
+from mapsched.scheduling.best_list import LIST_SECONDS, best_start, seconds_per_pass
+from mapsched.scheduling.decoder import Decoder, owner_counts
+from mapsched.scheduling.feasibility import NotFound, feasible_counts
+from mapsched.solve import BOUND_SHARE, MAX_THREADS, SolveContext, solve
+from mapsched.split.modules import ModuleChain, detect_modules
+from mapsched.split.pipeline import grouped_improve
+from mapsched.split.pipeline import pipeline as pipelined
+from mapsched.split.rolling import rolling
+from mapsched.split.stages import server_stages
 
 __all__ = ["solve_module", "split"]
 
@@ -120,7 +120,7 @@ def solve_module(sub: Problem, backend: str, time_limit: float | None, symmetry:
     """Solve one module subproblem exactly (in a worker, or here); None if it has no schedule,
     or if ``until`` (a ``time.time()``, which unlike ``perf_counter`` other machines share)
     has passed. A solve started late gets only the time left until then. ``threads`` 0: the
-    task's share of its worker (:func:`mapsched.distributed.task_threads`; 1 elsewhere)."""
+    task's share of its worker (:func:`mapsched.engine.dask.task_threads`; 1 elsewhere)."""
     threads = threads or task_threads()
     if until is not None:
         left = until - time.time()
@@ -548,7 +548,7 @@ def _run(jobs: _Subproblems, backend: str, limit: float | None, symmetry: str, t
     and whether every subproblem was solved to the end (none cut off by the time limit, an
     interrupt or a lost cluster).
 
-    An executor with a ``share`` method (:class:`mapsched.distributed.DaskExecutor`) gets
+    An executor with a ``share`` method (:class:`mapsched.engine.dask.DaskExecutor`) gets
     the problem once per worker, and the workers build the subproblems; others get each
     subproblem, built here. With ``chunk_seconds`` > 0, tasks are sized as they are
     submitted (:func:`_chunk_size`), a few in flight per task slot."""

@@ -32,8 +32,8 @@ from dataclasses import dataclass, replace
 import networkx as nx
 import numpy as np
 
-from ..errors import OptionError, ProblemError
-from ..problem import Problem, System
+from mapsched.errors import OptionError, ProblemError
+from mapsched.model.problem import Problem, System
 
 __all__ = ["ModuleChain", "detect_modules", "k_edge_classes", "step_problem"]
 

@@ -76,14 +76,14 @@ from dataclasses import replace
 import numpy as np
 from ortools.sat.python import cp_model
 
-from ..context import SolveContext
-from ..formulations.batched_cpsat import CpSatBatched, group_size, grouped
-from ..formulations.common import retime_jobs
-from ..formulations.cpsat import MAX_TICKS, default_resolution, run_cpsat, start_ticks
-from ..formulations.exact import improve
-from ..problem import Problem
-from ..schedule import Schedule
-from .modules import ModuleChain, step_problem
+from mapsched.engine.context import SolveContext
+from mapsched.formulations.batched_cpsat import CpSatBatched, group_size, grouped
+from mapsched.formulations.common import retime_jobs
+from mapsched.formulations.cpsat import MAX_TICKS, default_resolution, run_cpsat, start_ticks
+from mapsched.formulations.exact import improve
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.split.modules import ModuleChain, step_problem
 
 __all__ = ["grouped_improve", "pipeline"]
 

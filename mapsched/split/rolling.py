@@ -26,13 +26,13 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
-from ..context import SolveContext
-from ..formulations.common import capped, retime_jobs
-from ..formulations.cpsat import CpSatModel, default_resolution, run_cpsat
-from ..formulations.exact import serial_bound
-from ..problem import Problem
-from ..schedule import Schedule
-from .modules import ModuleChain, step_problem
+from mapsched.engine.context import SolveContext
+from mapsched.formulations.common import capped, retime_jobs
+from mapsched.formulations.cpsat import CpSatModel, default_resolution, run_cpsat
+from mapsched.formulations.exact import serial_bound
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.split.modules import ModuleChain, step_problem
 
 __all__ = ["rolling"]
 

@@ -1,6 +1,6 @@
 """Batched throughput over identical servers: one contiguous stage of modules per server.
 
-With S interchangeable servers (see :mod:`mapsched.symmetry`), the chain of modules is
+With S interchangeable servers (see :mod:`mapsched.model.symmetry`), the chain of modules is
 cut into S contiguous stages of balanced work, stage k is solved exactly on the devices
 of the k-th server alone, and the stage schedules are stitched and re-timed over the
 whole graph by ``split`` (a stage may start on the inputs the one before has
@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from ..context import SolveContext
-from ..errors import ProblemError
-from ..problem import Problem
-from ..symmetry import Symmetry
-from .modules import ModuleChain
+from mapsched.engine.context import SolveContext
+from mapsched.errors import ProblemError
+from mapsched.model.problem import Problem
+from mapsched.model.symmetry import Symmetry
+from mapsched.split.modules import ModuleChain
 
 __all__ = ["balanced_stages", "server_stages"]
 

@@ -31,15 +31,15 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 
 import numpy as np
 
-from .. import arguments
-from ..bounds import SubsetBound, lower_bound
-from ..closure import Closure
-from ..distributed import as_executor, bound_result
-from ..errors import OptionError
-from ..formulations.cpsat import CpSatModel, run_cpsat
-from ..formulations.exact import serial_bound
-from ..problem import Edge, Link, Problem, System
-from .milp_split import pick_chain
+from mapsched import checks
+from mapsched.bounds import SubsetBound, lower_bound
+from mapsched.engine.dask import as_executor, bound_result
+from mapsched.errors import OptionError
+from mapsched.formulations.cpsat import CpSatModel, run_cpsat
+from mapsched.formulations.exact import serial_bound
+from mapsched.model.closure import Closure
+from mapsched.model.problem import Edge, Link, Problem, System
+from mapsched.split.milp_split import pick_chain
 
 __all__ = ["BOUND_SOLVE_TASKS", "mirror", "window_bound"]
 
@@ -213,7 +213,7 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
         core; with ``executor``, its ``slots`` if it has them). The two ends of the chain run
         side by side, then the windows between.
     executor : concurrent.futures.Executor or distributed.Client, optional
-        Where the window solves run (e.g. a :class:`mapsched.distributed.DaskExecutor`);
+        Where the window solves run (e.g. a :class:`mapsched.engine.dask.DaskExecutor`);
         the recursion that sets their releases stays here. The bound is the same.
 
     Returns
@@ -242,16 +242,16 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
     >>> window_bound(p, time_limit=10) >= lower_bound(p).value
     True
     """
-    p = arguments.problem(problem)
+    p = checks.problem(problem)
     if p.L > 1:
         raise OptionError("window_bound: latency problems only (objective.batch 1); "
                          "use chain_bound for throughput")
     executor = as_executor(executor)
     threads = threads or getattr(executor, "slots", None) or os.cpu_count() or 1
-    span, block, threads = (arguments.count(v, name) for name, v in (("span", span), ("block", block),
+    span, block, threads = (checks.count(v, name) for name, v in (("span", span), ("block", block),
                                                                       ("threads", threads)))
-    time_limit = arguments.seconds(time_limit, "time_limit", none=False)
-    arguments.seconds(window_time_limit, "window_time_limit", none=False)
+    time_limit = checks.seconds(time_limit, "time_limit", none=False)
+    checks.seconds(window_time_limit, "window_time_limit", none=False)
     deadline = time.perf_counter() + time_limit
     blocks = blocks_of(chain or pick_chain(p, 0, deadline=deadline), block)
     sizes = [len(b) for b in blocks]

@@ -1,0 +1,280 @@
+"""The linear relaxation of the latency model, tightened by load cuts found by separation:
+a lower bound that weighs precedence, transfers and device loads together.
+
+Variables: ``x[i, u]`` in [0, 1], the share of task i on device u; ``s[i] >= 0``, its
+start; ``z[e, u, v] >= 0``, the share of edge e's data sent from u to v; and the
+makespan ``C``. Rows (``t`` the latency of one input, ``e[i] = s[i] + sum_u t[i, u] x[i, u]``):
+
+* ``sum_u x[i, u] = 1``, and ``x[i, u] = 0`` where u cannot run i, hold it alone or run
+  it within ``heft``'s makespan; ``z[e, u, v] = 0`` where the transfer takes longer;
+* ``z`` is a transport between the ends' shares, ``sum_v z[e, u, v] = x[src, u]`` and
+  ``sum_u z[e, u, v] = x[dst, v]``, so with whole tasks exactly ``z[e, dev(src), dev(dst)]``
+  is 1;
+* every edge e: ``s[dst] >= e[src] + sum_{u != v} comm(e, u, v) z[e, u, v]``;
+* ``C >= e[i]`` for every task, ``C >= sum_i t[i, u] x[i, u]`` and the memory of every
+  device;
+* the load cuts of :func:`~mapsched.bounds.cuts.load_cuts` with their transfer margins
+  (:class:`~mapsched.bounds.cuts.Margins`): ``s[k] >= e[i] + sum_{j in B} t[j, v] x[j, v] + ...``
+  for the tasks B between i and k. There are too many to state (one per ordered pair and
+  device), so only those the current solution breaks are added, the most broken first,
+  and the LP is solved again until none is broken.
+
+Every schedule that ends by ``heft``'s makespan, an optimal one among them, gives a
+feasible point (its devices as ``x``, its starts, its makespan: none of its jobs or
+transfers takes longer), so the optimum bounds the makespan from below; so does the LP
+of any round, and so does the proved bound of the mixed-integer programme with ``x``
+binary (``integral``), which rules out spreading a task thinly over slow devices. The
+rows leave out that tasks on one device must not overlap except through the device loads
+and the cuts, which is what keeps the programme small. On the 4-channel sdep stacks of
+BENCHMARKS.md this bound is the best mapsched proves; the quick bounds see the loads or
+the paths, never both.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from mapsched import checks
+from mapsched.bounds.cuts import LoadCut, Margins
+from mapsched.engine.highs import SETUP, RowProgramme
+from mapsched.errors import OptionError
+from mapsched.model.problem import Problem
+from mapsched.model.scales import highs_time_scale
+from mapsched.model.validate import floating_bound
+from mapsched.scheduling.best_list import makespan_cap
+
+__all__ = ["MARGIN_TASKS", "RELAXATION_TASKS", "relaxation_bound"]
+
+RELAXATION_TASKS = 2_000
+"""Largest graph :func:`relaxation_bound` takes on: separation multiplies dense n-by-n
+reachability matrices (O(n^3) per device and round)."""
+
+MIP_SPAN = 1e6
+"""Largest ratio of the programme's longest time to its LP value that the integral stage
+takes on (see :meth:`_Relaxation.integral_bound`)."""
+MARGIN_TASKS = 400
+"""Largest graph whose cuts get transfer margins (:class:`~mapsched.bounds.cuts.Margins`: O(E m^3)
+per task and device that a cut starts or ends at); above it the cuts go without, still
+valid."""
+
+
+class _Relaxation(RowProgramme):
+    """The programme in HiGHS, with the column layout ``x | s | C | z``."""
+
+    def __init__(self, problem: Problem, deadline: float, limit: float = math.inf) -> None:
+        super().__init__(deadline)
+        highspy = self.hs
+        p = self.p = problem
+        n, m = p.n, p.m
+        need = p.weight + p.act
+        room = p.room
+        # Jobs and transfers longer than ``limit`` are left out (see relaxation_bound)
+        self.ok = p.can_run & (need[:, None] <= room[None, :]) & (p.dur <= limit)
+        self.t = np.where(self.ok, p.dur, 0.0)
+        self.S, self.C, self.Z = n * m, n * m + n, n * m + n + 1
+        comm = np.where(np.eye(m, dtype=bool)[None], 0.0, p.comm)  # [e, u, v]
+        comm = np.where(comm <= limit, comm, np.inf)
+        # The largest time the programme holds (see integral_bound).
+        self.largest = max(float(self.t.max(initial=0.0)), float(comm[np.isfinite(comm)].max(initial=0.0)))
+        # Time in units of 1 / f ms (highs_time_scale): the C and S columns, and every time below.
+        self.f = highs_time_scale(self.largest)
+        ts = self.t * self.f
+        comm = comm * self.f
+        h = self.h
+        cols = self.Z + p.E * m * m
+        upper = np.full(cols, highspy.kHighsInf)
+        upper[: n * m] = self.ok.ravel()
+        upper[self.Z:] = np.where(np.isfinite(comm), highspy.kHighsInf, 0.0).ravel()
+        h.addVars(cols, np.zeros(cols), upper)
+        h.changeColsCost(1, np.array([self.C], dtype=np.int32), np.array([1.0]))
+        inf = highspy.kHighsInf
+        for i in range(n):
+            self.rows.append((1.0, 1.0, {self.x(i, u): 1.0 for u in range(m)}))
+            self.rows.append((0.0, inf, {self.C: 1.0, **self.minus_end(i)}))
+        for u in range(m):
+            self.rows.append((0.0, inf, {self.C: 1.0, **{self.x(i, u): -ts[i, u] for i in range(n)}}))
+            if math.isfinite(p.mem[u]):  # in shares of the room: coefficients up to 2**40 misled the MIP too
+                self.rows.append((-inf, 1.0, {self.x(i, u): float(need[i] / room[u]) for i in range(n)
+                                              if self.ok[i, u]}))
+        for e in range(p.E):
+            i, j = int(p.src[e]), int(p.dst[e])
+            for u in range(m):
+                self.rows.append((0.0, 0.0, {self.x(i, u): -1.0, **{self.z(e, u, v): 1.0 for v in range(m)}}))
+                self.rows.append((0.0, 0.0, {self.x(j, u): -1.0, **{self.z(e, v, u): 1.0 for v in range(m)}}))
+            sends = {self.z(e, u, v): -float(comm[e, u, v]) for u in range(m) for v in range(m)
+                     if u != v and math.isfinite(comm[e, u, v])}
+            self.rows.append((0.0, inf, {self.S + j: 1.0, **self.minus_end(i), **sends}))
+        self.flush()
+
+    def x(self, i: int, u: int) -> int:
+        return i * self.p.m + u
+
+    def z(self, e: int, u: int, v: int) -> int:
+        return self.Z + (e * self.p.m + u) * self.p.m + v
+
+    def minus_end(self, i: int) -> dict[int, float]:
+        """``-e[i]`` as coefficients."""
+        return {self.S + i: -1.0, **{self.x(i, u): -self.t[i, u] * self.f for u in range(self.p.m)}}
+
+    def add_cut(self, cut: LoadCut) -> None:
+        """``s[k] - e[i] - sum_B t x - first (1 - x[i, v]) - last (1 - x[k, v]) >= 0``."""
+        i, k, v, runs, first, last = cut
+        row: dict[int, float] = {self.S + k if k >= 0 else self.C: 1.0}
+        if i >= 0:
+            row.update(self.minus_end(i))
+        first, last = first * self.f, last * self.f
+        for j in runs:
+            row[self.x(j, v)] = row.get(self.x(j, v), 0.0) - self.t[j, v] * self.f
+        if first:
+            row[self.x(i, v)] = row.get(self.x(i, v), 0.0) + first
+        if last:
+            row[self.x(k, v)] = row.get(self.x(k, v), 0.0) + last
+        self.rows.append((first + last, self.hs.kHighsInf, row))
+
+    def solution(self) -> tuple[np.ndarray, np.ndarray, float]:
+        col = np.array(self.h.getSolution().col_value)
+        n, m = self.p.n, self.p.m
+        return col[: n * m].reshape(n, m).clip(0.0, 1.0), col[self.S:self.S + n] / self.f, float(col[self.C] / self.f)
+
+    def integral_bound(self) -> float:
+        """HiGHS's proved bound of the programme with ``x`` binary, by the deadline; 0 (no
+        proof) where its times span more than :data:`MIP_SPAN` of the LP's value: with a
+        transfer of 1e12 ms beside jobs of 20 ms, HiGHS 1.12 proved 110.73 ms on a problem
+        whose optimum is 104.05 (the LP, right, said 104.05)."""
+        if self.largest > MIP_SPAN * max(self.value(), 1e-9):
+            return 0.0
+        h, nm = self.h, self.p.n * self.p.m
+        h.changeColsIntegrality(nm, np.arange(nm, dtype=np.int32),
+                                np.full(nm, self.hs.HighsVarType.kInteger))
+        # HiGHS's default MIP tolerance (1e-6) can end in a solve error (see milp.run_highs)
+        h.setOptionValue("mip_feasibility_tolerance", 1e-7)
+        # Kept, the LP's point becomes a MIP start that HiGHS spends seconds completing,
+        # past the time limit (2.7 s over on a 182-task stack).
+        h.clearSolver()
+        # HiGHS 1.12's MIP presolve can loop past its time limit (a 5-task, 3-device problem
+        # ran for minutes); the bound is the dual bound at the deadline, which needs none.
+        h.setOptionValue("presolve", "off")
+        self.run()
+        return self.dual_bound()
+
+
+def _broken_cuts(p: Problem, relax: _Relaxation, margins: Margins, most: int, until: float) -> list[LoadCut]:
+    """The ``most`` load cuts that the current solution breaks the most, found for every
+    device by one product of reachability matrices: the work on v between i and k is
+    ``(R diag(w) R)[i, k]`` with ``w = t[:, v] x[:, v]`` (R: the shared closure, whose
+    diagonal is empty). Past ``until`` the cuts go without margins, which are computed per task on
+    first use, and no device's product is started that would, at the pace of those before,
+    end past it (each is O(n^3): 0.2 to 0.3 s at 2,000 tasks on two cores)."""
+    reach = margins.reach
+    x, s, makespan = relax.solution()
+    end = s + (x * relax.t).sum(axis=1)
+    n = p.n
+    # time between i and k (rows i, columns k); the last row is time 0, the last column C
+    span = np.full((n + 1, n + 1), np.inf)  # no cut between tasks that no path orders
+    span[:n, :n] = np.where(reach, s[None, :] - end[:, None], np.inf)
+    span[:n, n] = makespan - end
+    span[n, :n] = s
+    found: list[tuple[float, int, int, int]] = []
+    paths = reach.astype(float)
+    started = time.perf_counter()
+    for v in range(p.m):
+        if v and time.perf_counter() + (time.perf_counter() - started) / v > until:
+            break
+        w = x[:, v] * relax.t[:, v]
+        load = np.zeros((n + 1, n + 1))
+        load[:n, :n] = paths @ (w[:, None] * paths)
+        load[:n, n] = paths @ w
+        load[n, :n] = w @ paths
+        broken = (load - span).ravel()
+        flat = np.flatnonzero(broken > 1e-7 * max(1.0, makespan))
+        if len(flat) > most:  # only the most broken can be kept: skip sorting the rest
+            flat = flat[np.argpartition(broken[flat], -most)[-most:]]
+        for a, b in zip(*np.unravel_index(flat, load.shape)):
+            found.append((float(broken[a * (n + 1) + b]), int(a) if a < n else -1, int(b) if b < n else -1, v))
+    found.sort(reverse=True)
+    cuts = []
+    for _, i, k, v in found[:most]:
+        inside = (reach[i] if i >= 0 else True) & (reach[:, k] if k >= 0 else True)
+        between = np.flatnonzero(inside)
+        runs = [j for j in between.tolist() if relax.ok[j, v]]
+        if runs:
+            cuts.append(margins.cut(i, k, v, between, runs) if time.perf_counter() < until
+                        else LoadCut(i, k, v, runs, 0.0, 0.0))
+    return cuts
+
+
+def relaxation_bound(problem: Problem, time_limit: float = 10.0, integral: bool = True,
+                     cuts_per_round: int = 200) -> float:
+    """Lower bound on the optimal latency makespan from the relaxation of the module docstring.
+
+    Parameters
+    ----------
+    problem : Problem
+        A latency problem (``L == 1``) of at most :data:`RELAXATION_TASKS` tasks.
+    time_limit : float
+        Seconds in all. Without ``integral`` the separation may use all of them; with it,
+        half at most, and the mixed-integer solve the rest. Below
+        :data:`~mapsched.engine.highs.SETUP` seconds per column nothing is tried.
+    integral : bool
+        Also solve the programme with whole tasks (``x`` binary) and keep its proved bound.
+    cuts_per_round : int
+        Load cuts added per round, the most broken first.
+
+    Returns
+    -------
+    float
+        The best bound proved by the deadline, less HiGHS's relative tolerance
+        (:func:`mapsched.model.validate.floating_bound`); 0 if nothing was proved.
+
+    Notes
+    -----
+    The programme has ``n m + n + 1 + E m^2`` columns; each round of separation costs
+    O(m n^3) in dense matrix products, and the cuts ``m n`` terms at most each. On a
+    182-task 4-channel sdep stack the LP converges in 4 rounds, in under a second
+    (BENCHMARKS.md).
+
+    Examples
+    --------
+    >>> from mapsched.bounds import lower_bound
+    >>> from mapsched.generators import stack
+    >>> p = stack(modules=3, n=6, channels=4, variant="sdep", seed=1)
+    >>> relaxation_bound(p, time_limit=10) > lower_bound(p).value
+    True
+    """
+    p = checks.problem(problem)
+    if p.L > 1:
+        raise OptionError("relaxation_bound: latency problems only (objective.batch 1)")
+    if p.n > RELAXATION_TASKS:
+        raise OptionError(f"relaxation_bound: {p.n} tasks, more than the {RELAXATION_TASKS} it takes on; "
+                         "use mapsched.bounds.lower_bound")
+    time_limit = checks.seconds(time_limit, "time_limit", none=False)
+    cuts_per_round = checks.count(cuts_per_round, "cuts_per_round")
+    start = time.perf_counter()
+    if time_limit < SETUP * (p.n * p.m + p.E * p.m * p.m):
+        return 0.0
+    separate_until = start + (time_limit / 2 if integral else time_limit)
+    # No optimal schedule runs a job or sends data for longer than heft's makespan: left out,
+    # they keep the optimum feasible and no longer bring in coefficients up to 1e21 ms, which
+    # (a billion times the others) made HiGHS prove bounds above the optimum.
+    cap = makespan_cap(p, start + time_limit)
+    if time.perf_counter() >= start + time_limit:
+        return 0.0
+    relax = _Relaxation(p, start + time_limit, cap)
+    margins = Margins(p, zero=p.n > MARGIN_TASKS)
+    best = 0.0
+    while relax.run():
+        best = max(best, relax.value())
+        if time.perf_counter() > separate_until:
+            break
+        cuts = _broken_cuts(p, relax, margins, cuts_per_round, separate_until)
+        if not cuts:
+            break
+        for cut in cuts:
+            relax.add_cut(cut)
+        relax.flush()
+    if integral and time.perf_counter() < relax.deadline:
+        best = max(best, relax.integral_bound())
+    return max(0.0, floating_bound(best))

@@ -1,0 +1,181 @@
+"""The method registry: every method registers under a short name with its options.
+
+A method is a function ``fn(problem, ctx, **options) -> Schedule`` where ``ctx``
+is a :class:`~mapsched.solve.SolveContext`. It returns the best schedule it
+found; :func:`mapsched.solve` then fills in the bound, gap, timing and name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import import_module
+from typing import Any
+
+from mapsched.errors import OptionError, shown
+
+__all__ = ["Method", "Option", "get", "methods", "register"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """A method option: settable as ``solve(..., name=value)`` or ``--name value``."""
+
+    name: str
+    type: type
+    default: Any
+    help: str
+    choices: tuple[Any, ...] | None = None
+    cli: bool = True  # False: Python objects (plugins, executors) that a command line cannot give
+    positive: bool = False  # numbers are never negative; True: never zero either
+    most: float | None = None  # the largest number accepted; a float must be finite either way
+    reads: bool = False  # a file the method reads, which no command may write its output to
+
+    def parse(self, value: Any, method: str) -> Any:
+        """Convert a value (a string from the command line, or a Python value) to the option's type."""
+        if not self.cli and isinstance(value, str):  # a command line gives only strings
+            raise OptionError(f"{self.name}: method {method!r} takes a Python object there, from "
+                              f"solve(..., {self.name}=...), not the string {shown(value)}")
+        try:
+            if self.type is object:  # any Python object, passed through as given
+                v = value
+            elif self.type is bool and isinstance(value, str):
+                if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                    raise ValueError
+                v = value.lower() in ("1", "true", "yes", "on")
+            else:
+                if self.type is int and isinstance(value, float) and not value.is_integer():
+                    raise ValueError  # int() would drop the fraction
+                if self.type in (int, float) and isinstance(value, bool):
+                    raise ValueError  # True ran as 1
+                v = self.type(value)
+        except (TypeError, ValueError, OverflowError):  # OverflowError: float(10**400)
+            raise OptionError(
+                f"--{self.name.replace('_', '-')}: method {method!r} expects {self.type.__name__}, got {shown(value)}"
+            ) from None
+        if self.type in (int, float):
+            low_ok = v > 0 if self.positive else v >= 0
+            finite = self.type is int or math.isfinite(v)  # nan and infinities are no setting
+            if not (low_ok and finite and (self.most is None or v <= self.most)):
+                kind = "positive" if self.positive else "non-negative"
+                most = "" if self.most is None else f", at most {self.most:g}"
+                raise OptionError(f"--{self.name.replace('_', '-')}: method {method!r} expects a finite {kind} "
+                                  f"number{most}, got {shown(value)}")
+        if self.choices is not None and v not in self.choices:
+            raise OptionError(
+                f"--{self.name.replace('_', '-')}: expected one of {list(self.choices)}, got {shown(value)}"
+            )
+        return v
+
+
+@dataclass(frozen=True)
+class Method:
+    """A registered method."""
+
+    name: str
+    fn: Callable[..., Any]
+    description: str
+    objectives: tuple[str, ...]
+    options: tuple[Option, ...] = field(default_factory=tuple)
+    exact: bool = False
+    initial: bool = False  # starts from ``solve(..., initial=...)`` when given
+    requires: tuple[str, ...] = ()  # optional packages it imports when it runs (e.g. "torch")
+    relocation: bool = False  # minimises the makespan plus ``SolveContext.relocation``
+
+    def available(self) -> bool:
+        """Whether the optional packages it needs are installed (without importing them)."""
+        from importlib.util import find_spec
+
+        return all(find_spec(name) is not None for name in self.requires)
+
+    def parse_options(self, given: dict[str, Any]) -> dict[str, Any]:
+        """Defaults overridden by ``given``; unknown names are an :class:`OptionError`."""
+        known = {o.name: o for o in self.options}
+        out = {o.name: o.default for o in self.options}
+        for key, value in given.items():
+            key = key.replace("-", "_")
+            if key not in known:
+                valid = ", ".join(f"--{o.name.replace('_', '-')}" for o in self.options if o.cli) or "none"
+                python = [o.name for o in self.options if not o.cli]
+                valid += f"; from Python only: {', '.join(python)}" if python else ""
+                raise OptionError(
+                    f"--{key.replace('_', '-')}: method {self.name!r} has no such option (options: {valid})"
+                )
+            out[key] = known[key].parse(value, self.name)
+        return out
+
+
+def read_files(method: str, given: dict[str, Any]) -> list[str]:
+    """The files among ``given`` options of ``method`` that it reads (``Option.reads``): inputs
+    of the command, which its output must not overwrite. Unknown methods read none here."""
+    _load(method)  # that method's package only
+    if method not in _REGISTRY:
+        return []
+    reads = {o.name for o in _REGISTRY[method].options if o.reads}
+    return [v for k, v in given.items() if k.replace("-", "_") in reads and isinstance(v, str) and v]
+
+
+_REGISTRY: dict[str, Method] = {}
+
+
+def register(
+    name: str,
+    description: str,
+    *,
+    objectives: tuple[str, ...] = ("latency", "throughput"),
+    options: tuple[Option, ...] = (),
+    exact: bool = False,
+    initial: bool = False,
+    requires: tuple[str, ...] = (),
+    relocation: bool = False,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator that registers a method under ``name``; ``initial``: it starts from
+    ``SolveContext.initial`` when a solve gives one; ``requires`` names the optional
+    packages it imports when it runs (it stays listed without them); ``relocation``: it
+    minimises the makespan plus ``SolveContext.relocation`` when a solve gives one."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if name in _REGISTRY:
+            raise ValueError(f"method {name!r} is registered twice")
+        _REGISTRY[name] = Method(name, fn, description, objectives, tuple(options), exact, initial,
+                                 tuple(requires), relocation)
+        return fn
+
+    return wrap
+
+
+def _load(name: str | None = None) -> None:
+    """Import the method modules, which register their methods, on first use rather than at
+    start-up; the heuristics first, so that ``heft`` loads no MILP or CP-SAT solver (nor
+    ``learned`` PyTorch: its methods import it when they run)."""
+    for package in ("heuristics", "split", "formulations", "learned"):
+        if name in _REGISTRY:
+            return
+        import_module(f"mapsched.{package}")
+
+
+def get(name: str) -> Method:
+    """The method registered under ``name``; an :class:`OptionError` names the known ones."""
+    _load(name)
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise OptionError(f"--method: unknown method {name!r}; expected one of {sorted(_REGISTRY)}") from None
+
+
+def methods() -> dict[str, str]:
+    """Registered method names with a one-line description each."""
+    _load()
+    return {name: m.description for name, m in sorted(_REGISTRY.items())}
+
+
+def all_methods() -> list[Method]:
+    _load()
+    return [m for _, m in sorted(_REGISTRY.items())]
+
+
+def taking(flag: str) -> str:
+    """The names of the methods whose ``flag`` (``initial``, ``relocation``) is set, for a
+    refusal's message."""
+    return ", ".join(m.name for m in all_methods() if getattr(m, flag))

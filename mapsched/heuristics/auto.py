@@ -1,0 +1,82 @@
+"""``auto``: the default method, a pipeline chosen by the problem's size and the time limit.
+
+- With a time limit, a problem of at most :data:`EXACT_JOBS` jobs (tasks times inputs)
+  goes to ``exact``, which starts from the best list schedule and proves what it can.
+- Otherwise the best of the fast list schedulers (``heft``, ``peft``, ``cpop``, ``m-etf``;
+  ``bheft`` for throughput) is taken, and for latency improved by the critical-path
+  search of ``cp-search`` on the full graph until the time limit, or for ``moves``
+  moves without one; it stops early where the schedule meets the proved bound, or where
+  no move of a task on the critical path shortens it (the traced ResNet-50 step of
+  BENCHMARKS.md, 892 tasks: after 0.4-0.8 s).
+- With a relocation cost (:mod:`mapsched.engine.relocation`), ``sa``, which weighs it, within
+  the time limit or its iterations.
+
+Every stage starts from the best schedule so far, so the result is never worse than
+``heft``'s (``bheft``'s). Its ``method`` names the stages that ran, as
+``"auto: heft, cp-search"``, and its log says what each found. When the time limit
+leaves no room past the first list scheduler, that schedule is returned with status
+``feasible``.
+
+Coarsening is not a stage: on the traced training graphs and random DAGs of
+BENCHMARKS.md ("Large graphs"), ``heft`` on the co-placement quotient, expanded, ended
+1-28% above ``heft`` on the full graph, and ``exact`` or ``split`` on a quotient of
+thousands of groups finds nothing in the time. :mod:`mapsched.scheduling.coarsen` stays for
+methods and users that want it.
+
+Examples
+--------
+>>> import mapsched
+>>> p = mapsched.generators.random_dag(400, 3, seed=1)
+>>> s = mapsched.solve(p)  # method=None is auto
+>>> s.method, s.makespan <= mapsched.solve(p, "heft").makespan
+('auto: heft, cp-search', True)
+"""
+
+from __future__ import annotations
+
+from mapsched.engine.context import SolveContext
+from mapsched.engine.registry import Option, get, register
+from mapsched.heuristics.critical_path_search import improve
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Schedule
+from mapsched.scheduling.best_list import best_start
+
+__all__ = ["EXACT_JOBS"]
+
+EXACT_JOBS = 300
+"""Problems of at most this many jobs (tasks times inputs) go to ``exact`` when there is a
+time limit: CP-SAT improves on the list schedulers there within seconds."""
+
+
+@register(
+    "auto",
+    "the default: exact on small problems with a time limit, else the best list schedule "
+    "improved by critical-path search",
+    options=(Option("moves", int, 200, "critical-path moves without a time limit"),),
+    initial=True,
+    relocation=True,
+)
+def auto(problem: Problem, ctx: SolveContext, moves: int) -> Schedule:
+    """O(the list schedulers) + O(moves (n + E)), or ``exact`` within the time limit."""
+    p = problem
+    if ctx.relocation is not None:  # of the stages, only the mapping searches weigh moves
+        m = get("sa")
+        s = m.fn(p, ctx, **m.parse_options({}))
+        s.method = "auto: sa"
+        return s
+    if ctx.time_limit is not None and p.n * p.L <= EXACT_JOBS:
+        m = get("exact")
+        s = m.fn(p, ctx, **m.parse_options({}))
+        s.method = "auto: exact"
+        return s
+    s = best_start(p, ctx.initial, ctx)
+    ctx.improved(s.makespan)
+    ran = [s.method]
+    if p.L == 1:
+        if ctx.expired():
+            s.log += "time limit reached after the list schedulers: no critical-path search\n"
+        else:
+            s = improve(p, s, ctx, moves if ctx.time_limit is None else 2**62)
+            ran.append("cp-search")
+    s.method = "auto: " + ", ".join(ran)
+    return s

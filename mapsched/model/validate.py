@@ -1,0 +1,170 @@
+"""The schedule validator: every rule of ``docs/format.md``, every violation reported.
+
+Examples
+--------
+>>> from mapsched import instances, validate
+>>> from mapsched.scheduling.decoder import decode
+>>> p = instances.load("topcuoglu2002")
+>>> validate(p, decode(p, [0] * p.n))
+[]
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from mapsched import checks
+from mapsched.model.owners import memory_use
+from mapsched.model.problem import Problem
+from mapsched.model.schedule import Job, Schedule
+
+__all__ = ["Violation", "floating_bound", "meets", "validate", "tolerance"]
+
+
+def tolerance(value: float) -> float:
+    """How far two times may differ and still compare equal (FORMAT.md)."""
+    return 1e-6 * max(1.0, abs(value))
+
+
+def floating_bound(value: float | None) -> float | None:
+    """A lower bound that HiGHS proved in floating point (an LP or MILP optimum), less a
+    relative 1e-7: the solver's tolerances can put it a hair above the real optimum (seen
+    at 1e-9), and 1e-7 keeps it below while staying well inside :func:`tolerance`, so a
+    schedule that meets it is still recognised as optimal."""
+    return value * (1.0 - 1e-7) if value is not None and value > 0 else value
+
+
+def meets(makespan: float, bound: float) -> bool:
+    """Whether a makespan equals a proved lower bound, within :func:`tolerance`: proved optimal."""
+    return makespan <= bound + tolerance(bound)
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A broken rule (1 to 7, numbered as in FORMAT.md) and what broke it."""
+
+    rule: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"rule {self.rule}: {self.message}"
+
+
+def validate(problem: Problem, schedule: Schedule) -> list[Violation]:
+    """Check a schedule against the seven rules of FORMAT.md.
+
+    Returns every violation found, in rule order; an empty list means valid.
+
+    Notes
+    -----
+    O(J log J + E L) for J jobs, E edges and L inputs.
+    """
+    p = checks.problem(problem)
+    checks.schedule(schedule)
+    out: list[Violation] = []
+    L = p.L
+    jobs: list[tuple[int, int, Job]] = []  # (task, device, job) of jobs with known names
+
+    # Rule 1: known names, runnable at this batch size, supported size.
+    for k, j in enumerate(schedule.jobs):
+        i, u = p.task_index.get(j.task), p.device_index.get(j.device)
+        if i is None or u is None:
+            what = f"task {j.task!r}" if i is None else f"device {j.device!r}"
+            out.append(Violation(1, f"jobs[{k}]: unknown {what}"))
+            continue
+        b = len(j.inputs)
+        dev = p.system.devices[u]
+        if b not in dev.batch_sizes:
+            out.append(Violation(
+                1, f"jobs[{k}]: batch size {b} is not among {j.device!r}'s batch_sizes {list(dev.batch_sizes)}"))
+        elif not np.isfinite(p.lat[i, u, p.batch_pos[b]]):
+            out.append(Violation(1, f"jobs[{k}]: {j.device!r} cannot run task {j.task!r} at batch size {b}"))
+        jobs.append((i, u, j))
+
+    # Rule 2: durations and non-negative starts.
+    for i, u, j in jobs:
+        if j.start < -tolerance(j.start):
+            out.append(Violation(2, f"job of {j.task!r} on {j.device!r} starts at {j.start} < 0"))
+        b = len(j.inputs)
+        if 0 < b < len(p.batch_pos) and p.batch_pos[b] >= 0:
+            want = p.lat[i, u, p.batch_pos[b]]
+            # plus the rounding of the times: at 1e12 ms a double steps by 1e-4 ms, more than a
+            # short job's own tolerance
+            if np.isfinite(want) and abs((j.end - j.start) - want) > tolerance(want) + 4 * math.ulp(j.end):
+                out.append(Violation(
+                    2, f"job of {j.task!r} on {j.device!r} lasts {j.end - j.start:g} ms, "
+                    f"its latency at batch size {b} is {want:g} ms"))
+
+    # Rule 3: the inputs of each task's jobs partition 0..L-1.
+    holder: dict[tuple[int, int], tuple[int, Job]] = {}
+    per_task: dict[int, list[int]] = defaultdict(list)
+    for i, u, j in jobs:
+        for lo in j.inputs:
+            per_task[i].append(lo)
+            holder.setdefault((i, lo), (u, j))
+    for i, name in enumerate(p.task_names):
+        got = per_task.get(i, [])
+        counts = np.bincount([lo for lo in got if 0 <= lo < L], minlength=L)
+        outside = sorted({lo for lo in got if not 0 <= lo < L})
+        missing = np.flatnonzero(counts == 0).tolist()
+        twice = np.flatnonzero(counts > 1).tolist()
+        for what, items in (("not in 0..L-1", outside), ("run by no job", missing), ("run more than once", twice)):
+            if items:
+                out.append(Violation(3, f"task {name!r}: inputs {items} are {what}"))
+
+    # Rule 4: precedence and communication, per edge and input.
+    for e in range(p.E):
+        a, b = int(p.src[e]), int(p.dst[e])
+        for lo in range(L):
+            if (a, lo) not in holder or (b, lo) not in holder:
+                continue
+            (ua, ja), (ub, jb) = holder[(a, lo)], holder[(b, lo)]
+            c = p.comm[e, ua, ub]
+            if not np.isfinite(c):
+                out.append(Violation(4, f"edge {ja.task!r} -> {jb.task!r}, input {lo}: "
+                                        f"no link from {ja.device!r} to {jb.device!r}"))
+            elif jb.start < ja.end + c - tolerance(ja.end + c):
+                out.append(Violation(4, f"edge {ja.task!r} -> {jb.task!r}, input {lo}: "
+                                        f"starts at {jb.start:g}, before {ja.end:g} + comm {c:g}"))
+
+    # Rule 5: no overlap on a device.
+    by_dev: dict[int, list[Job]] = defaultdict(list)
+    for _, u, j in jobs:
+        by_dev[u].append(j)
+    for js in by_dev.values():
+        js.sort(key=lambda j: (j.start, j.end))
+        last = None
+        for j in js:
+            if last is not None and j.start < last.end - tolerance(last.end):
+                out.append(Violation(5, f"on {j.device!r}: {j.task!r} [{j.start:g}, {j.end:g}] overlaps "
+                                        f"{last.task!r} [{last.start:g}, {last.end:g}]"))
+            if last is None or j.end > last.end:
+                last = j
+
+    # Rule 6: memory.
+    counts = np.zeros((p.n, p.m))
+    for i, u, j in jobs:
+        counts[i, u] += len(j.inputs)
+    used = memory_use(p, counts)
+    for u in np.flatnonzero(used > p.room):
+        out.append(Violation(6, f"device {p.device_names[u]!r} holds {used[u]:.0f} bytes, "
+                                f"its memory is {p.mem[u]:.0f}"))
+
+    # Rule 7: makespan and throughput.
+    ms = max((j.end for j in schedule.jobs), default=0.0)
+    if abs(schedule.makespan - ms) > tolerance(ms):
+        out.append(Violation(7, f"makespan is {schedule.makespan:g}, the largest job end is {ms:g}"))
+    if schedule.throughput is not None and schedule.makespan > 0:
+        thr = 1000.0 * L / schedule.makespan
+        if abs(schedule.throughput - thr) > tolerance(thr):
+            out.append(Violation(7, f"throughput is {schedule.throughput:g}, 1000 * L / makespan is {thr:g}"))
+    # A lower bound above a valid schedule's own objective is false (mapsched addition).
+    reached = schedule.makespan + (schedule.relocation_cost or 0.0)
+    if not out and schedule.lower_bound is not None and schedule.lower_bound > reached + tolerance(reached):
+        out.append(Violation(7, f"lower_bound {schedule.lower_bound:g} is above what this valid schedule reaches, "
+                                f"{reached:g}: it bounds nothing"))
+    return out

@@ -1,0 +1,3 @@
+"""The list-scheduling core: the decoder that turns a mapping and an order into a schedule,
+task ranks, list construction and repair, the work-conserving simulator, initial
+placements, the best-of-list portfolio and coarsening for large graphs."""
