@@ -26,8 +26,8 @@ import time
 from ortools.sat.python import cp_model
 
 import mapsched
+from mapsched.bounds.cuts import LOAD_CUT_TERMS
 from mapsched.formulations import common
-from mapsched.formulations.common import LOAD_CUT_TERMS
 from mapsched.formulations.cpsat import CpSatModel, run_cpsat
 from mapsched.formulations.milp import build_model
 from mapsched.generators import random_wired

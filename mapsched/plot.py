@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from mapsched import checks
 from mapsched.errors import MapschedError, OptionError, ScheduleError, first_line
+from mapsched.model import arguments
 from mapsched.model.files import write_file
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
@@ -94,8 +94,8 @@ def gantt(problem: Problem, schedule: Schedule, path: str | None = None, title: 
     O(J log J) for J jobs, plus drawing: a second or two for :data:`MAX_JOBS` jobs.
     """
     plt = _pyplot()
-    checks.problem(problem)
-    checks.schedule(schedule)
+    arguments.problem(problem)
+    arguments.schedule(schedule)
     if path is not None and not isinstance(path, (str, os.PathLike)):
         raise OptionError(f"path: expected a file path or None, got {type(path).__name__}")
     fmt = check_format(os.fspath(path)) if path is not None else None

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from mapsched import checks
 from mapsched.engine import interrupt, registry
 from mapsched.engine.context import Progress, SolveContext
 from mapsched.errors import OptionError
+from mapsched.model import arguments
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
 from mapsched.model.validate import meets
@@ -92,7 +92,7 @@ def solve(
     started = time.perf_counter()  # loading the method's solvers (a second or more, once) counts too
     if method is None:
         method = DEFAULT_METHOD
-    checks.problem(problem)
+    arguments.problem(problem)
     m = registry.get(method)
     if problem.objective.kind not in m.objectives:
         raise OptionError(

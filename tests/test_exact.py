@@ -137,7 +137,7 @@ def test_resolution_default_is_a_power_of_ten():
 @given(problems(max_tasks=8), st.sampled_from(["heft", "met", "greedy", "cpop"]))
 def test_device_windows_hold_in_every_valid_schedule(p, method):
     # The models' redundant windows: where a task runs bounds its start and what follows it.
-    from mapsched.formulations.common import device_windows
+    from mapsched.bounds.cuts import device_windows
 
     head, tail = device_windows(p)
     for s in (mapsched.decode(p, p.planted), solve(p, method, seed=1, time_limit=2, threads=1)):
@@ -188,7 +188,7 @@ def test_two_threads_without_a_time_limit_reach_the_one_thread_optimum(p):
 def test_load_cuts_hold_in_every_valid_schedule(p, method):
     # s[k] >= e[i] + the work of the tasks between them on device v, plus the transfer
     # margins where i (k) runs off v (i = -1: time 0; k = -1: C).
-    from mapsched.formulations.common import device_load_cuts
+    from mapsched.bounds.cuts import device_load_cuts
 
     for s in (mapsched.decode(p, p.planted), solve(p, method, seed=1, time_limit=2, threads=1)):
         job = {p.task_index[j.task]: j for j in s.jobs}
@@ -204,7 +204,7 @@ def test_load_cuts_hold_in_every_valid_schedule(p, method):
 def test_transfer_margins_on_a_chain():
     # a -> b -> c on two devices joined by a link of 1 ms per transfer: with a on the
     # CPU, b reaches the GPU one transfer after a ends, and c is one transfer behind b.
-    from mapsched.formulations.common import Margins, device_load_cuts
+    from mapsched.bounds.cuts import Margins, device_load_cuts
 
     p = Problem.from_dict({
         "format": "mapsched.problem/1", "objective": {"kind": "latency"},
@@ -230,7 +230,7 @@ def test_transfer_margins_on_a_chain():
 def test_load_cuts_are_every_set_between_two_tasks_or_none_beyond_the_budget():
     import networkx as nx
 
-    from mapsched.formulations.common import load_cuts
+    from mapsched.bounds.cuts import load_cuts
     from mapsched.generators import random_wired
 
     p = random_wired(12, "er", seed=3)
@@ -284,8 +284,8 @@ def test_load_cuts_keep_the_optimum_of_a_draw_hard_without_them():
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_exact_hands_its_load_cut_budget_to_the_model(backend, monkeypatch):
+    from mapsched.bounds.cuts import LOAD_CUT_TERMS, device_load_cuts
     from mapsched.formulations import cpsat, milp
-    from mapsched.formulations.common import LOAD_CUT_TERMS, device_load_cuts
 
     asked = []
 

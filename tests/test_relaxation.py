@@ -10,8 +10,8 @@ from strategies import problems
 
 from mapsched import Objective, solve
 from mapsched.bounds import critical_path_bound, load_bound, lower_bound, relaxation, work_bound
+from mapsched.bounds.cuts import LoadCut, load_cuts
 from mapsched.bounds.relaxation import _Relaxation, relaxation_bound
-from mapsched.formulations.common import LoadCut, load_cuts
 from mapsched.generators import stack
 from mapsched.split import full_bound
 

@@ -17,8 +17,8 @@ from strategies import problems
 from mapsched import Objective, OptionError, solve, validate
 from mapsched import bounds as quick_bounds
 from mapsched.bounds import critical_path_bound, work_bound
+from mapsched.bounds.cuts import _least_terms, load_cuts
 from mapsched.engine import registry
-from mapsched.formulations.common import _least_terms, load_cuts
 from mapsched.generators import random_dag, stack
 from mapsched.model.closure import Closure
 from mapsched.split import chain_bounds, full_bound, windows

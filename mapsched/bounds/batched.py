@@ -83,6 +83,7 @@ from mapsched.bounds.load import load_bound
 from mapsched.bounds.simple import critical_path_bound, work_bound
 from mapsched.engine.highs import SETUP, RowProgramme
 from mapsched.errors import OptionError
+from mapsched.model import arguments
 from mapsched.model.closure import Closure
 from mapsched.model.problem import Objective, Problem, System, Task
 from mapsched.model.scales import highs_time_scale
@@ -379,7 +380,7 @@ def batched_relaxation_bound(problem: Problem, time_limit: float = 10.0, integra
     >>> batched_relaxation_bound(p, time_limit=10) >= load_bound(p)
     True
     """
-    p = checks.problem(problem)
+    p = arguments.problem(problem)
     if p.n > BATCHED_TASKS:
         raise OptionError(f"batched_relaxation_bound: {p.n} tasks, more than the {BATCHED_TASKS} it takes on")
     time_limit = checks.seconds(time_limit, "time_limit", none=False)
@@ -477,8 +478,8 @@ def two_part_bound(problem: Problem, blocks: Sequence[Sequence[int]], deadline: 
     Two shrunk-batch load bounds (each one LP) per split point and k:
     O(len(blocks) nb) LPs.
     """
-    p = checks.problem(problem)
-    blocks = checks.blocks(p, blocks, "blocks")
+    p = arguments.problem(problem)
+    blocks = arguments.blocks(p, blocks, "blocks")
     deadline = checks.seconds(deadline, "deadline", none=False)
     reach = Closure(p).matrix()
     best = 0.0
@@ -511,8 +512,8 @@ def stage_bound(problem: Problem, blocks: Sequence[Sequence[int]], deadline: flo
     -----
     One load LP per run of blocks: O(len(blocks)^2) LPs, stopped at ``deadline``.
     """
-    p = checks.problem(problem)
-    blocks = [sorted(b) for b in checks.blocks(p, blocks, "blocks")]
+    p = arguments.problem(problem)
+    blocks = [sorted(b) for b in arguments.blocks(p, blocks, "blocks")]
     deadline = checks.seconds(deadline, "deadline", none=False)
     head, tail = heads_tails(p)
     best = 0.0

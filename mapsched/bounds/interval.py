@@ -43,6 +43,7 @@ from scipy.optimize import linprog
 from scipy.sparse import coo_matrix, vstack
 
 from mapsched import checks
+from mapsched.model import arguments
 from mapsched.model.problem import Problem
 from mapsched.model.validate import floating_bound
 
@@ -163,7 +164,7 @@ def interval_load_bound(problem: Problem, time_limit: float | None = None, colum
     11.0
     """
     started = time.perf_counter()
-    p = checks.problem(problem)
+    p = arguments.problem(problem)
     time_limit = checks.seconds(time_limit, "time_limit")
     columns = checks.count(columns, "columns", least=0, none=True)
     cuts = checks.count(cuts, "cuts")

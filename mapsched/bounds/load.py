@@ -23,6 +23,7 @@ from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
 from mapsched import checks
+from mapsched.model import arguments
 from mapsched.model.problem import Problem
 from mapsched.model.validate import floating_bound
 
@@ -62,7 +63,7 @@ def load_bound(problem: Problem, time_limit: float | None = None) -> float:
     >>> round(load_bound(instances.load("topcuoglu2002")), 3)
     30.785
     """
-    value, _ = _load_lp(checks.problem(problem), checks.seconds(time_limit, "time_limit"))
+    value, _ = _load_lp(arguments.problem(problem), checks.seconds(time_limit, "time_limit"))
     return max(0.0, floating_bound(value))
 
 

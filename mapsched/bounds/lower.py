@@ -10,6 +10,7 @@ from mapsched.bounds.batched import BATCHED_TASKS, batched_relaxation_bound
 from mapsched.bounds.interval import interval_load_bound
 from mapsched.bounds.load import load_bound
 from mapsched.bounds.simple import critical_path_bound, work_bound
+from mapsched.model import arguments
 from mapsched.model.problem import Problem
 
 __all__ = ["BATCHED_SECONDS", "Bound", "INTERVAL_SECONDS", "INTERVAL_SETUP", "lower_bound"]
@@ -62,7 +63,7 @@ def lower_bound(problem: Problem, time_limit: float | None = None, *, batched: b
     (42.049, 'interval-load')
     """
     started = time.perf_counter()
-    checks.problem(problem)
+    arguments.problem(problem)
     time_limit = checks.seconds(time_limit, "time_limit")
     checks.flag(batched, "batched")
     rules = [

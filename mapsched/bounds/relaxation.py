@@ -41,6 +41,7 @@ from mapsched import checks
 from mapsched.bounds.cuts import LoadCut, Margins
 from mapsched.engine.highs import SETUP, RowProgramme
 from mapsched.errors import OptionError
+from mapsched.model import arguments
 from mapsched.model.problem import Problem
 from mapsched.model.scales import highs_time_scale
 from mapsched.model.validate import floating_bound
@@ -244,7 +245,7 @@ def relaxation_bound(problem: Problem, time_limit: float = 10.0, integral: bool 
     >>> relaxation_bound(p, time_limit=10) > lower_bound(p).value
     True
     """
-    p = checks.problem(problem)
+    p = arguments.problem(problem)
     if p.L > 1:
         raise OptionError("relaxation_bound: latency problems only (objective.batch 1)")
     if p.n > RELAXATION_TASKS:

@@ -14,6 +14,7 @@ import numpy as np
 
 from mapsched import checks
 from mapsched.errors import OptionError, shown
+from mapsched.model import arguments
 from mapsched.model.problem import Problem
 
 __all__ = ["SubsetBound", "critical_path_bound", "min_work", "slr", "work_bound"]
@@ -45,7 +46,7 @@ def critical_path_bound(problem: Problem) -> float:
     Every input crosses every path, and each job on it lasts at least that long.
     O(n m nb + E).
     """
-    p = checks.problem(problem)
+    p = arguments.problem(problem)
     shortest = p.lat.min(axis=(1, 2)).tolist()
     finish = [0.0] * p.n
     for i in p.topo.tolist():
@@ -79,7 +80,7 @@ def slr(problem: Problem, result: Any) -> float:
 
 def work_bound(problem: Problem) -> float:
     """Least total work spread perfectly over all devices: sum of :func:`min_work` / m."""
-    return float(min_work(checks.problem(problem)).sum() / problem.m)
+    return float(min_work(arguments.problem(problem)).sum() / problem.m)
 
 
 class SubsetBound:
@@ -98,12 +99,12 @@ class SubsetBound:
     """
 
     def __init__(self, problem: Problem) -> None:
-        self.p = checks.problem(problem)
+        self.p = arguments.problem(problem)
         self.shortest = problem.lat.min(axis=(1, 2)).tolist()
         self.work = min_work(problem) / problem.m
 
     def __call__(self, tasks: Collection[int]) -> float:
-        finish = dict.fromkeys(checks.tasks(self.p, tasks, "tasks"), 0.0)
+        finish = dict.fromkeys(arguments.tasks(self.p, tasks, "tasks"), 0.0)
         for i in self.p.topo.tolist():
             if i in finish:
                 finish[i] = self.shortest[i] + max((finish[q] for q in self.p.pred[i] if q in finish), default=0.0)

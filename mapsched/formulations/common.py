@@ -1,5 +1,6 @@
-"""What the exact backends share: time windows, the warm start, the constraint
-hook, and turning a solver's answer back into a valid schedule.
+"""What the exact backends share: capped and scaled problems, the constraint hook, edge
+crossing times, and turning a solver's answer back into a valid schedule. The valid
+inequalities they share (time windows, load cuts) are :mod:`mapsched.bounds.cuts`.
 """
 
 from __future__ import annotations
@@ -10,24 +11,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from mapsched.bounds.cuts import (
-    LOAD_CUT_TERMS,
-    LoadCut,
-    Margins,
-    device_load_cuts,
-    device_windows,
-    load_cuts,
-    time_windows,
-)
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
 from mapsched.scheduling.decoder import Builder, Decoder, ready_order
 
-__all__ = [
-    "HIGHS_BYTES", "LOAD_CUT_TERMS", "LoadCut", "Margins", "ModelView", "Plugin", "apply_plugins",
-    "capped", "clamp_times", "device_load_cuts", "device_windows", "edge_comm", "load_cuts", "retime",
-    "retime_jobs", "time_windows",
-]
+__all__ = ["HIGHS_BYTES", "ModelView", "Plugin", "apply_plugins", "capped", "clamp_times", "edge_comm", "retime",
+           "retime_jobs"]
 
 
 class ModelView(Protocol):

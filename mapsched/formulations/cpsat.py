@@ -6,7 +6,7 @@ replaces the MILP's disjunctions. Communication is a precedence enforced only wh
 both end devices are chosen; a missing link forbids the pair; memory is a linear
 constraint per device. Redundant constraints speed up the proofs: device loads, a
 cumulative of shortest jobs, device-aware time windows and, on request, the work each
-device does between two tasks with the transfers around it (:func:`~.common.load_cuts`).
+device does between two tasks with the transfers around it (:func:`~mapsched.bounds.cuts.load_cuts`).
 
 Time resolution
     CP-SAT needs integers. Times are counted in ticks of ``1 / resolution`` ms, by
@@ -37,17 +37,10 @@ from typing import Any
 import numpy as np
 from ortools.sat.python import cp_model
 
+from mapsched.bounds.cuts import device_load_cuts, device_windows, time_windows
 from mapsched.engine import interrupt
 from mapsched.errors import OptionError
-from mapsched.formulations.common import (
-    Plugin,
-    apply_plugins,
-    capped,
-    device_load_cuts,
-    device_windows,
-    edge_comm,
-    time_windows,
-)
+from mapsched.formulations.common import Plugin, apply_plugins, capped, edge_comm
 from mapsched.model.problem import Problem
 from mapsched.model.scales import memory_row
 from mapsched.model.schedule import Schedule
@@ -110,7 +103,7 @@ class CpSatModel:
     plugins : tuple of callables
         Constraint plugins (see :class:`~.common.ModelView`).
     load_cut_terms : int
-        Budget of the redundant load cuts (:func:`~.common.load_cuts`); 0, the default,
+        Budget of the redundant load cuts (:func:`~mapsched.bounds.cuts.load_cuts`); 0, the default,
         leaves them out. ``exact`` states them (:data:`~.common.LOAD_CUT_TERMS`).
     deadline : float
         A ``time.perf_counter()`` time: building raises ``TimeoutError`` past it. Building

@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mapsched.bounds.cuts import LOAD_CUT_TERMS
 from mapsched.engine.context import SolveContext
 from mapsched.engine.registry import Option, register
 from mapsched.errors import InfeasibleError
 from mapsched.formulations.batched_cpsat import CpSatBatched, search_form
-from mapsched.formulations.common import LOAD_CUT_TERMS, retime, retime_jobs
+from mapsched.formulations.common import retime, retime_jobs
 from mapsched.formulations.cpsat import CpSatModel
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
@@ -73,7 +74,7 @@ def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, 
     (``solver_symmetry``); the ``symmetry`` constraints do it in the model instead, and
     so in any solver the Pyomo model is handed to (BENCHMARKS.md compares them).
 
-    Latency models state the redundant load cuts (:func:`~.common.load_cuts`) where all of
+    Latency models state the redundant load cuts (:func:`~mapsched.bounds.cuts.load_cuts`) where all of
     a graph's fit in ``load_cuts`` terms: they speed up proofs on small graphs and slow
     down short searches on large ones.
 

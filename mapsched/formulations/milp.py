@@ -20,10 +20,10 @@ Constraints
         s[i] >= s[j] + t[j, u] - M2 y[i, j]       - M2 (2 - x[i, u] - x[j, u])
 
     redundant: each device's load ``sum_i t[i, u] x[i, u] <= C``; where a task runs
-    bounds its start and what follows it (:func:`~.common.device_windows`):
+    bounds its start and what follows it (:func:`~mapsched.bounds.cuts.device_windows`):
     ``s[i] >= sum_u head[i, u] x[i, u]`` and ``C >= s[i] + sum_u (t[i, u] + tail[i, u]) x[i, u]``;
     on request, the work between two tasks on each device and the transfers around it
-    (:func:`~.common.load_cuts`, :class:`~.common.Margins`):
+    (:func:`~mapsched.bounds.cuts.load_cuts`, :class:`~mapsched.bounds.cuts.Margins`):
     ``s[k] >= s[i] + D[i] + sum_{j in B} t[j, v] x[j, v] + a (1 - x[i, v]) + b (1 - x[k, v])``.
 
 Big-M values
@@ -31,7 +31,7 @@ Big-M values
     cut off), so jobs, transfers and windows longer than ``2 UB`` are stated as ``2 UB``
     (:func:`~.common.capped`): the optimum stays, and no coefficient dwarfs the rest.
     Then every start lies in ``[head[i], UB - tail[i] - dmin[i]]`` (see
-    :func:`~.common.time_windows`), so ``s[i] + t[i, u] - s[j]`` never exceeds
+    :func:`~mapsched.bounds.cuts.time_windows`), so ``s[i] + t[i, u] - s[j]`` never exceeds
     ``M1 = UB - tail[i] - dmin[i] + t[i, u] - head[j]``: with ``M1`` (and ``M2``
     symmetrically) a relaxed disjunct is always satisfiable, and an active one is exact.
 """
@@ -48,19 +48,9 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
+from mapsched.bounds.cuts import device_load_cuts, device_windows, time_windows
 from mapsched.engine import interrupt
-from mapsched.formulations.common import (
-    HIGHS_BYTES,
-    Plugin,
-    apply_plugins,
-    capped,
-    clamp_times,
-    device_load_cuts,
-    device_windows,
-    edge_comm,
-    scaled,
-    time_windows,
-)
+from mapsched.formulations.common import HIGHS_BYTES, Plugin, apply_plugins, capped, clamp_times, edge_comm, scaled
 from mapsched.model.closure import Closure
 from mapsched.model.problem import Problem
 from mapsched.model.scales import byte_unit, highs_time_scale
@@ -104,7 +94,7 @@ def build_model(
     plugins : tuple of callables
         Constraint plugins (see :class:`~.common.ModelView`).
     load_cut_terms : int
-        Budget of the redundant load cuts (:func:`~.common.load_cuts`); 0, the default,
+        Budget of the redundant load cuts (:func:`~mapsched.bounds.cuts.load_cuts`); 0, the default,
         leaves them out. ``exact`` states them (:data:`~.common.LOAD_CUT_TERMS`).
 
     Returns

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mapsched import checks
+from mapsched.model import arguments
 from mapsched.model.owners import memory_use
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Job, Schedule
@@ -63,8 +63,8 @@ def validate(problem: Problem, schedule: Schedule) -> list[Violation]:
     -----
     O(J log J + E L) for J jobs, E edges and L inputs.
     """
-    p = checks.problem(problem)
-    checks.schedule(schedule)
+    p = arguments.problem(problem)
+    arguments.schedule(schedule)
     out: list[Violation] = []
     L = p.L
     jobs: list[tuple[int, int, Job]] = []  # (task, device, job) of jobs with known names

@@ -60,7 +60,7 @@ def optimistic_cost(problem: Problem) -> np.ndarray:
     the longest path after task i ends on device u, each later task on its best device for
     that path and each transfer at its link's cost (none on the same device); ``inf`` where
     i's children cannot be reached from u at all. It is also the least time the rest of
-    the graph needs after i ends on u (:func:`mapsched.formulations.common.device_windows`).
+    the graph needs after i ends on u (:func:`mapsched.bounds.cuts.device_windows`).
 
     Notes
     -----

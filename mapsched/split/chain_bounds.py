@@ -64,6 +64,7 @@ from mapsched.bounds.batched import BATCHED_TASKS, batched_relaxation_bound, sta
 from mapsched.bounds.relaxation import RELAXATION_TASKS, relaxation_bound
 from mapsched.engine import interrupt
 from mapsched.engine.dask import as_executor, bound_result
+from mapsched.model import arguments
 from mapsched.model.problem import Objective, Problem, System, Task
 from mapsched.scheduling.feasibility import NotFound
 from mapsched.solve import solve
@@ -248,7 +249,7 @@ def chain_bound(problem: Problem, chain=None, time_limit: float = 60.0, module_t
     inputs, and with one); each wider span adds solves of task sets over that many
     modules. Throughput solves are costlier, so the time limit matters more there.
     """
-    p = checks.problem(problem)
+    p = arguments.problem(problem)
     time_limit = checks.seconds(time_limit, "time_limit", none=False)
     checks.seconds(module_time_limit, "module_time_limit", none=False)
     span = checks.count(span, "span")
@@ -316,7 +317,7 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
     >>> b.rule in ("module-chain", "module-windows")  # within 1e-7 of each other here: the clock decides
     True
     """
-    checks.problem(problem)
+    arguments.problem(problem)
     time_limit = checks.seconds(time_limit, "time_limit", none=False)
     checks.seconds(window_time_limit, "window_time_limit", none=False)
     deadline = time.perf_counter() + time_limit

@@ -37,6 +37,7 @@ from mapsched.engine.dask import as_executor, bound_result
 from mapsched.errors import OptionError
 from mapsched.formulations.cpsat import CpSatModel, run_cpsat
 from mapsched.formulations.exact import serial_bound
+from mapsched.model import arguments
 from mapsched.model.closure import Closure
 from mapsched.model.problem import Edge, Link, Problem, System
 from mapsched.split.milp_split import pick_chain
@@ -242,7 +243,7 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
     >>> window_bound(p, time_limit=10) >= lower_bound(p).value
     True
     """
-    p = checks.problem(problem)
+    p = arguments.problem(problem)
     if p.L > 1:
         raise OptionError("window_bound: latency problems only (objective.batch 1); "
                          "use chain_bound for throughput")
