@@ -13,7 +13,7 @@ Examples
 from importlib import import_module
 from typing import Any
 
-from mapsched import _compat, instances
+from mapsched import _imports, instances
 from mapsched.engine.registry import methods
 from mapsched.errors import HarnessError, InfeasibleError, MapschedError, OptionError, ProblemError, ScheduleError
 from mapsched.model.problem import Calibration, Device, Edge, Link, Objective, Problem, System, Task
@@ -22,7 +22,7 @@ from mapsched.model.validate import Violation, validate
 from mapsched.scheduling.decoder import decode
 from mapsched.solve import solve
 
-_compat.install()
+_imports.install()
 
 # The solvers (OR-Tools, Pyomo, HiGHS, SciPy) take over a second to import: they load on first
 # use, so that reading, validating and ``mapsched --help`` start at once.
@@ -35,7 +35,7 @@ _LAZY |= {name: name for name in ("bench", "engine", "harness", "learned", "mode
 
 def __getattr__(name: str) -> Any:
     old = f"{__name__}.{name}"
-    if old in _compat.MOVED:  # an old module path such as mapsched.coarsen: it warns
+    if old in _imports.MOVED:  # an old module path such as mapsched.coarsen: it warns
         value = import_module(old)
     elif name in _LAZY:
         module = import_module(f".{_LAZY[name]}", __name__)

@@ -7,3 +7,7 @@ devices, links, the objective) checks itself once, as it is built;
 checks one against the other. Everything above (the list-scheduling core, the methods, the
 bounds, the CLI) takes a checked problem.
 """
+
+from mapsched._imports import submodules_on_first_use
+
+__getattr__ = submodules_on_first_use(__name__)

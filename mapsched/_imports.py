@@ -1,5 +1,7 @@
-"""Old module paths, kept for one release: importing one gives the module at its new path,
-with a :class:`DeprecationWarning` that names it.
+"""How mapsched imports: submodules on first use, and old module paths kept for one release.
+
+Importing an old path gives the module at its new path, with a :class:`DeprecationWarning`
+that names it.
 
 mapsched 0.2 grouped its flat top level into layers (``model``, ``engine``, ``scheduling``,
 ...). Code that imports ``mapsched.decoder`` or ``from mapsched.problem import Problem`` keeps
@@ -13,9 +15,10 @@ import importlib.abc
 import importlib.machinery
 import sys
 import warnings
+from collections.abc import Callable
 from types import ModuleType
 
-__all__ = ["MOVED", "install"]
+__all__ = ["MOVED", "install", "submodules_on_first_use"]
 
 MOVED = {
     "mapsched.arguments": "mapsched.checks",
@@ -78,3 +81,19 @@ def install() -> None:
     """Put the finder of old paths on :data:`sys.meta_path`, once."""
     if not any(isinstance(f, _OldPaths) for f in sys.meta_path):
         sys.meta_path.append(_OldPaths())
+
+
+def submodules_on_first_use(package: str) -> Callable[[str], ModuleType]:
+    """A module ``__getattr__`` for ``package`` that imports ``package.name`` on first use, so
+    that ``import mapsched`` alone lets ``mapsched.model.symmetry.find_symmetry`` resolve
+    without importing every solver at start-up."""
+
+    def __getattr__(name: str) -> ModuleType:
+        try:
+            return importlib.import_module(f"{package}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{package}.{name}":
+                raise
+            raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+
+    return __getattr__
