@@ -104,7 +104,7 @@ class CpSatModel:
         Constraint plugins (see :class:`~.common.ModelView`).
     load_cut_terms : int
         Budget of the redundant load cuts (:func:`~mapsched.bounds.cuts.load_cuts`); 0, the default,
-        leaves them out. ``exact`` states them (:data:`~.common.LOAD_CUT_TERMS`).
+        leaves them out. ``exact`` states them (:data:`~mapsched.bounds.cuts.LOAD_CUT_TERMS`).
     deadline : float
         A ``time.perf_counter()`` time: building raises ``TimeoutError`` past it. Building
         takes a good part of a second per thousand tasks, so a solve whose time limit
@@ -323,7 +323,7 @@ def run_cpsat(model: Any, time_limit: float | None, threads: int, seed: int, log
     # 6.9255 ms optimal where the model admits 6.9120 (6 of 24 seeds with one worker, 5 of
     # 24 with three), and on a 26-task one 7.4150 for 7.4070 once presolve probing was off;
     # without presolve, 0 of 96 (google/or-tools#5293 is the same kind). A wrong proof is
-    # an unsound bound, so presolve stays off (tests/test_exact.py's regression); proofs
+    # an unsound bound, so presolve stays off (tests/formulations/test_exact.py's regression); proofs
     # took as long without it, and 20-second searches on 50-150 tasks ended 0.5-4.6% worse.
     prm.cp_model_presolve = False
     if not detect_symmetry:

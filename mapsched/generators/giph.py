@@ -7,7 +7,7 @@ Computing" (MLSys 2023) draw their instances with the public code
 ``generate_graph``, ``generate_network``; ``adaptivity.py``). The functions here
 redo those draws in the same order from ``np.random.RandomState(seed)`` and
 ``random.Random(seed)``, so a seed gives the public code's instance value for value
-(checked against it; ``tests/test_giph_workloads.py`` pins values).
+(checked against it; ``tests/generators/test_giph_workloads.py`` pins values).
 
 Task graph (``giph_graph``): ``h = ceil(U(0.8, 1.2) sqrt(v) / alpha)`` levels, level
 widths ``ceil(U(0, 2 alpha sqrt(v)))``; each new task gets an edge from every task of

@@ -98,7 +98,7 @@ def window_lower_bound(problem: Problem, tasks: frozenset, release: dict[int, fl
             model.add(model.end[k] + math.floor(q[k] * res) <= model.C)
     # One worker with CP-SAT's default, LP-guided search: its LP-free one (a one-thread solve's,
     # formulations.cpsat.portfolio) proved a wrong optimum of such a window, 6.96698 ms where
-    # the same model admits 6.95094 (stack(3, 4, 1, seed=64), tests/test_windows.py).
+    # the same model admits 6.95094 (stack(3, 4, 1, seed=64), tests/split/test_windows.py).
     solver, _, _ = run_cpsat(model, max(0.0, deadline - time.perf_counter()), 1, 0, False, workers=1)
     bound = solver.best_objective_bound / model.res
     return max(0.0, bound) if math.isfinite(bound) else 0.0

@@ -110,7 +110,7 @@ def test_a_start_that_is_a_float_sum_hints_feasibly():
 
     from ortools.sat.python import cp_model
 
-    p = Problem.read(str(Path(__file__).parent / "data" / "hint_start_a_float_sum.json"))
+    p = Problem.read(str(Path(__file__).parents[1] / "data" / "hint_start_a_float_sum.json"))
     start = solve(p, "bheft")
     assert any(j.start == 93 + 35.2 for j in start.jobs)
     model = CpSatBatched(p, start.makespan)

@@ -60,7 +60,7 @@ def test_backends_agree(p):
 def test_highs_proves_the_model_its_default_mip_tolerance_failed():
     # Found by test_backends_agree: at its default MIP feasibility tolerance HiGHS ended
     # this model with a solve error (solution 1e-6 infeasible) and mapsched kept the warm start.
-    p = Problem.read(str(Path(__file__).parent / "data" / "highs_tolerance.json"))
+    p = Problem.read(str(Path(__file__).parents[1] / "data" / "highs_tolerance.json"))
     a, b = exact(p, "cpsat"), exact(p, "highs")
     assert a.status == b.status == "optimal"
     assert a.makespan == pytest.approx(b.makespan, rel=1e-6, abs=1e-6)
@@ -273,12 +273,12 @@ def test_load_cuts_keep_the_optimum(p):
 
 
 def test_load_cuts_keep_the_optimum_of_a_draw_whose_tail_rounds_a_tick_up():
-    p = Problem.read(str(Path(__file__).parent / "data" / "tail_rounded_a_tick_up.json"))
+    p = Problem.read(str(Path(__file__).parents[1] / "data" / "tail_rounded_a_tick_up.json"))
     _cuts_keep_the_optimum(p, 20.0)  # both models prove 1282.67904; their schedules end 0.3 ticks before
 
 
 def test_load_cuts_keep_the_optimum_of_a_draw_hard_without_them():
-    p = Problem.read(str(Path(__file__).parent / "data" / "hard_without_load_cuts.json"))
+    p = Problem.read(str(Path(__file__).parents[1] / "data" / "hard_without_load_cuts.json"))
     _cuts_keep_the_optimum(p, 2.0)  # unproved without cuts in 30 s; 8 ms with them
 
 

@@ -146,7 +146,7 @@ def test_walk_hints_no_job_of_a_size_the_step_has_no_room_for():
 
     from mapsched import Problem
 
-    p = Problem.read(str(Path(__file__).parent / "data" / "walk_hint_of_a_size_without_room.json"))
+    p = Problem.read(str(Path(__file__).parents[1] / "data" / "walk_hint_of_a_size_without_room.json"))
     chain = pick_chain(p, 0)
     start = solve(p, "bheft")
     best = solve(p, "exact", threads=1).makespan

@@ -20,7 +20,7 @@ from mapsched.learned.reinforce import Cut, Diverged, one_thread, pick, save_che
 def test_a_rollout_stops_at_the_deadline(method):
     # Every Placeto step simulates the placement, and a DOPPLER step embeds its candidates: one
     # rollout of 400 (Placeto) or 2,000 (DOPPLER) tasks outlasted a 1 s time limit on a slow
-    # machine (tests/test_time_limits.py checks the limits on 400 tasks).
+    # machine (tests/engine/test_time_limits.py checks the limits on 400 tasks).
     learner = importlib.import_module(f"mapsched.learned.{method}")
     problem = random_dag(40, 3, seed=1)
     with one_thread():
