@@ -23,7 +23,6 @@ __all__ = ["MOVED", "install", "submodules_on_first_use"]
 MOVED = {
     "mapsched.arguments": "mapsched.checks",
     "mapsched.auto": "mapsched.heuristics.auto",
-    "mapsched.bench": "mapsched.bench.sweep",
     "mapsched.closure": "mapsched.model.closure",
     "mapsched.coarsen": "mapsched.scheduling.coarsen",
     "mapsched.construct": "mapsched.scheduling.construct",
