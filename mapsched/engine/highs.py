@@ -63,7 +63,7 @@ class RowProgramme:
         if left <= 0:
             return False
         self.h.setOptionValue("time_limit", left)
-        self.h.HandleUserInterrupt = True  # a Ctrl-C or SIGTERM (mapsched.interrupt) cancels it
+        self.h.HandleUserInterrupt = True  # a Ctrl-C or SIGTERM (mapsched.engine.interrupt) cancels it
         with interrupt.on_stop(self.h.cancelSolve):
             self.h.run()
         return self.h.getModelStatus() == self.hs.HighsModelStatus.kOptimal

@@ -15,7 +15,7 @@ long as it runs.
 Examples
 --------
 >>> import mapsched
->>> from mapsched import interrupt
+>>> from mapsched.engine import interrupt
 >>> p = mapsched.instances.load("topcuoglu2002")
 >>> with interrupt.graceful():
 ...     interrupt.request()  # as a Ctrl-C would

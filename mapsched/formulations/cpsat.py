@@ -333,7 +333,7 @@ def run_cpsat(model: Any, time_limit: float | None, threads: int, seed: int, log
         prm.log_search_progress = True
         prm.log_to_stdout = False
         solver.log_callback = lines.append
-    prm.catch_sigint_signal = False  # mapsched.interrupt stops the search, and the caller goes on from there
+    prm.catch_sigint_signal = False  # mapsched.engine.interrupt stops the search, and the caller goes on from there
     callback = _Callback(model, on_solution) if on_solution is not None else None
     timer = None
     if callback is not None and first_within is not None:

@@ -88,7 +88,7 @@ def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, 
     """
     if symmetry == "auto":
         symmetry = "lex" if backend == "cpsat" else "none"
-    # Symmetry cuts keep an optimum (see mapsched.symmetry), and the warm start's makespan
+    # Symmetry cuts keep an optimum (see mapsched.model.symmetry), and the warm start's makespan
     # stays a valid horizon. With lex the start is renamed into the cuts' order, so that it
     # is also a hint the model can follow; user plugins may cut anything.
     cuts = symmetry_plugins(problem, symmetry)

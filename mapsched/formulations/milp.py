@@ -235,7 +235,7 @@ def set_start(model: pyo.ConcreteModel, problem: Problem, schedule: Schedule) ->
 
 
 class _QuietInterrupt(logging.Filter):
-    """appsi warns of HiGHS's 'interrupt' status as unknown; mapsched.interrupt asked for it."""
+    """appsi warns of HiGHS's 'interrupt' status as unknown; mapsched.engine.interrupt asked for it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "kInterrupt" not in record.getMessage()

@@ -29,7 +29,7 @@ def random_owner(problem: Problem, rng: np.random.Generator) -> np.ndarray:
     "best of N random mappings",
     options=(Option("samples", int, 100, "number of random mappings to try (0: 2 per task, GiPH's budget)"),
              Option("evaluator", str, "decoder", "decoder: each mapping decoded in breadth-first order; simulate: "
-                    "run by the work-conserving runtime model (mapsched.simulate, latency only)",
+                    "run by the work-conserving runtime model (mapsched.scheduling.simulate, latency only)",
                     choices=("decoder", "simulate")),
              Option("noise", float, 0.0, "with --evaluator simulate: GiPH's noise on every sampled run (its noisy "
                     "runs: 0.2); the best one's mapping is returned as the noiseless model runs it")),

@@ -120,7 +120,7 @@ def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_lim
     time_limit = min(time_limit, max(REPAIR_LEAST, 0.9 * interrupt.seconds_left()))
     solver.parameters.max_time_in_seconds = time_limit
     solver.parameters.num_workers = 1  # assumptions cores need a single worker
-    solver.parameters.catch_sigint_signal = False  # mapsched.interrupt decides what an interrupt does
+    solver.parameters.catch_sigint_signal = False  # mapsched.engine.interrupt decides what an interrupt does
     with interrupt.on_stop(solver.stop_search):  # a first Ctrl-C stops it, as it stops a solve
         status = solver.solve(model)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):

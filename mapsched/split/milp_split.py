@@ -356,7 +356,7 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     # Small subproblems are solved fastest by CP-SAT with a few workers each (see
     # mapsched.formulations.cpsat.portfolio), so by default a process per four cores.
     width = 1
-    if executor is not None:  # a cluster's task slots (see mapsched.distributed), or this machine's cores
+    if executor is not None:  # a cluster's task slots (see mapsched.engine.dask), or this machine's cores
         width = getattr(executor, "slots", None) or os.cpu_count() or 1
     elif len(jobs) > 1:
         width = workers or max(1, (os.cpu_count() or 1) // 4)

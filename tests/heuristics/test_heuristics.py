@@ -163,7 +163,7 @@ def test_simulated_searches_stop_at_a_proved_optimum(name, options, monkeypatch)
     calls = []
     run = mapsched.scheduling.simulate.simulate
     counted = lambda *a, **k: calls.append(1) or run(*a, **k)  # noqa: E731
-    monkeypatch.setattr(mapsched.simulate, "simulate", counted)
+    monkeypatch.setattr(mapsched.scheduling.simulate, "simulate", counted)
     monkeypatch.setattr(random_eft, "simulate", counted)
     r = solve(p, name, **options)
     assert r.makespan == 4.0 and r.status == "optimal" and len(calls) == 1
