@@ -18,11 +18,9 @@ __all__ = ["SETUP", "RowProgramme"]
 
 SETUP = 2e-5
 """Seconds per column that a relaxation bound needs before it is worth starting: about a
-third of what its list schedule, its build and its first LP take (measured: 5e-5 s a
-column for a batched problem of 150 tasks on 8 devices, 23,500 columns; 3.7e-5 and
-7.5e-5 s for latency on a 2,000-task DAG on 4 devices, 70,000 columns, and a 362-task
-stack, 5,400). Below it no LP would finish, and the list schedule and the build alone
-would overrun a short time limit."""
+third of what its list schedule, its build and its first LP take per column on batched
+and latency problems alike. Below it no LP would finish, and the list schedule and the
+build alone would overrun a short time limit."""
 
 
 class RowProgramme:

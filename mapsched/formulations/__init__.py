@@ -1,7 +1,7 @@
 """Exact formulations: the Pyomo MILP (HiGHS) and the CP-SAT model; importing registers ``exact``.
 
 ``build_model`` and ``solve_model`` (the Pyomo MILP) load Pyomo on first use: a CP-SAT solve
-never needs it, and importing it takes 0.4-1.3 s.
+never needs it, and importing it is slow enough to count against a short time limit.
 """
 
 from typing import Any

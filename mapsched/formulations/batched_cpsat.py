@@ -45,8 +45,8 @@ Counts in place of inputs (``counts=True``): a relaxation, then a check
     are counted in groups of :func:`group_size` inputs: a transportation problem whose
     margins are multiples of g that has a solution on a support has one in multiples of g
     on it (its polytope's vertices are integral after dividing by g). The model has no
-    inputs to order, O(E m^2) flows in place of O(n m L + E m^2 L) literals and clauses,
-    and proved the single N=10 modules of BENCHMARKS.md about twice as fast.
+    inputs to order, and O(E m^2) flows in place of O(n m L + E m^2 L) literals and clauses,
+    so its proofs have a smaller tree to exhaust.
     :meth:`read` realises each solution greedily, task by task in topological order, as a
     matching of the inputs (in classes of equal devices so far) to the task's batches;
     :meth:`realise` is the exact check (the per-input model with the counts and starts
@@ -73,10 +73,8 @@ Redundant constraints (load cuts for batches)
     of its cheapest *pattern*, one batch size (or none) per device summing to L. Stated with
     each task's priced work as a variable whose lower bound is that pattern's, the sum gives
     the LP-free search the load bound from the root, and raises it as batches are chosen;
-    the per-device cuts above see a device's load only once its batches are. With it, the
-    counts models of the single N=10 modules of BENCHMARKS.md were proved in 2-4.5 s and
-    6-7.5 s (seeds 0 and 1; CP-SAT alone, a few runs each), against 10-15 s and 12-17 s
-    without (seed 2: 3.4-3.6 s either way).
+    the per-device cuts above see a device's load only once its batches are, so without it
+    the LP-free search, which does the proving, sees the load bound only deep in its tree.
 
 Times are integer ticks rounded down, and jobs and transfers past the horizon are
 shortened to just beyond it, as in :mod:`.cpsat`, so the bound is sound.
@@ -128,13 +126,11 @@ def search_form(problem: Problem) -> bool:
     :data:`SMALL_TASKS` tasks, no link literals (``links=False``), no signature order
     (``input_symmetry=False``) and no hint of the start schedule. O(1).
 
-    On the 102-task wdep 4-channel stack of Table IV (B=16, 45 s, 2 threads, one run
-    each), the complete hint of ``bheft``'s schedule kept CP-SAT at that schedule
-    (throughput 55.34 to 55.5, with or without the other features: its improvements were
-    single ticks of rounding slack), while CP-SAT's own first solutions, found by its
-    LP-guided workers, led its neighbourhood searches to 74-76. Without the hint, the
-    link literals and the signature order each delayed those first solutions (17-35 s
-    instead of 2-3 s; 60-68 with either, 76.4 without both). Small models keep all three:
+    On a stack of a hundred tasks, a complete hint of ``bheft``'s schedule keeps CP-SAT at
+    that schedule (its improvements are single ticks of rounding slack), while CP-SAT's own
+    first solutions, found by its LP-guided workers, lead its neighbourhood searches far
+    beyond it; the link literals and the signature order each delay those first solutions
+    and so end the search lower. Small models keep all three:
     they are proved, and the hint's incumbent and the smaller symmetric model serve that.
     """
     return problem.n > SMALL_TASKS
@@ -235,8 +231,7 @@ class CpSatBatched:
                 end = m.new_int_var(0, horizon + max(ticks.values()), f"e{i}_{u}")
                 self.size[i, u] = (size, end)
                 # The interval's end variable, not s + dur: precedences between two variables are
-                # what CP-SAT's scheduling propagators take up (one run of the three hinted per-input
-                # proofs of BENCHMARKS.md: 38 s in all, 59 s with s + dur).
+                # what CP-SAT's scheduling propagators take up, so the proofs are shorter.
                 self.end[i, u] = end
                 intervals[u].append(m.new_optional_interval_var(s, size, end, present, f"iv{i}_{u}"))
                 m.add(end + (int(tail[i, u]) if reach else 0) <= self.C).only_enforce_if(present)
@@ -324,8 +319,8 @@ class CpSatBatched:
         ``sum_i W[i] <= (sum_u w[u]) C``. Returns each task's ``(W[i], w on its devices)``.
         O(n m L |sizes|) for the patterns, by a knapsack over the devices."""
         m = self.model
-        # The prices of the problem as given: its capped times (``p``) made the CPU of the
-        # N=10 modules look 3 times as useful, and those prices doubled seed 0's conflicts.
+        # The prices of the problem as given: its capped times (``p``) make a slow device look
+        # more useful than it is, and such prices slow the proofs.
         w = np.round(PRICE_SCALE * device_prices(self.problem)).astype(np.int64).tolist()
         out = []
         for i in range(p.n):
@@ -493,12 +488,10 @@ class CpSatBatched:
 
         With two or three threads, a model of at most :data:`SMALL_TASKS` tasks runs two
         workers instead of the portfolio's three: the LP-free search, which proves, and the
-        thread CP-SAT keeps for first solutions and neighbourhood searches (single N=10
-        modules with B=16: proved in 34 s where the portfolio had not in 60 s, on a loaded
-        machine). The LP-guided search of the portfolio proves the load LP's bound (19.7 ms
-        on seed 0 of those modules, whose optimum is 21.14) but not the optimum: with it as a
-        second full worker, beside the other thread or in its place, the three were proved in
-        15-29 s and 14-28 s, against 15-25 s without (one run each)."""
+        thread CP-SAT keeps for first solutions and neighbourhood searches: on models this
+        small the LP-free search proves sooner with a core of its own. The LP-guided search
+        of the portfolio proves the load LP's bound but not the optimum, and as a second full
+        worker it did not shorten the proofs."""
         small = 2 <= threads < 4 and self.problem.n <= SMALL_TASKS
         solver, status, text = run_cpsat(self, time_limit, threads, seed, log, on_solution,
                                          detect_symmetry=detect_symmetry, workers=2 if small else None,

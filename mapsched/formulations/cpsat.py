@@ -246,7 +246,7 @@ class CpSatModel:
 
         A time limit makes :func:`portfolio` aim for the bound reached by then, unless the
         model has load cuts: with them its default search proves within a minute optima
-        that the lower-bound search leaves open (BENCHMARKS.md)."""
+        that the lower-bound search leaves open."""
         solver, status, text = run_cpsat(self, time_limit, threads, seed, log, on_solution,
                                          deadline=time_limit is not None and not self.load_cuts,
                                          detect_symmetry=detect_symmetry)
@@ -270,16 +270,14 @@ def portfolio(params: Any, threads: int, deadline: bool = False) -> None:
     """Set CP-SAT's workers for a budget of ``threads``.
 
     On these models CP-SAT's search without the LP relaxation proves optima far sooner
-    than its default, LP-guided search alone (often ten times sooner, on latency and
-    batched models alike; see BENCHMARKS.md), while the LP gives the better bound where
-    nothing is proved. So:
+    than its default, LP-guided search alone (on latency and batched models alike), while
+    the LP gives the better bound where nothing is proved. So:
 
     * one thread: one worker, without the LP (deterministic for a given seed);
     * two or three: the LP-free search and the default one, with a third worker for
       large-neighbourhood search, which improves schedules on large graphs. These two
-      finish proofs: on the models with load cuts they proved the three 32-node modules
-      of BENCHMARKS.md in 18 to 33 s in two runs (and in 10 of 12 runs with other seeds
-      within a minute), where with the lower-bound search in place of the default one none is
+      finish proofs: on the models with load cuts they prove 32-node random-wired modules
+      within a minute, where with the lower-bound search in place of the default one none is
       proved in that minute. With a ``deadline`` (a time limit stops the search on a
       graph too large to prove, so the bound reached by then is what counts), CP-SAT's
       objective lower-bound search replaces the default one: it leaves less of the gap

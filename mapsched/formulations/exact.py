@@ -72,7 +72,7 @@ def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, 
 
     Both solvers find and break permutations of identical devices on their own
     (``solver_symmetry``); the ``symmetry`` constraints do it in the model instead, and
-    so in any solver the Pyomo model is handed to (BENCHMARKS.md compares them).
+    so in any solver the Pyomo model is handed to, including those without symmetry handling.
 
     Latency models state the redundant load cuts (:func:`~mapsched.bounds.cuts.load_cuts`) where all of
     a graph's fit in ``load_cuts`` terms: they speed up proofs on small graphs and slow
@@ -80,11 +80,9 @@ def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, 
 
     ``symmetry="auto"`` (the default) is ``lex`` with CP-SAT and ``none`` with HiGHS. Without
     its presolve (off for soundness, see :func:`~.cpsat.run_cpsat`) CP-SAT no longer breaks
-    identical devices well by itself: on 18 independent tasks over four identical devices
-    ``lex`` proved three optima in 3.8-11.9 s where ``none`` proved one in 20 s, and on nine
-    batched problems it proved one optimum that ``none`` did not and ended better or equal
-    on seven of the others in 20 s. HiGHS proved 14-task optima up to 1.8 times slower
-    with it (BENCHMARKS.md, symmetry breaking).
+    identical devices well by itself, and ``lex`` in the model proves load-balancing optima
+    over identical devices that ``none`` leaves open. HiGHS, which detects the symmetry
+    itself, is slowed by the extra rows, so it keeps ``none``.
     """
     if symmetry == "auto":
         symmetry = "lex" if backend == "cpsat" else "none"
@@ -180,7 +178,7 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
                                            lower_bound=relaxed)
                 else:
                     from mapsched.formulations.batched_milp import (
-                        MilpBatched,  # Pyomo: loaded only for HiGHS (0.4-1.3 s)
+                        MilpBatched,  # Pyomo: loaded only for HiGHS (a slow import)
                     )
 
                     model_b = MilpBatched(problem, upper, resolution or None, plugins)

@@ -6,8 +6,8 @@
   ``bheft`` for throughput) is taken, and for latency improved by the critical-path
   search of ``cp-search`` on the full graph until the time limit, or for ``moves``
   moves without one; it stops early where the schedule meets the proved bound, or where
-  no move of a task on the critical path shortens it (the traced ResNet-50 step of
-  BENCHMARKS.md, 892 tasks: after 0.4-0.8 s).
+  no move of a task on the critical path shortens it (on small traced graphs, well before
+  a limit of seconds).
 - With a relocation cost (:mod:`mapsched.engine.relocation`), ``sa``, which weighs it, within
   the time limit or its iterations.
 
@@ -17,11 +17,11 @@ Every stage starts from the best schedule so far, so the result is never worse t
 leaves no room past the first list scheduler, that schedule is returned with status
 ``feasible``.
 
-Coarsening is not a stage: on the traced training graphs and random DAGs of
-BENCHMARKS.md ("Large graphs"), ``heft`` on the co-placement quotient, expanded, ended
-1-28% above ``heft`` on the full graph, and ``exact`` or ``split`` on a quotient of
-thousands of groups finds nothing in the time. :mod:`mapsched.scheduling.coarsen` stays for
-methods and users that want it.
+Coarsening is not a stage: on traced training graphs and random DAGs, ``heft`` on the
+co-placement quotient, expanded, ends above ``heft`` on the full graph (a group's tasks
+lose the freedom to go to different devices), and ``exact`` or ``split`` on a quotient of
+thousands of groups is still too large a model to find anything in the time.
+:mod:`mapsched.scheduling.coarsen` stays for methods and users that want it.
 
 Examples
 --------

@@ -454,8 +454,8 @@ def m_sct(problem: Problem, ctx: SolveContext, threshold: float = 0.5) -> Schedu
     99.0
     """
     _check_memory(problem, "m-sct")
-    # Half the time at most: the placement and its decode follow (they ran 0.6-1.2 s past a 1 s
-    # limit at 20,000 tasks when the LP had all of it).
+    # Half the time at most: the placement and its decode follow, and on large graphs they
+    # overran a short limit when the LP had all of it.
     solved = None if ctx.expired() else favourite_lp(problem, None if ctx.time_limit is None else ctx.remaining() / 2)
     if solved is None:
         fav = np.full(problem.n, -1, dtype=np.int64)

@@ -58,8 +58,8 @@ How this differs from the paper (no Celeritas code is public):
 * The expansion re-times every task by list scheduling with insertion; Celeritas hands
   the placement to TensorFlow's executor. No co-location groups, no Standard
   Evaluation (profiling): costs are the problem's.
-* Time limit: fusion and expansion are not cut short (both near-linear: about a second
-  each at 36,000 tasks on two cores). Adjusting Placement looks at the clock every
+* Time limit: fusion and expansion are not cut short (both near-linear, so short beside
+  any limit a graph of that size is given). Adjusting Placement looks at the clock every
   256 clusters; once the limit has passed, ``celeritas`` returns Order-Place's placement
   of the same coarse problem instead.
 """

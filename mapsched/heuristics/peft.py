@@ -16,9 +16,10 @@ way to go (a slow device's queue, or a transfer over a slow link).
 One deviation from the paper: a transfer costs its link's latency and bandwidth for that
 pair of devices (``inf`` where there is no link), not the mean over all links, since
 mapsched knows each link; the paper's systems have one uniform network, where the two
-agree. On the traced GPT training steps of BENCHMARKS.md ("Large graphs") ``peft`` ends
-0.0-1.2% below ``heft``, and 4.8% below on GiPH's 20-device networks (geometric mean), but
-0.5-4.4% above it on small random DAGs: the default pipeline tries both.
+agree. Neither dominates: the look-ahead pays where a greedy finish leaves the rest of the
+graph a slow device or link (traced training steps, networks whose links differ from pair to
+pair) and costs where every device is about as good (small random DAGs), so the default
+pipeline tries both.
 """
 
 from __future__ import annotations

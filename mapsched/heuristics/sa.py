@@ -40,7 +40,7 @@ def sa(problem: Problem, ctx: SolveContext, iterations: int, t0: float, init: st
     space = MappingSpace(problem, ctx.relocation)
     # The list scheduler itself: solve() would add a bound this start does not need (seconds
     # of LP and a second list schedule on a 150-task batched problem, outside the time limit).
-    if ctx.initial is not None and no_time_for_list(problem, ctx):  # 1.35 s at 20,000 tasks
+    if ctx.initial is not None and no_time_for_list(problem, ctx):  # seconds at tens of thousands of tasks
         start = ctx.initial
     else:
         start = get(("b" if problem.L > 1 else "") + init).fn(problem, SolveContext())

@@ -15,7 +15,8 @@ from mapsched.scheduling.decoder import Decoder
 @register("single-best", "everything on the one device that runs the whole graph fastest")
 def single_best(problem: Problem, ctx: SolveContext) -> Schedule:
     """Try each device alone (all L inputs as one batch) and keep the fastest; past the time
-    limit, the fastest of those tried (400 tasks on 1,024 devices: 16 s). O(m (n + E))."""
+    limit, the fastest of those tried (with a thousand devices, trying them all can take longer
+than a short limit). O(m (n + E))."""
     dec = Decoder(problem)
     best, best_u = np.inf, -1
     for u in range(problem.m):

@@ -583,8 +583,7 @@ class Trainer:
     Notes
     -----
     An episode is one :func:`search` with gradients, O(ratio n (gpNet edges + (n + E) log n)),
-    plus its backward pass: about 3 s on GiPH's graphs (11-49 tasks) with one thread; an
-    evaluation is ``eval_cases`` searches without gradients.
+    plus its backward pass; an evaluation is ``eval_cases`` searches without gradients.
     """
 
     def __init__(self, config: Config, suite: str, seed: int) -> None:

@@ -157,8 +157,8 @@ class MPNN(nn.Module):
 
     The edge matrices are computed once per forward, for the distinct edge feature rows only
     (DOPPLER's graphs have a handful; :func:`graph_tensors` keeps at most ``2 x EDGE_LEVELS``),
-    not once per round and edge as dgllife does: the same maths, which the notes measured
-    10x cheaper.
+    not once per round and edge as dgllife does: the same maths, with far fewer small
+    matrix products.
 
     Parameters
     ----------

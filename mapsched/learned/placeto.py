@@ -370,8 +370,8 @@ class Trainer(ProblemTrainer):
         return rec.makespan
 
     def first_episode_seconds(self, stage: str) -> float:
-        """An episode also re-embeds its states in one batch and back-propagates: measured at
-        0.7-2.2 times an evaluation's rollout on 100-400 tasks, so twice it."""
+        """An episode also re-embeds its states in one batch and back-propagates, so it is
+        taken as twice an evaluation's rollout."""
         return 2 * self.seconds
 
     def run(self, stages: tuple[str, ...], *args: Any, **kwargs: Any) -> None:

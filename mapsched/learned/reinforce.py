@@ -276,8 +276,8 @@ def one_thread() -> Iterator[None]:
     """Run torch on one intra-op thread, restoring the setting once the last block that
     asked for it (in any thread) ends.
 
-    The networks are small and the ops many: on two cores, two threads made a 3 x 512
-    Linear 280x slower (6.7 ms against 24 us, the DOPPLER notes' measurement).
+    The networks are small and the ops many, so splitting each op over threads costs
+    far more in synchronisation than it saves.
     """
     global _one_thread_users, _threads_before
     with _LOCK:

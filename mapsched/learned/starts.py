@@ -2,9 +2,8 @@
 leaves no time to load it.
 
 Loading PyTorch takes seconds, counted in a solve's time limit like every solver's loading:
-on this project's 2-core machines 1.6 s for ``torch`` and 0.25 s for mapsched's modules on
-it, then 1.3-2.0 s more for ``torch._dynamo``, which the first optimizer loads (``doppler``
-and ``placeto`` train; ``giph`` only runs its policy). A learned method started with less time
+``torch`` and mapsched's modules on it, then ``torch._dynamo``, which the first optimizer
+loads (``doppler`` and ``placeto`` train; ``giph`` only runs its policy). A learned method started with less time
 left than what it still has to load (:data:`LOADS`) returns its placement before any
 learning, found here without PyTorch, rather than overrun the limit by the load:
 
@@ -35,8 +34,9 @@ __all__ = ["LOADS", "TRAINING", "before_loading", "check_policy_file", "fallback
            "load_seconds", "no_time_to_load", "random_placement", "unlearned"]
 
 LOADS = (("torch", 2.5), ("torch._dynamo", 2.0))
-"""Seconds that loading each may take, at most (the measured times, with a margin): PyTorch
-with mapsched's modules on it, then what a first optimizer loads."""
+"""Seconds that loading each may take, at most (on the slowest 2-core machines it was
+measured on, with a margin): PyTorch with mapsched's modules on it, then what a first
+optimizer loads."""
 TRAINING = ("doppler", "placeto")
 """The learned methods that train in a solve, and so load what an optimizer loads."""
 

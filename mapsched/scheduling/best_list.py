@@ -23,8 +23,8 @@ __all__ = ["LIST_SCHEDULERS", "LIST_SECONDS", "best_list_schedule", "best_start"
            "no_time_for_list", "seconds_per_pass"]
 
 LIST_SCHEDULERS = {"latency": ("heft", "peft", "cpop", "m-etf"), "throughput": ("bheft",)}
-"""The list schedulers tried, first to last, per objective: each takes about a second at
-36,000 tasks."""
+"""The list schedulers tried, first to last, per objective: each is near-linear in the graph,
+so all of them fit the time of even a large graph's solve."""
 
 
 def best_list_schedule(problem: Problem, ctx=None) -> Schedule:
@@ -124,8 +124,9 @@ def _copy(s: Schedule) -> Schedule:
 
 
 LIST_SECONDS = 5e-5
-"""Seconds per task and device that a list scheduler may take: about four times HEFT's 1.35 s
-on 20,000 tasks and 6 devices on a slow machine here (:func:`no_time_for_list`)."""
+"""Seconds per task and device that a list scheduler may take: a margin of about four over
+HEFT's time on tens of thousands of tasks on the slowest machines it was measured on
+(:func:`no_time_for_list`)."""
 
 
 def no_time_for_list(problem: Problem, ctx) -> bool:

@@ -388,7 +388,7 @@ class Timeline:
 
 
 def _hot_lists(p: Problem) -> tuple[list, list, list, list]:
-    """Plain-list views for the scalar hot loops (list indexing beats numpy scalars ~10x):
+    """Plain-list views for the scalar hot loops (indexing a list is far cheaper than a numpy scalar):
     per task its ``(parent, edge)`` pairs, link latency, ms per byte, and edge bytes."""
     pred_edges = [[(int(p.src[e]), e) for e in p.in_edges[i]] for i in range(p.n)]
     return pred_edges, p.link_latency.tolist(), p.link_ms_per_byte.tolist(), p.nbytes.tolist()

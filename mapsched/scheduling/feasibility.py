@@ -62,7 +62,7 @@ def feasible_counts(problem: Problem, prefer: np.ndarray | None = None, time_lim
     p = problem
     if np.isfinite(p.mem).all():
         # Every task holds its weights and its L inputs somewhere: at least that much memory
-        # in all (a proof in O(n), where the model below would take minutes at 12,000 tasks).
+        # in all (a proof in O(n), where the model below grows too large on graphs of thousands of tasks).
         need, have = float((p.weight + p.act * p.L).sum()), float(p.room.sum())
         if need > have:
             raise InfeasibleError(f"no mapping of the {p.n} tasks exists: their weights and inputs need "

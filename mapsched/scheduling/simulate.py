@@ -126,7 +126,7 @@ def simulate(
 
     Notes
     -----
-    An event heap: O((n + E) log n) for n tasks and E edges, about a second at 36,000 tasks.
+    An event heap: O((n + E) log n) for n tasks and E edges.
 
     Examples
     --------

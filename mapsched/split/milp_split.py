@@ -134,8 +134,8 @@ def solve_module(sub: Problem, backend: str, time_limit: float | None, symmetry:
             # solve()'s batched relaxation, first, is what can stop the search early.
             r = solve(sub, "exact", time_limit=time_limit, threads=threads, **options)
             return ModuleSolution(r.makespan, float(r.lower_bound or 0.0), _jobs(r))
-        # A latency module goes to exact itself: solve()'s bound LPs, first, took a third of
-        # a 12-task module's 28 ms, which CP-SAT then proved optimal in 5 ms. Here the LPs run
+        # A latency module goes to exact itself: solve()'s bound LPs, first, cost more than
+        # CP-SAT's proof of a module this small. Here the LPs run
         # only where the solver leaves the module unproved, in the share of the time limit
         # that solve() gives them, and add to its bound as there.
         method = registry.get("exact")
@@ -255,7 +255,7 @@ def _com(p: Problem, chain: ModuleChain, t: int, v_prev: int, u: int) -> float:
         Option("window", int, 2, "latency with several channels: modules solved at once in the rolling "
                "stitching (0: the seed paper's independent module solves)"),
         Option("step_time_limit", float, 0.5, "rolling stitching: seconds per step (its solves rarely "
-               "improve after half a second; see BENCHMARKS.md)", positive=True),
+               "improve after half a second)", positive=True),
         Option("pipeline", int, 1, "throughput: modules solved at once in the pipelined walk, which carries "
                "device occupancy and per-input release times from module to module (0: no walk)"),
         Option("pipeline_step_limit", float, 2.0, "pipelined walk: seconds per step", positive=True),
@@ -281,8 +281,8 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     chain = pick_chain(p, channels, deadline=time.perf_counter() + ctx.remaining() / 4)
     exact_chain = _is_exact(p, chain)
     # A pass over the whole graph (one of the warm start's list schedulers): what a
-    # stitching's re-timing, or the set-up of a subproblem as large, takes again (a tenth
-    # of a second at 2,000 tasks). Where none ran (no time for one), HEFT's on a slow machine.
+    # stitching's re-timing, or the set-up of a subproblem as large, takes again. Where none
+    # ran (no time for one), HEFT's time as LIST_SECONDS estimates it (a quarter of its allowance).
     one_pass = seconds_per_pass(p)
     if one_pass is None:
         one_pass = LIST_SECONDS * p.n * p.m / 4
@@ -348,7 +348,7 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
         keys = [(t, "free", None) for t in range(T)] + keys
     if walked is not None and ctx.time_limit is not None:
         # The recursion's time goes to the walks and the polish: its candidates add module
-        # makespans, and on the stacks of Table IV none beat the walk (BENCHMARKS.md).
+        # makespans, which a pipelined walk overlaps, so they do not beat the walk.
         keys = []
     # Subproblems are built as they are handed out: on many devices building them all
     # takes longer than a time limit allows.
@@ -365,10 +365,9 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
     if not module_threads and 1 < threads < 4 and p.L == 1:
         # Two or three threads share the cores among the portfolio's workers, of which only
         # the LP-free one proves a latency module this small (mapsched.formulations.cpsat.
-        # portfolio): alone, at full speed, it took split through the 20-module single-channel
-        # stack in 5.9-7.6 s against 8.0-10.2 s on 2 cores, and left multi-channel stacks as they were.
-        # Batched modules keep the two workers CpSatBatched.solve picked for their proofs
-        # (one was not measured there).
+        # portfolio), so alone, at full speed, it proves them sooner; multi-channel stacks,
+        # whose rolling steps dominate, gain nothing either way. Batched modules keep the two
+        # workers CpSatBatched.solve picked for their proofs (one was not tried there).
         threads = 1
     limit = module_time_limit
     if ctx.time_limit is not None:  # share what is left among the subproblems, so the table fills in time
@@ -452,8 +451,9 @@ def split(problem: Problem, ctx: SolveContext, channels: int, backend: str, modu
 
 PROBE_SECONDS = 8.0
 """Seconds of the exact model of the whole graph from the first walk's schedule under a time
-limit (a quarter of what is left at most): on the wdep stacks of Table IV it took 3-5% off
-the walk in that time, on the 1-chan and sdep ones under 0.3% (BENCHMARKS.md)."""
+limit (a quarter of what is left at most): where channels depend weakly, the whole graph's
+model finds in a few seconds what the walk's module-by-module view misses; where they
+depend strongly it finds little, and :data:`PROBE_GAIN` then hands the time back."""
 
 PROBE_GAIN = 0.01
 """Share of the walk's makespan the probe must gain for the polish to get the second walk's time."""
@@ -514,7 +514,8 @@ def _relabel(p: Problem, sol: ModuleSolution, g: np.ndarray) -> ModuleSolution:
 
 
 EXACT_SIZE = 40
-"""Tasks an exact solve of one module handles in seconds (see BENCHMARKS.md)."""
+"""Tasks an exact solve of one module handles in seconds: beyond it, a module's exact model
+is not proved within a subproblem's share of the time."""
 
 
 def pick_chain(p: Problem, channels: int, deadline: float = math.inf) -> ModuleChain:

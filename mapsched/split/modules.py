@@ -131,7 +131,7 @@ def detect_modules(problem: Problem, channels: int = 1, min_size: int = 3,
     (True, 1)
     """
     p = problem
-    # Without the edges' data: to_undirected() deep-copies it, 1-3 s at 20,000 tasks.
+    # Without the edges' data: to_undirected() deep-copies it, seconds at tens of thousands of tasks.
     und = nx.Graph()
     und.add_nodes_from(range(p.n))
     und.add_edges_from(zip(p.src.tolist(), p.dst.tolist()))

@@ -26,9 +26,8 @@ last step minimises the makespan; the others minimise the makespan plus the wind
 The makespan alone is indifferent to how much device time a window uses before its
 end, and its steps cut tasks into small batches over every fast device, which costs
 each later module of the chain the time those devices lost to small batches; the
-priced work is what the window adds to the load bound. On five of the 10-module stacks
-of Table IV (BENCHMARKS.md, one run each), the walk ended 1.7-5.1% shorter with it on
-four and 0.7% longer on the fifth.
+priced work is what the window adds to the load bound, so minimising it beside the
+makespan keeps a window from spending device time the later modules need.
 
 All times are in ticks of one resolution for the whole walk, rounded down as in the
 exact models; the result is re-timed exactly at the end.
@@ -117,7 +116,7 @@ def pipeline(problem: Problem, chain: ModuleChain, window: int, upper: float, st
     whose window reaches the end of the chain, one after another,
     and a re-timing of the placed jobs after each: O(T (model + n L)) besides the solves.
     """
-    if upper <= 0.0 or ctx.expired():  # nor is there time to build the grouped problem (1.5 s at 5,000 tasks)
+    if upper <= 0.0 or ctx.expired():  # nor is there time to build the grouped problem (seconds on a large graph)
         return None
     g = group_size(problem) if group else 1
     if g > 1 and (p := grouped(problem, g)) is not None:

@@ -18,7 +18,8 @@ edge and link reversed, which reverses time in every schedule) for tails.
 
 Where the seed paper's recursion (:mod:`.bound`) adds a module's optimum to the least
 optimum of what depends on one channel input, a window keeps every task's own release:
-on sdep stacks with several channels it is the stronger bound (BENCHMARKS.md).
+on sdep stacks with several channels, where the recursion loses most of each module behind
+a channel of one input's dependants, it is the stronger bound.
 """
 
 from __future__ import annotations
@@ -67,8 +68,9 @@ def mirror(problem: Problem) -> Problem:
 BOUND_SOLVE_TASKS = 2_000
 """Most tasks in a set that the bounds of :mod:`mapsched.split` solve exactly (a window here,
 a piece of a module in :func:`~mapsched.split.chain_bound`); larger sets get the quick bounds.
-The CP-SAT model of 10,000 tasks takes 1.7 s to build and 300 MB more to solve, and on
-random DAGs of 100 to 2,000 tasks two seconds of CP-SAT prove no more than the load LP."""
+The CP-SAT model of 10,000 tasks is too large to build and solve within a short limit (and
+too large in memory), and on random DAGs of thousands of tasks a short CP-SAT solve proves no
+more than the load LP."""
 
 
 def window_lower_bound(problem: Problem, tasks: frozenset, release: dict[int, float], tail: dict[int, float],
@@ -201,9 +203,9 @@ def window_bound(problem: Problem, chain=None, time_limit: float = 60.0, window_
     time_limit : float
         Seconds in all; past it, sets get the quick bounds only (still sound).
     window_time_limit : float
-        Seconds for each window's CP-SAT solve. Five seconds raised the bound by 0.3 to
-        0.9% on three of six sdep stacks, at up to 2.1 times the time (BENCHMARKS.md); with
-        one second the largest stacks finish within a minute on two cores.
+        Seconds for each window's CP-SAT solve. Longer solves raise the bound a little on
+        some stacks at a much larger total time; with one second the windows of a 20-module
+        stack fit in ``mapsched bound``'s default minute.
     span : int
         Blocks per window.
     block : int
