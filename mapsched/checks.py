@@ -78,7 +78,8 @@ def count_arg(low: int, high: int | None = None) -> Callable[[str], int]:
         except ValueError:
             value = low - 1
         if value < low or (high is not None and value > high):
-            _refuse(f"an integer {f'of at least {low}' if high is None else f'from {low} to {high}'}", text)
+            span = f"of at least {low}" if high is None else f"from {low} to {high}"
+            _refuse(f"an integer {span}", text)
         return value
     return parse
 

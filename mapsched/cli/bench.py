@@ -32,6 +32,7 @@ def add_bench(sub: Any) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    """``bench``: run a suite's missing rows, then print its tables and draw its quality plot."""
     from mapsched.bench import sweep
 
     if args.suites is None:

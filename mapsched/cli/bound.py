@@ -30,6 +30,7 @@ def add_bound(sub: Any) -> None:
 
 
 def cmd_bound(args: argparse.Namespace) -> int:
+    """``bound``: print a proved lower bound (the quick ones with ``--fast``)."""
     from mapsched.bounds import lower_bound
     from mapsched.split import full_bound
 

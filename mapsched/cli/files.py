@@ -72,6 +72,7 @@ def add_plot(sub: Any) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """``validate``: print each rule a schedule breaks; exit 1 if it breaks any."""
     problem = load_problem(args.problem)
     violations = validate(problem, Schedule.read(args.schedule))
     for v in violations:
@@ -84,6 +85,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    """``simulate``: re-time a schedule's mapping as a work-conserving runtime runs it, noise optional."""
     from mapsched.scheduling.simulate import simulate
 
     check_output(args.output, [args.problem, args.schedule])
@@ -104,6 +106,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
+    """``convert``: write the problem of a DOPPLER graph file."""
     from mapsched.model.convert import read_doppler
 
     check_output(args.output, [args.file])
@@ -114,6 +117,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    """``plot``: draw a schedule's Gantt chart."""
     from mapsched.plot import check_format, gantt
 
     check_output(args.output, [args.schedule, args.problem])

@@ -61,6 +61,7 @@ def add_generate(sub: Any) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    """``generate``: write a seeded synthetic problem of the kind asked for."""
     from mapsched import generators
 
     check_output(args.output)

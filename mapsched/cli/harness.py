@@ -196,6 +196,8 @@ def _report(report: Any) -> None:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
+    """``profile``: time a model's tasks on the devices, check their spread, and write the problem
+    (calibrated unless ``--no-calibrate``)."""
     harness = load_harness()
     import warnings
 
@@ -259,6 +261,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
+    """``trace``: trace a model's training step (or forward pass) in fake mode and write its problem."""
     harness = load_harness()
     from mapsched.generators import platform
 
@@ -279,6 +282,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    """``calibrate``: fit a profiled problem's overheads to real runs and write it."""
     harness = load_harness()
     import torch
 
@@ -296,6 +300,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """``run``: execute a schedule for real; exit 1 if its outputs differ from the model's."""
     harness = load_harness()
     import torch
 

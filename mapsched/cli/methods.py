@@ -31,6 +31,7 @@ def add_demo(sub: Any) -> None:
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
+    """``methods``: list each method, its objectives and its options."""
     for m in registry.all_methods():
         print(f"{m.name:14s} {m.description}  [{', '.join(m.objectives)}]")
         for o in m.options:
@@ -45,6 +46,7 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """``demo``: run every method on a built-in instance, print their table and draw the best one."""
     from mapsched.plot import check_format
 
     check_output(args.output)

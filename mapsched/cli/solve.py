@@ -105,6 +105,7 @@ def _relocation(args: argparse.Namespace, options: dict[str, Any]) -> None:
 
 
 def cmd_adapt(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    """``adapt``: take devices away from, or add copies to, a problem and re-place its schedule in use."""
     options = _method_options(extra)
     inputs = [args.problem, args.schedule] + ([args.relocation] if args.relocation else [])
     inputs += registry.read_files(args.method, options)
@@ -141,6 +142,7 @@ def cmd_adapt(args: argparse.Namespace, extra: Sequence[str]) -> int:
 
 
 def cmd_solve(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    """``solve``: solve a problem with a method (on a ``--dask`` cluster too) and write the schedule."""
     options = _method_options(extra)
     if args.dask is not None:  # the method's options, checked before a cluster starts
         local_limit(args)

@@ -18,6 +18,7 @@ from mapsched.model.problem import Problem
 
 
 def load_harness() -> Any:
+    """The harness package, or a one-line error where PyTorch is missing."""
     try:
         from mapsched import harness
     except ImportError as exc:

@@ -93,6 +93,7 @@ def _resumed_config(args: argparse.Namespace, defaults: dict[str, Any], config: 
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    """``train``: doppler or placeto on one problem file; giph on an experiment set (:func:`_train_giph`)."""
     from mapsched.learned import torch_module
 
     defaults = _defaults(args.method)
