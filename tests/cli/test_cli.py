@@ -165,14 +165,15 @@ def test_native_writes_to_stdout_do_not_corrupt_a_printed_schedule():
     # HiGHS's MIP writes a debug line straight to file descriptor 1 in some solves; the
     # program must keep standard output for the schedule alone.
     code = ("import os, sys\n"
-            "import mapsched.cli as cli\n"
-            "real = cli.solve\n"
+            "import mapsched.cli.solve as command\n"
+            "from mapsched.cli import run\n"
+            "real = command.solve\n"
             "def noisy(*a, **k):\n"
             "    os.write(1, b'native noise\\n')\n"
             "    return real(*a, **k)\n"
-            "cli.solve = noisy\n"
+            "command.solve = noisy\n"
             "sys.argv = ['mapsched', 'solve', 'builtin:topcuoglu2002', '-m', 'heft']\n"
-            "cli.run()\n")
+            "run()\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["method"] == "heft"

@@ -78,7 +78,7 @@ def _report(after, measured, devices):
 
 
 def test_a_report_warns_where_several_devices_gain_nothing(capsys):
-    from mapsched.cli import _report as show
+    from mapsched.cli.harness import _report as show
 
     serial = _report([2.6, 3.7, 3.7], [3.5, 3.3, 3.4], [2, 1, 1])
     assert "did not run side by side" in serial.serial() and "3.5 ms against 3.3 ms" in serial.serial()
