@@ -8,14 +8,11 @@ device can run) the problem checks itself.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
+from mapsched import checks
 from mapsched.errors import ProblemError, shown
-from mapsched.model.jsonio import real
 from mapsched.model.records import (
     BANDWIDTH,
     COMPILE,
@@ -62,25 +59,9 @@ def frozen(tasks: Iterable[Task]) -> tuple[Task, ...]:
                  for t in tasks)
 
 
-def _number(value: Any, where: str, *, allow_inf: bool = False, positive: bool = False,
-            bounds: tuple[float, float] = (0.0, MAX_BYTES), unit: str = "") -> float:
-    """Check that ``value`` is a real number in ``bounds`` (above the lower one if ``positive``;
-    ``inf`` too with ``allow_inf``); otherwise a :class:`ProblemError` that names ``where`` and the range."""
-    lo, hi = bounds
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ProblemError(f"{where}: expected a number, got {shown(value)}")
-    v = real(value)
-    if math.isnan(v) or (math.isinf(v) and not allow_inf):
-        raise ProblemError(f"{where}: expected a finite number, got {shown(value)}")
-    if v < lo or (positive and v == lo) or (v > hi and not (allow_inf and math.isinf(v))):
-        span = f"above {lo:g} and up to {hi:g}" if positive else f"from {lo:g} to {hi:g}"
-        raise ProblemError(f"{where}: expected a number {span}{unit}, got {shown(value)}")
-    return v
-
-
 def _plain(value: Any, hi: float) -> float | None:
     """``value`` as a float where it is a plain ``int`` or ``float`` from 0 to ``hi`` (what
-    almost every number of a file is), else None: then :func:`_number` checks it and names
+    almost every number of a file is), else None: then :func:`mapsched.checks.number` checks it and names
     the field. Spares a large problem's reading a message built for each of its numbers."""
     kind = type(value)
     return float(value) if (kind is float or kind is int) and 0 <= value <= hi else None
@@ -96,9 +77,7 @@ def _positive_int(value: Any, where: str, *, text: bool = False) -> int:
             raise ProblemError(f"{where}: expected a positive integer written as str(n) writes it, got "
                                f"{shown(value)}")
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= MAX_BATCH:
-        raise ProblemError(f"{where}: expected an integer from 1 to {MAX_BATCH}, got {shown(value)}")
-    return int(value)
+    return checks.integer(value, where, 1, MAX_BATCH, err=ProblemError)
 
 
 def _unique(names: Iterable[str], where: str) -> dict[str, int]:
@@ -136,7 +115,8 @@ def system(system: System) -> tuple[System, dict[str, int]]:
     device_index = _unique((d.name for d in devices), "devices")
     checked = []
     for k, d in enumerate(devices):
-        mem = _number(d.memory, f"devices[{k}].memory", allow_inf=True, positive=True, unit=" bytes")
+        mem = checks.number(d.memory, f"devices[{k}].memory", 0.0, MAX_BYTES, above=True, infinite=True,
+                            unit=" bytes", err=ProblemError)
         sizes = d.batch_sizes
         if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable):
             raise ProblemError(
@@ -158,8 +138,8 @@ def system(system: System) -> tuple[System, dict[str, int]]:
                 )
         if ln.a == ln.b:
             raise ProblemError(f"links[{k}]: a link joins two distinct devices, got {shown(ln.a)} twice")
-        bw = _number(ln.bandwidth, f"links[{k}].bandwidth", bounds=BANDWIDTH, unit=" bytes/s")
-        lt = _number(ln.latency, f"links[{k}].latency", bounds=(0.0, MAX_MS), unit=" ms")
+        bw = checks.number(ln.bandwidth, f"links[{k}].bandwidth", *BANDWIDTH, unit=" bytes/s", err=ProblemError)
+        lt = checks.number(ln.latency, f"links[{k}].latency", 0.0, MAX_MS, unit=" ms", err=ProblemError)
         pairs = [(ln.a, ln.b)] if ln.directed else [(ln.a, ln.b), (ln.b, ln.a)]
         for pair in pairs:
             if pair in seen:
@@ -184,7 +164,7 @@ def calibration(cal: Calibration, device_index: Mapping[str, int]) -> Calibratio
         if dev not in device_index:
             raise ProblemError(f"{where}.overhead: unknown device {shown(dev)}; "
                                f"expected one of {sorted(device_index)}")
-        overhead[dev] = _number(v, f"{where}.overhead.{dev}", bounds=(0.0, MAX_MS), unit=" ms")
+        overhead[dev] = checks.number(v, f"{where}.overhead.{dev}", 0.0, MAX_MS, unit=" ms", err=ProblemError)
     if not isinstance(cal.sync, Mapping):
         raise ProblemError(f"{where}.sync: expected a mapping from device pairs to ms, got {shown(cal.sync)}")
     sync = {}
@@ -195,8 +175,8 @@ def calibration(cal: Calibration, device_index: Mapping[str, int]) -> Calibratio
                                    f"expected one of {sorted(device_index)}")
         if a == b:
             raise ProblemError(f"{where}.sync: a pair joins two distinct devices, got {shown(a)} twice")
-        sync[(a, b)] = _number(v, f"{where}.sync ({a} -> {b})", bounds=(0.0, MAX_MS), unit=" ms")
-    scale = _number(cal.scale, f"{where}.scale", positive=True, bounds=(0.0, MAX_SCALE))
+        sync[(a, b)] = checks.number(v, f"{where}.sync ({a} -> {b})", 0.0, MAX_MS, unit=" ms", err=ProblemError)
+    scale = checks.number(cal.scale, f"{where}.scale", 0.0, MAX_SCALE, above=True, err=ProblemError)
     if not isinstance(cal.fitted, bool):
         raise ProblemError(f"{where}.fitted: expected true or false, got {shown(cal.fitted)}")
     if cal.compile is not None and cal.compile not in COMPILE:
@@ -231,16 +211,17 @@ def tasks(tasks: Sequence[Task], device_index: Mapping[str, int]) -> tuple[tuple
                     if size in lat[dev]:  # 1 and "1" from Python
                         raise ProblemError(f"{where}.latency.{dev}: batch size {size} given twice; give it once")
                     ms = _plain(v, MAX_MS)
-                    lat[dev][size] = ms if ms is not None else _number(v, f"{where}.latency.{dev}.{b}",
-                                                                       bounds=(0.0, MAX_MS), unit=" ms")
+                    lat[dev][size] = ms if ms is not None else checks.number(
+                        v, f"{where}.latency.{dev}.{b}", 0.0, MAX_MS, unit=" ms", err=ProblemError)
             else:
                 ms = _plain(val, MAX_MS)
-                lat[dev] = {1: ms if ms is not None else _number(val, f"{where}.latency.{dev}",
-                                                                 bounds=(0.0, MAX_MS), unit=" ms")}
+                lat[dev] = {1: ms if ms is not None else checks.number(
+                    val, f"{where}.latency.{dev}", 0.0, MAX_MS, unit=" ms", err=ProblemError)}
         sizes = []
         for f in ("weight_bytes", "input_bytes", "output_bytes"):
             size = _plain(getattr(t, f), MAX_BYTES)
-            sizes.append(size if size is not None else _number(getattr(t, f), f"{where}.{f}", unit=" bytes"))
+            sizes.append(size if size is not None else checks.number(
+                getattr(t, f), f"{where}.{f}", 0.0, MAX_BYTES, unit=" bytes", err=ProblemError))
         checked.append(Task(t.name, _frozen_latency(lat), *sizes))
     return tuple(checked), task_index
 
@@ -260,6 +241,6 @@ def edges(edges: Sequence[Edge], tasks: Sequence[Task], task_index: Mapping[str,
         else:
             b = _plain(e.bytes, MAX_BYTES)
             if b is None:
-                b = _number(e.bytes, f"edges[{k}].bytes", unit=" bytes")
+                b = checks.number(e.bytes, f"edges[{k}].bytes", 0.0, MAX_BYTES, unit=" bytes", err=ProblemError)
         checked.append(Edge(e.src, e.dst, b))
     return tuple(checked)
