@@ -13,7 +13,7 @@ from typing import Any
 
 from mapsched.errors import MapschedError, OptionError, shown
 
-__all__ = ["as_float", "count", "flag", "integer", "number", "real", "seconds"]
+__all__ = ["as_float", "count", "flag", "integer", "number", "probability", "real", "seconds"]
 
 
 def real(value: Any) -> bool:
@@ -85,6 +85,17 @@ def integer(value: Any, name: str, low: int = 0, high: int | None = None, *, non
         span = f"of at least {low}" if high is None else f"from {low} to {high}"
         raise err(f"{name}: expected an integer {span}{' or None' if none else ''}, got {shown(value)}")
     return int(value)
+
+
+def probability(value: Any, name: str, err: type[MapschedError] = OptionError) -> float:
+    """A number from 0 to 1 (a NumPy one too, not a bool), as a float.
+
+    >>> probability(0.25, "conn_prob")
+    0.25
+    """
+    if not (real(value) and 0 <= value <= 1):
+        raise err(f"{name}: expected a probability in [0, 1], got {shown(value)}")
+    return float(value)
 
 
 def seconds(value: Any, name: str, none: bool = True, err: type[MapschedError] = OptionError) -> float | None:

@@ -100,3 +100,9 @@ def test_flag_is_a_bool_only():
     assert checks.flag(True, "batched") is True and checks.flag(np.bool_(False), "batched") is False
     for bad in (1, "true", None):
         refused(lambda bad=bad: checks.flag(bad, "batched"), "batched: expected True or False, got ")
+
+
+def test_probability_is_a_number_from_0_to_1():
+    assert checks.probability(0, "conn_prob") == 0.0 and checks.probability(np.float32(1), "conn_prob") == 1.0
+    for bad in (-0.1, 1.5, math.nan, True, "0.5"):
+        refused(lambda bad=bad: checks.probability(bad, "conn_prob"), "conn_prob: expected a probability in [0, 1], got ")
