@@ -56,6 +56,8 @@ def number(value: Any, name: str, low: float = -math.inf, high: float = math.inf
     ...
     mapsched.errors.OptionError: memory: expected a number from 0 to 1e+18 bytes, got 1e+308
     """
+    if type(value) is float and math.isfinite(value) and (low < value if above else low <= value) and value <= high:
+        return value  # the common case, spared the slower ABC check below (a large schedule's times)
     if value is None and none:
         return None
     if not real(value):
