@@ -107,9 +107,9 @@ def seconds(value: Any, name: str, none: bool = True, err: type[MapschedError] =
     error class raised (the harness raises its own), as in the functions below."""
     if value is None and none:
         return None
-    if not (real(value) and value > 0 and not math.isnan(value)):
+    if not (real(value) and as_float(value) > 0):  # nan is not; 10**400 s is no limit, as inf
         raise err(f"{name}: expected a positive number of seconds{' or None' if none else ''}, got {shown(value)}")
-    return float(value)
+    return as_float(value)
 
 
 def count(value: Any, name: str, least: int = 1, none: bool = False,

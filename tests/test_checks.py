@@ -91,6 +91,7 @@ def test_count_is_an_integer_with_no_upper_end():
 def test_seconds_are_positive_and_may_be_unlimited():
     assert checks.seconds(2, "time_limit") == 2.0 and checks.seconds(math.inf, "time_limit") == math.inf
     assert checks.seconds(None, "time_limit") is None
+    assert checks.seconds(10**400, "time_limit") == math.inf  # was an OverflowError
     for bad in (0, -1, math.nan, "5", True):
         refused(lambda bad=bad: checks.seconds(bad, "time_limit"), "time_limit: expected a positive number of seconds or None")
     refused(lambda: checks.seconds(None, "deadline", none=False), "deadline: expected a positive number of seconds, got None")
