@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 from mapsched.errors import MapschedError, OptionError, shown
 
-__all__ = ["count", "flag", "real", "seconds"]
+__all__ = ["as_float", "count", "flag", "integer", "number", "probability", "real", "seconds"]
 
 
 def real(value: Any) -> bool:
@@ -22,25 +22,102 @@ def real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def as_float(value: numbers.Real) -> float:
+    """``value`` as a float; an int past the float range (a Python int has none) is an
+    infinity of its sign, which the caller's range check then refuses in one line.
+
+    >>> as_float(10**400), as_float(-10**400), as_float(3)
+    (inf, -inf, 3.0)
+    """
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def _span(low: float, high: float, above: bool) -> str:
+    """The range from ``low`` to ``high`` in words (``above``: ``low`` itself excluded)."""
+    if math.isinf(low):
+        return f"of at most {high:g}"
+    if math.isinf(high):
+        return f"above {low:g}" if above else f"of at least {low:g}"
+    return f"above {low:g} and up to {high:g}" if above else f"from {low:g} to {high:g}"
+
+
+def number(value: Any, name: str, low: float = -math.inf, high: float = math.inf, *, above: bool = False,
+           infinite: bool = False, none: bool = False, unit: str = "",
+           err: type[MapschedError] = OptionError) -> float | None:
+    """A real number (a NumPy one too, not a bool) from ``low`` to ``high``, above ``low`` where
+    ``above``, as a float; or None where ``none``. NaN never passes, an infinity only where
+    ``infinite`` (then past ``high`` too: "unlimited"). The message names the range, with
+    ``unit`` (``" ms"``) after it.
+
+    >>> number(1e308, "memory", 0, 1e18, unit=" bytes")
+    Traceback (most recent call last):
+    ...
+    mapsched.errors.OptionError: memory: expected a number from 0 to 1e+18 bytes, got 1e+308
+    """
+    if type(value) is float and math.isfinite(value) and (low < value if above else low <= value) and value <= high:
+        return value  # the common case, spared the slower ABC check below (a large schedule's times)
+    if value is None and none:
+        return None
+    if not real(value):
+        raise err(f"{name}: expected a number{' or None' if none else ''}, got {shown(value)}")
+    v = as_float(value)
+    if math.isnan(v) or (math.isinf(v) and not infinite):
+        raise err(f"{name}: expected a finite number, got {shown(value)}")
+    if v < low or (above and v == low) or (v > high and not (infinite and math.isinf(v))):
+        raise err(f"{name}: expected a number {_span(low, high, above)}{unit}, got {shown(value)}")
+    return v
+
+
+def integer(value: Any, name: str, low: int = 0, high: int | None = None, *, none: bool = False,
+            err: type[MapschedError] = OptionError) -> int | None:
+    """An integer (a NumPy one too, not a bool or a float that looks like one) from ``low`` to
+    ``high`` (no upper end where None), as an int; or None where ``none``. Counts, indices,
+    thread numbers and seeds: a fraction or a negative one would be truncated or wrap around
+    somewhere deep.
+
+    >>> integer(3, "threads", 0, 1024), integer(None, "seed", none=True)
+    (3, None)
+    """
+    if type(value) is int and low <= value and (high is None or value <= high):
+        return value  # the common case, spared the slower ABC check below (a large file's batch sizes)
+    if value is None and none:
+        return None
+    if not (isinstance(value, numbers.Integral) and not isinstance(value, bool)
+            and low <= value and (high is None or value <= high)):
+        span = f"of at least {low}" if high is None else f"from {low} to {high}"
+        raise err(f"{name}: expected an integer {span}{' or None' if none else ''}, got {shown(value)}")
+    return int(value)
+
+
+def probability(value: Any, name: str, err: type[MapschedError] = OptionError) -> float:
+    """A number from 0 to 1 (a NumPy one too, not a bool), as a float.
+
+    >>> probability(0.25, "conn_prob")
+    0.25
+    """
+    if not (real(value) and 0 <= value <= 1):
+        raise err(f"{name}: expected a probability in [0, 1], got {shown(value)}")
+    return float(value)
+
+
 def seconds(value: Any, name: str, none: bool = True, err: type[MapschedError] = OptionError) -> float | None:
     """A positive number of seconds (``inf``: none), or None where ``none``; ``err`` is the
     error class raised (the harness raises its own), as in the functions below."""
     if value is None and none:
         return None
-    if not (real(value) and value > 0 and not math.isnan(value)):
+    if not (real(value) and as_float(value) > 0):  # nan is not; 10**400 s is no limit, as inf
         raise err(f"{name}: expected a positive number of seconds{' or None' if none else ''}, got {shown(value)}")
-    return float(value)
+    return as_float(value)
 
 
 def count(value: Any, name: str, least: int = 1, none: bool = False,
           err: type[MapschedError] = OptionError) -> int | None:
-    """A whole number of at least ``least`` (a NumPy integer too), or None where ``none``."""
-    if value is None and none:
-        return None
-    if not (isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= least):
-        raise err(f"{name}: expected a whole number of at least {least}{' or None' if none else ''}, "
-                  f"got {shown(value)}")
-    return int(value)
+    """An integer of at least ``least`` (a NumPy one too), or None where ``none``: :func:`integer`
+    with no upper end."""
+    return integer(value, name, least, none=none, err=err)
 
 
 def flag(value: Any, name: str, err: type[MapschedError] = OptionError) -> bool:

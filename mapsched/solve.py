@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from mapsched import checks
 from mapsched.engine import interrupt, registry
 from mapsched.engine.context import Progress, SolveContext
 from mapsched.errors import OptionError
@@ -99,14 +100,8 @@ def solve(
             f"--method: {method!r} does not handle the {problem.objective.kind} objective; "
             f"it handles {', '.join(m.objectives)}"
         )
-    real = (int, float, np.integer, np.floating)
-    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, real)
-                                   or not time_limit > 0):
-        raise OptionError(f"--time-limit: expected a positive number of seconds, got {time_limit!r}")
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, np.integer))
-                                or not 0 <= threads <= MAX_THREADS):
-        raise OptionError(f"--threads: expected a number of threads from 0 (every core) to {MAX_THREADS}, "
-                          f"got {threads!r}")
+    time_limit = checks.seconds(time_limit, "--time-limit")
+    threads = checks.integer(threads, "--threads", 0, MAX_THREADS, none=True)  # 0: every core
     if callback is not None and not callable(callback):
         raise OptionError(f"callback: expected a function of (seconds, makespan), got {callback!r}")
     opts = m.parse_options(options)
@@ -130,10 +125,8 @@ def solve(
 
     loaded = time.perf_counter()
 
-    if not (seed is None or isinstance(seed, np.random.Generator)
-            or (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0)):
-        raise OptionError(f"--seed: expected a non-negative integer, got {seed!r}")
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(
+        checks.integer(seed, "--seed", 0, none=True))
     with interrupt.solving():  # a stop requested outside interrupt.graceful() ends with the solves it stops
         # The bound's LP counts within the time limit (0.4 s at 10,000 tasks), and gets only
         # a share of it: without the LP the critical path and the work still hold.

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any
 
+from mapsched import checks
 from mapsched.errors import OptionError, shown
 
 __all__ = ["Method", "Option", "get", "methods", "register"]
@@ -33,7 +34,9 @@ class Option:
     reads: bool = False  # a file the method reads, which no command may write its output to
 
     def parse(self, value: Any, method: str) -> Any:
-        """Convert a value (a string from the command line, or a Python value) to the option's type."""
+        """Convert a value (a string from the command line, or a Python value) to the option's type,
+        and check a number's range (:mod:`mapsched.checks`)."""
+        flag = f"--{self.name.replace('_', '-')}"
         if not self.cli and isinstance(value, str):  # a command line gives only strings
             raise OptionError(f"{self.name}: method {method!r} takes a Python object there, from "
                               f"solve(..., {self.name}=...), not the string {shown(value)}")
@@ -44,28 +47,21 @@ class Option:
                 if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
                     raise ValueError
                 v = value.lower() in ("1", "true", "yes", "on")
+            elif self.type in (int, float) and not isinstance(value, str):
+                # A Python number, checked below as every count and number is: int() dropped a
+                # fraction and took True as 1. A float that is whole is that int.
+                integral = self.type is int and isinstance(value, float) and value.is_integer()
+                v = int(value) if integral else value
             else:
-                if self.type is int and isinstance(value, float) and not value.is_integer():
-                    raise ValueError  # int() would drop the fraction
-                if self.type in (int, float) and isinstance(value, bool):
-                    raise ValueError  # True ran as 1
                 v = self.type(value)
         except (TypeError, ValueError, OverflowError):  # OverflowError: float(10**400)
-            raise OptionError(
-                f"--{self.name.replace('_', '-')}: method {method!r} expects {self.type.__name__}, got {shown(value)}"
-            ) from None
-        if self.type in (int, float):
-            low_ok = v > 0 if self.positive else v >= 0
-            finite = self.type is int or math.isfinite(v)  # nan and infinities are no setting
-            if not (low_ok and finite and (self.most is None or v <= self.most)):
-                kind = "positive" if self.positive else "non-negative"
-                most = "" if self.most is None else f", at most {self.most:g}"
-                raise OptionError(f"--{self.name.replace('_', '-')}: method {method!r} expects a finite {kind} "
-                                  f"number{most}, got {shown(value)}")
+            raise OptionError(f"{flag}: method {method!r} expects {self.type.__name__}, got {shown(value)}") from None
+        if self.type is int:
+            v = checks.integer(v, flag, 1 if self.positive else 0, None if self.most is None else int(self.most))
+        elif self.type is float:  # nan and infinities are no setting
+            v = checks.number(v, flag, 0.0, math.inf if self.most is None else self.most, above=self.positive)
         if self.choices is not None and v not in self.choices:
-            raise OptionError(
-                f"--{self.name.replace('_', '-')}: expected one of {list(self.choices)}, got {shown(value)}"
-            )
+            raise OptionError(f"{flag}: expected one of {list(self.choices)}, got {shown(value)}")
         return v
 
 

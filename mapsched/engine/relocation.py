@@ -21,15 +21,15 @@ The file form is ``mapsched.relocation/1`` (``docs/format.md``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from mapsched import checks
 from mapsched.errors import OptionError, shown
-from mapsched.model.jsonio import check_fields, check_format, read_json, real
+from mapsched.model.jsonio import check_fields, check_format, read_json
 from mapsched.model.problem import MAX_BYTES, MAX_MS, Problem
 from mapsched.model.schedule import Schedule
 
@@ -47,10 +47,7 @@ MIN_RUNS, MAX_RUNS = 1e-6, 1e18
 def _amount(value: Any, where: str, most: float) -> float:
     # Capped as a problem's times and sizes are: past them a cost overflowed to inf, which
     # no schedule file can hold.
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer)) \
-            or not math.isfinite(real(value)) or not 0 <= value <= most:
-        raise OptionError(f"{where}: expected a number from 0 to {most:g}, got {shown(value)}")
-    return float(value)
+    return checks.number(value, where, 0.0, most)
 
 
 def _startup(value: Any, where: str) -> Startup:
@@ -96,11 +93,7 @@ class Relocation:
     tasks: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        runs = _amount(self.runs, "relocation.runs", MAX_RUNS)
-        if runs < MIN_RUNS:
-            raise OptionError(f"relocation.runs: expected a number of runs from {MIN_RUNS:g} to {MAX_RUNS:g}, "
-                              f"got {shown(self.runs)}")
-        object.__setattr__(self, "runs", runs)
+        object.__setattr__(self, "runs", checks.number(self.runs, "relocation.runs", MIN_RUNS, MAX_RUNS))
         object.__setattr__(self, "startup", _startup(self.startup, "relocation.startup"))
         object.__setattr__(self, "bytes", _bytes(self.bytes, "relocation.bytes"))
         if not isinstance(self.tasks, Mapping):

@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from mapsched import checks
 from mapsched.errors import OptionError
 from mapsched.model.problem import Device, Edge, Link, Problem, System, Task
 
@@ -112,8 +113,7 @@ def _check(v: int, alpha: float, conn_prob: float, types: int) -> None:
         raise OptionError(f"v: expected a positive number of tasks, got {v}")
     if not ALPHA[0] <= alpha <= ALPHA[1]:
         raise OptionError(f"alpha: expected a shape from {ALPHA[0]:g} to {ALPHA[1]:g} (GiPH's: 0.1-0.3), got {alpha}")
-    if not 0.0 <= conn_prob <= 1.0:
-        raise OptionError(f"conn_prob: expected a probability in [0, 1], got {conn_prob}")
+    checks.probability(conn_prob, "conn_prob")
     if types < 1:
         raise OptionError(f"types: expected at least 1 hardware type, got {types}")
 
@@ -237,8 +237,7 @@ def giph_network(m: int, seed: int = 0, *, type_prob: float = 0.2, speed: float 
     """
     if m < 1:
         raise ValueError(f"m: expected at least 1 device, got {m}")
-    if not 0.0 <= type_prob <= 1.0:
-        raise ValueError(f"type_prob: expected a probability in [0, 1], got {type_prob}")
+    checks.probability(type_prob, "type_prob")
     if types < 1:
         raise ValueError(f"types: expected at least 1 hardware type, got {types}")
     if not (speed > 0 and bw > 0 and delay >= 0 and 0 <= b_bw < 2 and 0 <= b_speed < 2):

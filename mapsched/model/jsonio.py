@@ -61,19 +61,6 @@ def _int(digits: str) -> int | float:
     return int(digits)
 
 
-def real(value: int | float) -> float:
-    """``value`` as a float; an int past the float range (a Python int has none) is an
-    infinity of its sign, which the field's own check refuses in one line.
-
-    >>> real(10**400), real(-10**400), real(3)
-    (inf, -inf, 3.0)
-    """
-    try:
-        return float(value)
-    except OverflowError:
-        return math.inf if value > 0 else -math.inf
-
-
 def loads(text: str, source: str, err: type[MapschedError]) -> Any:
     if not isinstance(text, (str, bytes, bytearray)):
         raise err(f"{source}: expected JSON text, got {type(text).__name__}")

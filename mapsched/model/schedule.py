@@ -10,8 +10,9 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mapsched import checks
 from mapsched.errors import ScheduleError, shown
-from mapsched.model.jsonio import check_fields, check_format, check_list, dumps, loads, read_json, real, write_json
+from mapsched.model.jsonio import check_fields, check_format, check_list, dumps, loads, read_json, write_json
 
 if TYPE_CHECKING:
     from mapsched.model.problem import Problem
@@ -26,16 +27,13 @@ _SCHEDULE_KEYS = {
 _JOB_KEYS = {"task", "device", "start", "end", "inputs"}
 
 
-def _num(value: Any, where: str, *, optional: bool = False, least: float = -math.inf) -> float | None:
-    if value is None and optional:
-        return None
-    # A schedule's times are finite (the writer refuses others): an infinite end would pass
-    # the parse and break every reader of the times downstream.
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(real(value)):
-        raise ScheduleError(f"{where}: expected a finite number, got {shown(value)}")
-    if value < least:
-        raise ScheduleError(f"{where}: expected a number of at least {least:g}, got {shown(value)}")
-    return float(value)
+def _finite(value: Any, where: str, least: float = -math.inf, none: bool = False) -> float | None:
+    # A schedule's numbers are finite (the writer refuses others): an infinite end would pass
+    # the parse and break every reader of the times downstream. Python's own numbers only:
+    # to_dict checks what it writes with this, and JSON holds no NumPy number.
+    if value is not None and not isinstance(value, (int, float)):
+        raise ScheduleError(f"{where}: expected a number, got {shown(value)}")
+    return checks.number(value, where, least, none=none, err=ScheduleError)
 
 
 @dataclass(frozen=True)
@@ -171,10 +169,8 @@ class Schedule:
             inputs = check_list(j["inputs"], f"jobs[{k}].inputs", err)
             if any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in inputs):
                 raise err(f"jobs[{k}].inputs: expected non-negative integer input indices, got {shown(inputs)}")
-            jobs.append(
-                Job(j["task"], j["device"], _num(j["start"], f"jobs[{k}].start"),
-                    _num(j["end"], f"jobs[{k}].end"), tuple(inputs))
-            )
+            jobs.append(Job(j["task"], j["device"], _finite(j["start"], f"jobs[{k}].start"),
+                            _finite(j["end"], f"jobs[{k}].end"), tuple(inputs)))
         interrupted = data.get("interrupted", False)
         if not isinstance(interrupted, bool):
             raise err(f"interrupted: expected true or false, got {shown(interrupted)}")
@@ -187,14 +183,14 @@ class Schedule:
         return cls(
             problem=data.get("problem", ""),
             jobs=jobs,
-            makespan=_num(data["makespan"], "makespan"),
-            throughput=_num(data.get("throughput"), "throughput", optional=True),
-            lower_bound=_num(data.get("lower_bound"), "lower_bound", optional=True),
+            makespan=_finite(data["makespan"], "makespan"),
+            throughput=_finite(data.get("throughput"), "throughput", none=True),
+            lower_bound=_finite(data.get("lower_bound"), "lower_bound", none=True),
             status=status,
             method=data.get("method", ""),
-            solve_seconds=_num(data.get("solve_seconds", 0.0), "solve_seconds", least=0.0),
+            solve_seconds=_finite(data.get("solve_seconds", 0.0), "solve_seconds", 0.0),
             interrupted=interrupted,
-            relocation_cost=_num(data.get("relocation_cost"), "relocation_cost", optional=True, least=0.0),
+            relocation_cost=_finite(data.get("relocation_cost"), "relocation_cost", 0.0, none=True),
         )
 
     @classmethod

@@ -308,8 +308,8 @@ def _group_alive(group: int) -> bool:
 
 def test_run_suite_checks_its_arguments_before_any_run(tmp_path):
     for kwargs, says in (({"out": str(tmp_path / "no" / "r.jsonl")}, "out: no folder"),  # FileNotFoundError
-                         ({"workers": -1}, "workers: expected a whole number of at least 0"),  # max_workers
-                         ({"threads": 1.5}, "threads: expected a whole number")):
+                         ({"workers": -1}, "workers: expected an integer of at least 0"),  # max_workers
+                         ({"threads": 1.5}, "threads: expected an integer")):
         with pytest.raises(MapschedError, match="^[^\n]*$") as err:
             run_suite(SUITE, **{"out": str(tmp_path / "r.jsonl"), **kwargs})
         assert says in str(err.value)

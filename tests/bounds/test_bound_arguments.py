@@ -33,10 +33,10 @@ T = stack(modules=2, n=4, objective=Objective("throughput", 2), seed=1)
     (lambda: lower_bound(P, math.nan), "time_limit"),
     (lambda: lower_bound(P, batched="no"), "batched: expected True or False"),
     (lambda: load_bound(P, "1"), "time_limit"),
-    (lambda: interval_load_bound(P, cuts=0), "cuts: expected a whole number of at least 1"),
+    (lambda: interval_load_bound(P, cuts=0), "cuts: expected an integer of at least 1"),
     (lambda: interval_load_bound(P, cuts=1.5), "cuts"),
     (lambda: interval_load_bound(P, columns="a"), "columns"),
-    (lambda: interval_load_bound(P, columns=-1), "columns: expected a whole number of at least 0"),
+    (lambda: interval_load_bound(P, columns=-1), "columns: expected an integer of at least 0"),
     (lambda: batched_relaxation_bound(T, "1"), "time_limit"),
     (lambda: batched_relaxation_bound(T, integral="no"), "integral: expected True or False"),
     (lambda: batched_relaxation_bound(T, cuts_per_round=True), "cuts_per_round"),
@@ -61,9 +61,9 @@ T = stack(modules=2, n=4, objective=Objective("throughput", 2), seed=1)
     (lambda: chain_bound("x"), "problem: expected a mapsched.Problem"),
     (lambda: chain_bound(P, time_limit="5"), "time_limit: expected a positive number of seconds"),
     (lambda: chain_bound(P, module_time_limit=-1), "module_time_limit: expected a positive number"),
-    (lambda: chain_bound(P, span=0), "span: expected a whole number of at least 1"),
+    (lambda: chain_bound(P, span=0), "span: expected an integer of at least 1"),
     (lambda: window_bound(None), "problem: expected a mapsched.Problem"),
-    (lambda: window_bound(P, threads=True), "threads: expected a whole number of at least 1"),
+    (lambda: window_bound(P, threads=True), "threads: expected an integer of at least 1"),
 ])
 def test_bad_arguments_are_one_line_option_errors(call, says):
     with pytest.raises(OptionError, match=r"^[^\n]*$") as info:

@@ -115,11 +115,11 @@ def test_a_solve_without_relocation_drops_the_cost_an_initial_schedule_carried()
 def test_bad_relocations_are_refused_in_one_line():
     p = instances.load("topcuoglu2002")
     start = solve(p, "heft")
-    for bad, needle in (({"runs": 0}, "relocation.runs: expected a number of runs from 1e-06 to 1e+18"),
+    for bad, needle in (({"runs": 0}, "relocation.runs: expected a number from 1e-06 to 1e+18"),
                         ({"startup": -1}, "relocation.startup: expected a number from 0 to 1e+12"),
                         # the cost overflowed to inf, and the result could not be written
                         ({"startup": 1e308}, "relocation.startup: expected a number from 0 to 1e+12"),
-                        ({"runs": 1e-320}, "relocation.runs: expected a number of runs from 1e-06"),
+                        ({"runs": 1e-320}, "relocation.runs: expected a number from 1e-06"),
                         ({"bytes": 1e19}, "relocation.bytes: expected a number from 0 to 1e+18"),
                         ({"bytes": "all"}, "relocation.bytes: expected a number of bytes or \"weights\""),
                         ({"tasks": {"zz": {"startup": 1}}}, "task 'zz' is not in problem"),

@@ -649,8 +649,8 @@ def test_dict_outputs_are_compared_key_by_key():
 @pytest.mark.parametrize("kwargs, says", [
     ({"devices": "cpu:0,cpu:1"}, "devices: expected a list of device names"),  # split into characters
     ({"batch_sizes": "12"}, "batch_sizes: expected a list"),  # profiled sizes 1 and 2
-    ({"batch_sizes": [1.7]}, "batch_sizes: expected a whole number"),  # truncated to 1
-    ({"repeats": 0}, "repeats: expected a whole number of at least 1"),  # ran once
+    ({"batch_sizes": [1.7]}, "batch_sizes: expected an integer"),  # truncated to 1
+    ({"repeats": 0}, "repeats: expected an integer of at least 1"),  # ran once
     ({"objective": "throughput"}, "objective: expected a mapsched.Objective"),
     ({"devices": ["cpu:01", "cpu:1"]}, "unknown device 'cpu:01'"),  # two names of one device
 ])

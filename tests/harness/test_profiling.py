@@ -120,7 +120,7 @@ def test_bad_spread_options_are_named():
     m, x = _tiny()
     with pytest.raises(HarnessError, match="max_spread: expected a positive number"):
         profile(m, x, ["cpu"], max_spread=0)
-    with pytest.raises(HarnessError, match="retries: expected a whole number of at least 0"):
+    with pytest.raises(HarnessError, match="retries: expected an integer of at least 0"):
         profile(m, x, ["cpu"], retries=-1)
 
 

@@ -111,7 +111,7 @@ def test_trace_step_checks_its_arguments():
     from mapsched import HarnessError
 
     m = gpt()
-    for kwargs, says in (({"input_shape": (-1, 16)}, "input_shape: expected a whole number of at least 1, got -1"),
+    for kwargs, says in (({"input_shape": (-1, 16)}, "input_shape: expected an integer of at least 1, got -1"),
                          ({"input_shape": (0, 16)}, "got 0"),  # traced a graph of an empty batch
                          ({"lr": float("nan")}, "lr: expected a positive finite"),
                          ({"lr": -1}, "lr:"),
