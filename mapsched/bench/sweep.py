@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import inspect
 import json
 import math
 import os
@@ -34,7 +35,7 @@ from typing import Any
 
 from mapsched import checks
 from mapsched.engine.dask import as_executor, completed
-from mapsched.errors import InfeasibleError, MapschedError, OptionError, first_line
+from mapsched.errors import InfeasibleError, MapschedError, OptionError, first_line, shown
 from mapsched.model.files import check_output, is_stream, names_stdout
 from mapsched.model.problem import Problem
 
@@ -52,10 +53,33 @@ class Case:
     make: Callable[..., Problem]
     kwargs: dict[str, Any] = field(default_factory=dict)
 
+    def check(self) -> None:
+        """Refuse, in one :class:`OptionError` naming the case, a keyword that ``make`` does not
+        take: a misspelt option would otherwise fail in every worker, or (where ``make`` takes
+        ``**kwargs`` and ignored it) build the default instance. A ``make`` that takes
+        ``**kwargs`` checks them itself, as mapsched's generators do."""
+        name = getattr(self.make, "__name__", None) or shown(self.make)
+        try:
+            params = inspect.signature(self.make).parameters.values()
+        except (TypeError, ValueError):  # no signature to read (some builtins): make refuses as it runs
+            return
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            return
+        known = [p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                      inspect.Parameter.KEYWORD_ONLY)]
+        for key in self.kwargs:
+            if key not in known:
+                raise OptionError(f"case {shown(self.name)}: {name}() takes no keyword {shown(key)}; "
+                                  f"it takes {', '.join(known) or 'none'}")
+
     def build(self) -> Problem:
-        """The instance; a :class:`MapschedError` naming the case if ``make`` fails."""
+        """The instance; a :class:`MapschedError` naming the case if ``make`` fails or is
+        given a keyword it does not take (:meth:`check`)."""
+        self.check()
         try:
             p = self.make(**self.kwargs)
+        except OptionError as exc:  # a keyword that make's **kwargs refused (mapsched's generators)
+            raise OptionError(f"case {shown(self.name)}: {exc}") from None
         except MapschedError:
             raise
         except Exception as exc:  # the user's builder: its first line of error, as ours are
@@ -148,6 +172,7 @@ class Suite:
                     and isinstance(c.kwargs, dict)):
                 raise OptionError(f"suite {self.name!r}: cases[{k}]: expected a Case(name, make, kwargs) with a "
                                   "function make and a dict kwargs")
+            c.check()
             if c.name in names:
                 raise OptionError(f"suite {self.name!r}: cases[{k}]: a second case named {c.name!r}, whose rows "
                                   "would be taken for the first's; give each case its own name")
