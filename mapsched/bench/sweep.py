@@ -38,6 +38,7 @@ from mapsched.engine.dask import as_executor, completed
 from mapsched.errors import InfeasibleError, MapschedError, OptionError, first_line, shown
 from mapsched.model.files import check_output, is_stream, names_stdout
 from mapsched.model.problem import Problem
+from mapsched.usercode import user_code
 
 __all__ = ["BOUND", "Case", "Suite", "load_suites", "plot_quality", "read_rows", "results_table", "run_suite",
            "runtime_table"]
@@ -58,7 +59,7 @@ class Case:
         take: a misspelt option would otherwise fail in every worker, or (where ``make`` takes
         ``**kwargs`` and ignored it) build the default instance. A ``make`` that takes
         ``**kwargs`` checks them itself, as mapsched's generators do."""
-        name = getattr(self.make, "__name__", None) or shown(self.make)
+        name = shown(getattr(self.make, "__name__", self.make), quote=False)
         try:
             params = inspect.signature(self.make).parameters.values()
         except (TypeError, ValueError):  # no signature to read (some builtins): make refuses as it runs
@@ -76,15 +77,12 @@ class Case:
         """The instance; a :class:`MapschedError` naming the case if ``make`` fails or is
         given a keyword it does not take (:meth:`check`)."""
         self.check()
-        try:
-            p = self.make(**self.kwargs)
-        except OptionError as exc:  # a keyword that make's **kwargs refused (mapsched's generators)
-            raise OptionError(f"case {shown(self.name)}: {exc}") from None
-        except MapschedError:
-            raise
-        except Exception as exc:  # the user's builder: its first line of error, as ours are
-            raise OptionError(f"case {self.name!r}: {getattr(self.make, '__name__', self.make)}(**kwargs) failed: "
-                              f"{type(exc).__name__}: {first_line(exc)}") from None
+        name = shown(getattr(self.make, "__name__", self.make), quote=False)
+        with user_code(f"case {shown(self.name)}: {name}(**kwargs)"):  # exits and interrupts of its own too
+            try:
+                p = self.make(**self.kwargs)
+            except OptionError as exc:  # a keyword that make's **kwargs refused (mapsched's generators)
+                raise OptionError(f"case {shown(self.name)}: {exc}") from None
         if not isinstance(p, Problem):
             raise OptionError(f"case {self.name!r}: its make returned a {type(p).__name__}, not a mapsched.Problem")
         return p
@@ -110,10 +108,8 @@ def _suites_module(path: str) -> Any:
             raise OptionError(f"--suites: {path!r} is not a Python file; give a .py file defining SUITES")
         module = importlib.util.module_from_spec(spec)
         setattr(module, _SOURCE, path)
-        try:
+        with user_code(f"--suites: running {shown(path)}"):  # its sys.exit too: one line, not our exit
             spec.loader.exec_module(module)
-        except Exception as exc:  # the user's code: its first line of error, as ours are
-            raise OptionError(f"--suites: running {path!r} failed: {type(exc).__name__}: {first_line(exc)}") from None
         _LOADED[path] = module
     return _LOADED[path]
 
