@@ -7,9 +7,33 @@ the command line can print it without a traceback.
 
 import reprlib
 
+MESSAGE_LENGTH = 4000
+"""The most characters of a :class:`MapschedError`'s message; a longer one is cut in the middle."""
+
 
 class MapschedError(Exception):
-    """Base class of every error caused by user input."""
+    """Base class of every error caused by user input.
+
+    Its message is one line that a terminal shows as it is: every user value in it is
+    quoted through :func:`shown`, and, should one have been missed, a control character
+    that reaches the message is escaped here (never a line break or an ANSI escape) and
+    the message is cut to :data:`MESSAGE_LENGTH` characters.
+
+    >>> str(MapschedError("name a\\nb\\x1b[2J"))
+    'name a\\\\nb\\\\x1b[2J'
+    """
+
+    def __init__(self, *args: object) -> None:
+        if args and isinstance(args[0], str):
+            args = (_one_line(args[0]), *args[1:])
+        super().__init__(*args)
+
+
+def _one_line(text: str) -> str:
+    """``text`` with every unprintable character escaped as ``repr`` does, cut to :data:`MESSAGE_LENGTH`."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return _cut(text, MESSAGE_LENGTH)
 
 
 class ProblemError(MapschedError, ValueError):

@@ -12,7 +12,7 @@ import numpy as np
 
 from mapsched.engine import interrupt, registry
 from mapsched.engine.context import Progress, SolveContext
-from mapsched.errors import OptionError
+from mapsched.errors import OptionError, shown
 from mapsched.model import arguments
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
@@ -96,28 +96,28 @@ def solve(
     m = registry.get(method)
     if problem.objective.kind not in m.objectives:
         raise OptionError(
-            f"--method: {method!r} does not handle the {problem.objective.kind} objective; "
+            f"--method: {shown(method)} does not handle the {problem.objective.kind} objective; "
             f"it handles {', '.join(m.objectives)}"
         )
     real = (int, float, np.integer, np.floating)
     if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, real)
                                    or not time_limit > 0):
-        raise OptionError(f"--time-limit: expected a positive number of seconds, got {time_limit!r}")
+        raise OptionError(f"--time-limit: expected a positive number of seconds, got {shown(time_limit)}")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, np.integer))
                                 or not 0 <= threads <= MAX_THREADS):
         raise OptionError(f"--threads: expected a number of threads from 0 (every core) to {MAX_THREADS}, "
-                          f"got {threads!r}")
+                          f"got {shown(threads)}")
     if callback is not None and not callable(callback):
-        raise OptionError(f"callback: expected a function of (seconds, makespan), got {callback!r}")
+        raise OptionError(f"callback: expected a function of (seconds, makespan), got {shown(callback)}")
     opts = m.parse_options(options)
     if initial is not None and not m.initial:
-        raise OptionError(f"initial: method {method!r} does not start from a placement; these do: "
+        raise OptionError(f"initial: method {shown(method)} does not start from a placement; these do: "
                           f"{registry.taking('initial')}")
     if relocation is not None:
         if initial is None:
             raise OptionError("--relocation: a cost of moving away from a placement needs one; give --initial")
         if not m.relocation:
-            raise OptionError(f"--relocation: method {method!r} does not weigh relocation costs; these do: "
+            raise OptionError(f"--relocation: method {shown(method)} does not weigh relocation costs; these do: "
                               f"{registry.taking('relocation')}")
         from mapsched.engine.relocation import RELOCATION_FORMAT, Relocation
 
@@ -132,7 +132,7 @@ def solve(
 
     if not (seed is None or isinstance(seed, np.random.Generator)
             or (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0)):
-        raise OptionError(f"--seed: expected a non-negative integer, got {seed!r}")
+        raise OptionError(f"--seed: expected a non-negative integer, got {shown(seed)}")
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     with interrupt.solving():  # a stop requested outside interrupt.graceful() ends with the solves it stops
         # The bound's LP counts within the time limit (0.4 s at 10,000 tasks), and gets only

@@ -84,7 +84,8 @@ class Case:
             except OptionError as exc:  # a keyword that make's **kwargs refused (mapsched's generators)
                 raise OptionError(f"case {shown(self.name)}: {exc}") from None
         if not isinstance(p, Problem):
-            raise OptionError(f"case {self.name!r}: its make returned a {type(p).__name__}, not a mapsched.Problem")
+            raise OptionError(f"case {shown(self.name)}: its make returned a {type(p).__name__}, "
+                              "not a mapsched.Problem")
         return p
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -105,7 +106,7 @@ def _suites_module(path: str) -> Any:
     if path not in _LOADED:
         spec = importlib.util.spec_from_file_location("mapsched_suites", path)
         if spec is None or spec.loader is None:
-            raise OptionError(f"--suites: {path!r} is not a Python file; give a .py file defining SUITES")
+            raise OptionError(f"--suites: {shown(path)} is not a Python file; give a .py file defining SUITES")
         module = importlib.util.module_from_spec(spec)
         setattr(module, _SOURCE, path)
         with user_code(f"--suites: running {shown(path)}"):  # its sys.exit too: one line, not our exit
@@ -130,10 +131,10 @@ def load_suites(path: str) -> dict[str, Suite]:
     run, or one that defines no ``SUITES`` dictionary.
     """
     if not os.path.isfile(path):
-        raise OptionError(f"--suites: no file {path!r}; give the path of a Python file defining SUITES")
+        raise OptionError(f"--suites: no file {shown(path)}; give the path of a Python file defining SUITES")
     suites = getattr(_suites_module(os.path.abspath(path)), "SUITES", None)
     if not isinstance(suites, dict):
-        raise OptionError(f"--suites: {path!r} defines no SUITES dictionary")
+        raise OptionError(f"--suites: {shown(path)} defines no SUITES dictionary")
     return suites
 
 
@@ -161,24 +162,25 @@ class Suite:
         workers or mix rows up: no cases or methods, cases of one name, a time limit that
         is not a positive number, options that are no mapping per method."""
         if not isinstance(self.cases, (tuple, list)) or not self.cases:
-            raise OptionError(f"suite {self.name!r}: cases: expected a non-empty tuple of mapsched.bench.sweep.Case")
+            raise OptionError(f"suite {shown(self.name)}: cases: expected a non-empty tuple of "
+                              "mapsched.bench.sweep.Case")
         names: set[str] = set()
         for k, c in enumerate(self.cases):
             if not (isinstance(c, Case) and isinstance(c.name, str) and callable(c.make)
                     and isinstance(c.kwargs, dict)):
-                raise OptionError(f"suite {self.name!r}: cases[{k}]: expected a Case(name, make, kwargs) with a "
+                raise OptionError(f"suite {shown(self.name)}: cases[{k}]: expected a Case(name, make, kwargs) with a "
                                   "function make and a dict kwargs")
             c.check()
             if c.name in names:
-                raise OptionError(f"suite {self.name!r}: cases[{k}]: a second case named {c.name!r}, whose rows "
-                                  "would be taken for the first's; give each case its own name")
+                raise OptionError(f"suite {shown(self.name)}: cases[{k}]: a second case named {shown(c.name)}, "
+                                  "whose rows would be taken for the first's; give each case its own name")
             names.add(c.name)
         if not (isinstance(self.methods, (tuple, list)) and self.methods
                 and all(isinstance(m, str) for m in self.methods)):
-            raise OptionError(f"suite {self.name!r}: methods: expected a non-empty tuple of method names")
-        checks.seconds(self.time_limit, f"suite {self.name!r}: time_limit", none=False)
+            raise OptionError(f"suite {shown(self.name)}: methods: expected a non-empty tuple of method names")
+        checks.seconds(self.time_limit, f"suite {shown(self.name)}: time_limit", none=False)
         if not (isinstance(self.options, dict) and all(isinstance(v, dict) for v in self.options.values())):
-            raise OptionError(f"suite {self.name!r}: options: expected a dict of method name to a dict of options")
+            raise OptionError(f"suite {shown(self.name)}: options: expected a dict of method name to a dict of options")
 
 
 def _run_one(case: Case, method: str, time_limit: float, options: dict[str, Any], threads: int = 1) -> dict[str, Any]:
@@ -263,7 +265,7 @@ def read_rows(path: str) -> list[dict[str, Any]]:
             v = row.get(key)
             if (v is None and key in _REQUIRED) or (
                     v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v))):
-                what = "missing" if v is None else f"{v!r}, not a finite number"
+                what = "missing" if v is None else f"{shown(v)}, not a finite number"
                 raise MapschedError(f"{path}, line {k}: '{key}' is {what}; remove the line, or pass another "
                                     "-o/--output")
         history = row.get("history")
@@ -339,16 +341,16 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
     pairs = {(c.name, m) for c in suite.cases for m in suite.methods}
     for r in rows:
         if (r["instance"], r["method"]) in pairs and r.get("time_limit", suite.time_limit) != suite.time_limit:
-            raise OptionError(f"{out}: its row of {r['instance']!r} and {r['method']!r} ran with a time limit of "
-                              f"{r['time_limit']:g} s, not {suite.time_limit:g} s; resume with the same time limit, "
-                              "or pass another -o/--output")
+            raise OptionError(f"{out}: its row of {shown(r['instance'])} and {shown(r['method'])} ran with a time "
+                              f"limit of {r['time_limit']:g} s, not {suite.time_limit:g} s; resume with the same "
+                              "time limit, or pass another -o/--output")
     done = {(r["instance"], r["method"]) for r in rows}
     todo = [(c, m) for c in suite.cases for m in suite.methods if (c.name, m) not in done]
     for c in {c.name: c for c, _ in todo}.values() if own or isinstance(executor, ProcessPoolExecutor) else ():
         try:  # an unpicklable case hangs a process pool (its feeder thread dies) rather than failing
             pickle.dumps(c)
         except Exception as exc:
-            raise OptionError(f"case {c.name!r}: cannot be sent to worker processes ({type(exc).__name__}: "
+            raise OptionError(f"case {shown(c.name)}: cannot be sent to worker processes ({type(exc).__name__}: "
                               f"{first_line(exc)}); build it with a function defined at the top level of a "
                               "module or of the suites file") from None
     total, finished = len(todo), 0

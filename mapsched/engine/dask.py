@@ -151,7 +151,7 @@ def as_executor(executor: Any) -> Executor | None:
     if isinstance(executor, type):
         got = f"the class {executor.__name__}; pass an instance"
     elif isinstance(executor, str):
-        got = f"{executor!r}; for a scheduler's address use mapsched.engine.dask.connect(ADDRESS)"
+        got = f"{shown(executor)}; for a scheduler's address use mapsched.engine.dask.connect(ADDRESS)"
     else:
         got = f"a {type(executor).__name__}"
     raise OptionError(f"executor: expected a concurrent.futures.Executor or a distributed.Client, got {got}")

@@ -35,7 +35,7 @@ class Option:
     def parse(self, value: Any, method: str) -> Any:
         """Convert a value (a string from the command line, or a Python value) to the option's type."""
         if not self.cli and isinstance(value, str):  # a command line gives only strings
-            raise OptionError(f"{self.name}: method {method!r} takes a Python object there, from "
+            raise OptionError(f"{self.name}: method {shown(method)} takes a Python object there, from "
                               f"solve(..., {self.name}=...), not the string {shown(value)}")
         try:
             if self.type is object:  # any Python object, passed through as given
@@ -52,7 +52,8 @@ class Option:
                 v = self.type(value)
         except (TypeError, ValueError, OverflowError):  # OverflowError: float(10**400)
             raise OptionError(
-                f"--{self.name.replace('_', '-')}: method {method!r} expects {self.type.__name__}, got {shown(value)}"
+                f"--{self.name.replace('_', '-')}: method {shown(method)} expects {self.type.__name__}, got "
+                f"{shown(value)}"
             ) from None
         if self.type in (int, float):
             low_ok = v > 0 if self.positive else v >= 0
@@ -60,7 +61,7 @@ class Option:
             if not (low_ok and finite and (self.most is None or v <= self.most)):
                 kind = "positive" if self.positive else "non-negative"
                 most = "" if self.most is None else f", at most {self.most:g}"
-                raise OptionError(f"--{self.name.replace('_', '-')}: method {method!r} expects a finite {kind} "
+                raise OptionError(f"--{self.name.replace('_', '-')}: method {shown(method)} expects a finite {kind} "
                                   f"number{most}, got {shown(value)}")
         if self.choices is not None and v not in self.choices:
             raise OptionError(
@@ -100,7 +101,7 @@ class Method:
                 python = [o.name for o in self.options if not o.cli]
                 valid += f"; from Python only: {', '.join(python)}" if python else ""
                 raise OptionError(
-                    f"--{key.replace('_', '-')}: method {self.name!r} has no such option (options: {valid})"
+                    f"--{key.replace('_', '-')}: method {shown(self.name)} has no such option (options: {valid})"
                 )
             out[key] = known[key].parse(value, self.name)
         return out
@@ -137,7 +138,7 @@ def register(
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         if name in _REGISTRY:
-            raise ValueError(f"method {name!r} is registered twice")
+            raise ValueError(f"method {shown(name)} is registered twice")
         _REGISTRY[name] = Method(name, fn, description, objectives, tuple(options), exact, initial,
                                  tuple(requires), relocation)
         return fn
@@ -161,7 +162,7 @@ def get(name: str) -> Method:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise OptionError(f"--method: unknown method {name!r}; expected one of {sorted(_REGISTRY)}") from None
+        raise OptionError(f"--method: unknown method {shown(name)}; expected one of {sorted(_REGISTRY)}") from None
 
 
 def methods() -> dict[str, str]:

@@ -157,7 +157,7 @@ def relocation_costs(problem: Problem, relocation: Relocation, origin: Mapping[s
     p, r = problem, relocation
     for t in r.tasks:
         if t not in p.task_index:
-            raise OptionError(f"relocation.tasks: task {shown(t)} is not in problem {p.name!r}; name tasks of "
+            raise OptionError(f"relocation.tasks: task {shown(t)} is not in problem {shown(p.name)}; name tasks of "
                               "this problem")
     # Between unlinked devices state goes over the slowest link for its size (or, with none,
     # costs nothing to send): the largest latency + bytes x ms per byte of one link, over the

@@ -45,7 +45,7 @@ def _check_params(kind: str, params: dict[str, float], fn: str, takes: tuple[str
     for key in params:
         if known is not None and key not in known:
             raise OptionError(f"{fn}: unknown keyword {shown(key)}; it takes {', '.join(takes)} and, for kind "
-                              f"{kind!r}, {', '.join(known)}")
+                              f"{shown(kind)}, {', '.join(known)}")
 
 
 def _undirected(kind: str, n: int, rng: np.random.Generator, **params: float) -> nx.Graph:
@@ -61,7 +61,7 @@ def _undirected(kind: str, n: int, rng: np.random.Generator, **params: float) ->
         elif kind == "ba":
             g = nx.barabasi_albert_graph(n, m, seed=seed) if m >= 1 else nx.path_graph(n)
         else:
-            raise ValueError(f"kind: expected 'er', 'ws' or 'ba', got {kind!r}")
+            raise ValueError(f"kind: expected 'er', 'ws' or 'ba', got {shown(kind)}")
         if n == 1 or nx.is_connected(g):
             return g
     raise ValueError(f"no connected {kind} graph on {n} nodes after 1000 draws; raise the edge probability")
@@ -110,7 +110,7 @@ def stack(
     _check_params(kind, params, "stack", ("modules", "n", "channels", "variant", "kind", "seed", "platform",
                                           "objective", "batch_sizes"))
     if variant not in ("sdep", "wdep"):
-        raise ValueError(f"variant: expected 'sdep' or 'wdep', got {variant!r}")
+        raise ValueError(f"variant: expected 'sdep' or 'wdep', got {shown(variant)}")
     rng = np.random.default_rng(seed)
     if kind in PRESETS and not params:
         params = dict(PRESETS[kind][1])
