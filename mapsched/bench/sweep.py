@@ -241,13 +241,14 @@ def read_rows(path: str) -> list[dict[str, Any]]:
     read (:func:`run_suite` cuts it off and redoes its run); any other line that is not
     a row raises :class:`~mapsched.errors.MapschedError`, naming the file and the line.
     """
+    name = shown(path, quote=False)  # as messages quote it
     if not os.path.exists(path):
         return []
     try:
         with open(path, encoding="utf-8") as fh:
             lines = fh.read().split("\n")
     except (OSError, UnicodeDecodeError) as exc:
-        raise MapschedError(f"{path}: cannot read it as results ({exc}); pass another -o/--output") from None
+        raise MapschedError(f"{name}: cannot read it as results ({exc}); pass another -o/--output") from None
     rows = []
     for k, line in enumerate(lines[:-1], 1):  # the last piece, after the last newline, is cut short or empty
         if not line.strip():
@@ -259,21 +260,21 @@ def read_rows(path: str) -> list[dict[str, Any]]:
         else:
             detail = "expected an object with 'instance' and 'method'"
         if not (isinstance(row, dict) and isinstance(row.get("instance"), str) and isinstance(row.get("method"), str)):
-            raise MapschedError(f"{path}, line {k}: not a results row ({detail}); remove the line, or pass another "
+            raise MapschedError(f"{name}, line {k}: not a results row ({detail}); remove the line, or pass another "
                                 "-o/--output")
         for key in _NUMBERS:
             v = row.get(key)
             if (v is None and key in _REQUIRED) or (
                     v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v))):
                 what = "missing" if v is None else f"{shown(v)}, not a finite number"
-                raise MapschedError(f"{path}, line {k}: '{key}' is {what}; remove the line, or pass another "
+                raise MapschedError(f"{name}, line {k}: '{key}' is {what}; remove the line, or pass another "
                                     "-o/--output")
         history = row.get("history")
         if history is not None and not (isinstance(history, list) and history and all(
                 isinstance(h, list) and len(h) == 2 and all(
                     isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in h)
                 for h in history)):
-            raise MapschedError(f"{path}, line {k}: 'history' is not a list of [seconds, makespan] pairs; remove the "
+            raise MapschedError(f"{name}, line {k}: 'history' is not a list of [seconds, makespan] pairs; remove the "
                                 "line, or pass another -o/--output")
         rows.append(row)
     return rows
@@ -283,6 +284,7 @@ def _cut_short_row(path: str) -> None:
     """Remove what follows the last newline of ``path``: the part of a row that a stopped
     sweep did not finish writing, which the next row would otherwise be appended to.
     Anything else there (another file given as the results) is refused, not cut."""
+    name = shown(path, quote=False)  # as messages quote it
     if not os.path.exists(path) or not os.path.getsize(path):
         return
     with open(path, "rb+") as fh:
@@ -293,7 +295,7 @@ def _cut_short_row(path: str) -> None:
             cut = data.rfind(b"\n") + 1
             piece = data[cut:cut + len(_ROW_START)]
             if not _ROW_START.startswith(piece):
-                raise MapschedError(f"{path}: its last line is neither a results row nor one cut short; pass "
+                raise MapschedError(f"{name}: its last line is neither a results row nor one cut short; pass "
                                     "another -o/--output")
             fh.truncate(cut)
 
@@ -397,12 +399,13 @@ def _appending(path: str) -> Iterator[Callable[[str], None]]:
     interrupted sweep keeps); a file that cannot be written (a full disk, ``/dev/full``)
     raises :class:`~mapsched.errors.MapschedError` in one line. Standard output is written
     through ``sys.stdout``, whose own offset a second handle's rows would be overwritten at."""
+    name = shown(path, quote=False)  # as messages quote it
     def write(line: str) -> None:
         try:
             fh.write(line)
             fh.flush()
         except OSError as exc:
-            raise MapschedError(f"{path}: cannot write: {exc.strerror or exc}") from None
+            raise MapschedError(f"{name}: cannot write: {exc.strerror or exc}") from None
 
     if names_stdout(path):
         fh = sys.stdout
@@ -410,7 +413,7 @@ def _appending(path: str) -> Iterator[Callable[[str], None]]:
         try:
             fh = open(path, "a", encoding="utf-8")  # noqa: SIM115
         except OSError as exc:
-            raise MapschedError(f"{path}: cannot write: {exc.strerror or exc}") from None
+            raise MapschedError(f"{name}: cannot write: {exc.strerror or exc}") from None
     try:
         yield write
     finally:

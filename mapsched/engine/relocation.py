@@ -129,7 +129,7 @@ class Relocation:
         try:
             return cls.from_dict(data)
         except OptionError as exc:
-            raise OptionError(f"{path}: {exc}") from None
+            raise OptionError(f"{shown(path, quote=False)}: {exc}") from None
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": RELOCATION_FORMAT, "runs": self.runs, "startup": self.startup, "bytes": self.bytes,

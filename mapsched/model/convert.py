@@ -69,6 +69,7 @@ def doppler_problem(text: str, devices: int, name: str = "doppler", source: str 
     -----
     O(n + E) for n ops and E edges.
     """
+    source = shown(source, quote=False)  # a path, as messages quote it
     if not 1 <= devices <= MAX_DEVICES:
         raise ProblemError(f"--devices: expected 1 to {MAX_DEVICES}, got {devices}")
     lines = text.splitlines()

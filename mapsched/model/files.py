@@ -117,20 +117,20 @@ def write_files(outputs: Sequence[tuple[str, str | bytes]]) -> None:
                 target = os.path.realpath(path)
                 staged.append((_staged(target, raw, None if st is None else stat.S_IMODE(st.st_mode)), target))
             except OSError as exc:
-                raise OptionError(f"{path}: cannot write: {exc.strerror or exc}") from None
+                raise OptionError(f"{shown(path, quote=False)}: cannot write: {exc.strerror or exc}") from None
         for path, raw in special:
             sys.stdout.flush()  # what was printed before comes first, where it is standard output
             try:
                 with open(path, "wb") as fh:
                     fh.write(raw)
             except OSError as exc:
-                raise OptionError(f"{path}: cannot write: {exc.strerror or exc}") from None
+                raise OptionError(f"{shown(path, quote=False)}: cannot write: {exc.strerror or exc}") from None
         while staged:
             tmp, target = staged[0]
             try:
                 os.replace(tmp, target)
             except OSError as exc:
-                raise OptionError(f"{target}: cannot write: {exc.strerror or exc}") from None
+                raise OptionError(f"{shown(target, quote=False)}: cannot write: {exc.strerror or exc}") from None
             staged.pop(0)
     finally:
         for tmp, _ in staged:
