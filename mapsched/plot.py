@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from mapsched.errors import MapschedError, OptionError, ScheduleError, first_line
+from mapsched.errors import MapschedError, OptionError, ScheduleError, first_line, shown
 from mapsched.model import arguments
 from mapsched.model.files import write_file
 from mapsched.model.problem import Problem
@@ -51,11 +51,11 @@ def check_format(path: str, flag: str = "-o") -> str:
     ext = os.path.splitext(path)[1][1:].lower()
     formats = FigureCanvasBase.get_supported_filetypes()  # what savefig writes, with no figure made
     if ext not in formats:
-        raise OptionError(f"{flag}: unknown image format {ext or '(no extension)'!r} in {path!r}; "
+        raise OptionError(f"{flag}: unknown image format {shown(ext or '(no extension)')} in {shown(path)}; "
                           f"expected one of {', '.join(sorted(formats))}")
     latex = matplotlib.rcParams["pgf.texsystem"]
     if ext == "pgf" and shutil.which(latex) is None:  # found out only when the figure is saved
-        raise OptionError(f"{flag}: matplotlib writes {path!r} (pgf) through {latex}, which is not installed; "
+        raise OptionError(f"{flag}: matplotlib writes {shown(path)} (pgf) through {latex}, which is not installed; "
                           "write .pdf, .svg or .png instead")
     return ext
 
@@ -109,7 +109,8 @@ def _draw(plt: Any, problem: Problem, schedule: Schedule, path: str | None, fmt:
     rows = {d: k for k, d in enumerate(problem.device_names)}
     for k, j in enumerate(schedule.jobs):  # such a job would be left out of the chart, unsaid
         if j.task not in problem.task_index or j.device not in rows or not all(0 <= x < problem.L for x in j.inputs):
-            raise ScheduleError(f"jobs[{k}]: task {j.task!r}, device {j.device!r} or inputs {list(j.inputs)} are not "
+            raise ScheduleError(f"jobs[{k}]: task {shown(j.task)}, device {shown(j.device)} or inputs "
+                                f"{list(j.inputs)} are not "
                                 f"this problem's ({problem.n} tasks, {problem.m} devices, {problem.L} input(s)); "
                                 "plot a schedule with its own problem")
     fig, ax = plt.subplots(figsize=(10, 1.2 + 0.6 * problem.m))
@@ -160,7 +161,7 @@ def save(fig: Any, path: str, fmt: str | None = None, flag: str = "-o") -> None:
     try:
         fig.savefig(image, format=fmt or check_format(path, flag), dpi=120)
     except (RuntimeError, OSError, ValueError) as exc:  # a writer's tool missing, a backend's limit
-        raise OptionError(f"{flag}: matplotlib cannot write {path!r} ({first_line(exc)}); write .png or .svg "
+        raise OptionError(f"{flag}: matplotlib cannot write {shown(path)} ({first_line(exc)}); write .png or .svg "
                           "instead") from None
     finally:
         plt.close(fig)

@@ -13,7 +13,7 @@ import numpy as np
 from mapsched import checks
 from mapsched.engine import interrupt, registry
 from mapsched.engine.context import Progress, SolveContext
-from mapsched.errors import OptionError
+from mapsched.errors import OptionError, shown
 from mapsched.model import arguments
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
@@ -97,22 +97,22 @@ def solve(
     m = registry.get(method)
     if problem.objective.kind not in m.objectives:
         raise OptionError(
-            f"--method: {method!r} does not handle the {problem.objective.kind} objective; "
+            f"--method: {shown(method)} does not handle the {problem.objective.kind} objective; "
             f"it handles {', '.join(m.objectives)}"
         )
     time_limit = checks.seconds(time_limit, "--time-limit")
     threads = checks.integer(threads, "--threads", 0, MAX_THREADS, none=True)  # 0: every core
     if callback is not None and not callable(callback):
-        raise OptionError(f"callback: expected a function of (seconds, makespan), got {callback!r}")
+        raise OptionError(f"callback: expected a function of (seconds, makespan), got {shown(callback)}")
     opts = m.parse_options(options)
     if initial is not None and not m.initial:
-        raise OptionError(f"initial: method {method!r} does not start from a placement; these do: "
+        raise OptionError(f"initial: method {shown(method)} does not start from a placement; these do: "
                           f"{registry.taking('initial')}")
     if relocation is not None:
         if initial is None:
             raise OptionError("--relocation: a cost of moving away from a placement needs one; give --initial")
         if not m.relocation:
-            raise OptionError(f"--relocation: method {method!r} does not weigh relocation costs; these do: "
+            raise OptionError(f"--relocation: method {shown(method)} does not weigh relocation costs; these do: "
                               f"{registry.taking('relocation')}")
         from mapsched.engine.relocation import RELOCATION_FORMAT, Relocation
 

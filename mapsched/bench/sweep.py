@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import inspect
 import json
 import math
 import os
@@ -34,9 +35,10 @@ from typing import Any
 
 from mapsched import checks
 from mapsched.engine.dask import as_executor, completed
-from mapsched.errors import InfeasibleError, MapschedError, OptionError, first_line
+from mapsched.errors import InfeasibleError, MapschedError, OptionError, first_line, shown
 from mapsched.model.files import check_output, is_stream, names_stdout
 from mapsched.model.problem import Problem
+from mapsched.usercode import user_code
 
 __all__ = ["BOUND", "Case", "Suite", "load_suites", "plot_quality", "read_rows", "results_table", "run_suite",
            "runtime_table"]
@@ -52,17 +54,38 @@ class Case:
     make: Callable[..., Problem]
     kwargs: dict[str, Any] = field(default_factory=dict)
 
-    def build(self) -> Problem:
-        """The instance; a :class:`MapschedError` naming the case if ``make`` fails."""
+    def check(self) -> None:
+        """Refuse, in one :class:`OptionError` naming the case, a keyword that ``make`` does not
+        take: a misspelt option would otherwise fail in every worker, or (where ``make`` takes
+        ``**kwargs`` and ignored it) build the default instance. A ``make`` that takes
+        ``**kwargs`` checks them itself, as mapsched's generators do."""
+        name = shown(getattr(self.make, "__name__", self.make), quote=False)
         try:
-            p = self.make(**self.kwargs)
-        except MapschedError:
-            raise
-        except Exception as exc:  # the user's builder: its first line of error, as ours are
-            raise OptionError(f"case {self.name!r}: {getattr(self.make, '__name__', self.make)}(**kwargs) failed: "
-                              f"{type(exc).__name__}: {first_line(exc)}") from None
+            params = inspect.signature(self.make).parameters.values()
+        except (TypeError, ValueError):  # no signature to read (some builtins): make refuses as it runs
+            return
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            return
+        known = [p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                      inspect.Parameter.KEYWORD_ONLY)]
+        for key in self.kwargs:
+            if key not in known:
+                raise OptionError(f"case {shown(self.name)}: {name}() takes no keyword {shown(key)}; "
+                                  f"it takes {', '.join(known) or 'none'}")
+
+    def build(self) -> Problem:
+        """The instance; a :class:`MapschedError` naming the case if ``make`` fails or is
+        given a keyword it does not take (:meth:`check`)."""
+        self.check()
+        name = shown(getattr(self.make, "__name__", self.make), quote=False)
+        with user_code(f"case {shown(self.name)}: {name}(**kwargs)"):  # exits and interrupts of its own too
+            try:
+                p = self.make(**self.kwargs)
+            except OptionError as exc:  # a keyword that make's **kwargs refused (mapsched's generators)
+                raise OptionError(f"case {shown(self.name)}: {exc}") from None
         if not isinstance(p, Problem):
-            raise OptionError(f"case {self.name!r}: its make returned a {type(p).__name__}, not a mapsched.Problem")
+            raise OptionError(f"case {shown(self.name)}: its make returned a {type(p).__name__}, "
+                              "not a mapsched.Problem")
         return p
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -83,13 +106,11 @@ def _suites_module(path: str) -> Any:
     if path not in _LOADED:
         spec = importlib.util.spec_from_file_location("mapsched_suites", path)
         if spec is None or spec.loader is None:
-            raise OptionError(f"--suites: {path!r} is not a Python file; give a .py file defining SUITES")
+            raise OptionError(f"--suites: {shown(path)} is not a Python file; give a .py file defining SUITES")
         module = importlib.util.module_from_spec(spec)
         setattr(module, _SOURCE, path)
-        try:
+        with user_code(f"--suites: running {shown(path)}"):  # its sys.exit too: one line, not our exit
             spec.loader.exec_module(module)
-        except Exception as exc:  # the user's code: its first line of error, as ours are
-            raise OptionError(f"--suites: running {path!r} failed: {type(exc).__name__}: {first_line(exc)}") from None
         _LOADED[path] = module
     return _LOADED[path]
 
@@ -110,10 +131,10 @@ def load_suites(path: str) -> dict[str, Suite]:
     run, or one that defines no ``SUITES`` dictionary.
     """
     if not os.path.isfile(path):
-        raise OptionError(f"--suites: no file {path!r}; give the path of a Python file defining SUITES")
+        raise OptionError(f"--suites: no file {shown(path)}; give the path of a Python file defining SUITES")
     suites = getattr(_suites_module(os.path.abspath(path)), "SUITES", None)
     if not isinstance(suites, dict):
-        raise OptionError(f"--suites: {path!r} defines no SUITES dictionary")
+        raise OptionError(f"--suites: {shown(path)} defines no SUITES dictionary")
     return suites
 
 
@@ -141,23 +162,25 @@ class Suite:
         workers or mix rows up: no cases or methods, cases of one name, a time limit that
         is not a positive number, options that are no mapping per method."""
         if not isinstance(self.cases, (tuple, list)) or not self.cases:
-            raise OptionError(f"suite {self.name!r}: cases: expected a non-empty tuple of mapsched.bench.sweep.Case")
+            raise OptionError(f"suite {shown(self.name)}: cases: expected a non-empty tuple of "
+                              "mapsched.bench.sweep.Case")
         names: set[str] = set()
         for k, c in enumerate(self.cases):
             if not (isinstance(c, Case) and isinstance(c.name, str) and callable(c.make)
                     and isinstance(c.kwargs, dict)):
-                raise OptionError(f"suite {self.name!r}: cases[{k}]: expected a Case(name, make, kwargs) with a "
+                raise OptionError(f"suite {shown(self.name)}: cases[{k}]: expected a Case(name, make, kwargs) with a "
                                   "function make and a dict kwargs")
+            c.check()
             if c.name in names:
-                raise OptionError(f"suite {self.name!r}: cases[{k}]: a second case named {c.name!r}, whose rows "
-                                  "would be taken for the first's; give each case its own name")
+                raise OptionError(f"suite {shown(self.name)}: cases[{k}]: a second case named {shown(c.name)}, "
+                                  "whose rows would be taken for the first's; give each case its own name")
             names.add(c.name)
         if not (isinstance(self.methods, (tuple, list)) and self.methods
                 and all(isinstance(m, str) for m in self.methods)):
-            raise OptionError(f"suite {self.name!r}: methods: expected a non-empty tuple of method names")
-        checks.seconds(self.time_limit, f"suite {self.name!r}: time_limit", none=False)
+            raise OptionError(f"suite {shown(self.name)}: methods: expected a non-empty tuple of method names")
+        checks.seconds(self.time_limit, f"suite {shown(self.name)}: time_limit", none=False)
         if not (isinstance(self.options, dict) and all(isinstance(v, dict) for v in self.options.values())):
-            raise OptionError(f"suite {self.name!r}: options: expected a dict of method name to a dict of options")
+            raise OptionError(f"suite {shown(self.name)}: options: expected a dict of method name to a dict of options")
 
 
 def _run_one(case: Case, method: str, time_limit: float, options: dict[str, Any], threads: int = 1) -> dict[str, Any]:
@@ -218,13 +241,14 @@ def read_rows(path: str) -> list[dict[str, Any]]:
     read (:func:`run_suite` cuts it off and redoes its run); any other line that is not
     a row raises :class:`~mapsched.errors.MapschedError`, naming the file and the line.
     """
+    name = shown(path, quote=False)  # as messages quote it
     if not os.path.exists(path):
         return []
     try:
         with open(path, encoding="utf-8") as fh:
             lines = fh.read().split("\n")
     except (OSError, UnicodeDecodeError) as exc:
-        raise MapschedError(f"{path}: cannot read it as results ({exc}); pass another -o/--output") from None
+        raise MapschedError(f"{name}: cannot read it as results ({exc}); pass another -o/--output") from None
     rows = []
     for k, line in enumerate(lines[:-1], 1):  # the last piece, after the last newline, is cut short or empty
         if not line.strip():
@@ -236,21 +260,21 @@ def read_rows(path: str) -> list[dict[str, Any]]:
         else:
             detail = "expected an object with 'instance' and 'method'"
         if not (isinstance(row, dict) and isinstance(row.get("instance"), str) and isinstance(row.get("method"), str)):
-            raise MapschedError(f"{path}, line {k}: not a results row ({detail}); remove the line, or pass another "
+            raise MapschedError(f"{name}, line {k}: not a results row ({detail}); remove the line, or pass another "
                                 "-o/--output")
         for key in _NUMBERS:
             v = row.get(key)
             if (v is None and key in _REQUIRED) or (
                     v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v))):
-                what = "missing" if v is None else f"{v!r}, not a finite number"
-                raise MapschedError(f"{path}, line {k}: '{key}' is {what}; remove the line, or pass another "
+                what = "missing" if v is None else f"{shown(v)}, not a finite number"
+                raise MapschedError(f"{name}, line {k}: '{key}' is {what}; remove the line, or pass another "
                                     "-o/--output")
         history = row.get("history")
         if history is not None and not (isinstance(history, list) and history and all(
                 isinstance(h, list) and len(h) == 2 and all(
                     isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in h)
                 for h in history)):
-            raise MapschedError(f"{path}, line {k}: 'history' is not a list of [seconds, makespan] pairs; remove the "
+            raise MapschedError(f"{name}, line {k}: 'history' is not a list of [seconds, makespan] pairs; remove the "
                                 "line, or pass another -o/--output")
         rows.append(row)
     return rows
@@ -260,6 +284,7 @@ def _cut_short_row(path: str) -> None:
     """Remove what follows the last newline of ``path``: the part of a row that a stopped
     sweep did not finish writing, which the next row would otherwise be appended to.
     Anything else there (another file given as the results) is refused, not cut."""
+    name = shown(path, quote=False)  # as messages quote it
     if not os.path.exists(path) or not os.path.getsize(path):
         return
     with open(path, "rb+") as fh:
@@ -270,7 +295,7 @@ def _cut_short_row(path: str) -> None:
             cut = data.rfind(b"\n") + 1
             piece = data[cut:cut + len(_ROW_START)]
             if not _ROW_START.startswith(piece):
-                raise MapschedError(f"{path}: its last line is neither a results row nor one cut short; pass "
+                raise MapschedError(f"{name}: its last line is neither a results row nor one cut short; pass "
                                     "another -o/--output")
             fh.truncate(cut)
 
@@ -318,16 +343,16 @@ def run_suite(suite: Suite, out: str, executor: Executor | None = None, workers:
     pairs = {(c.name, m) for c in suite.cases for m in suite.methods}
     for r in rows:
         if (r["instance"], r["method"]) in pairs and r.get("time_limit", suite.time_limit) != suite.time_limit:
-            raise OptionError(f"{out}: its row of {r['instance']!r} and {r['method']!r} ran with a time limit of "
-                              f"{r['time_limit']:g} s, not {suite.time_limit:g} s; resume with the same time limit, "
-                              "or pass another -o/--output")
+            raise OptionError(f"{out}: its row of {shown(r['instance'])} and {shown(r['method'])} ran with a time "
+                              f"limit of {r['time_limit']:g} s, not {suite.time_limit:g} s; resume with the same "
+                              "time limit, or pass another -o/--output")
     done = {(r["instance"], r["method"]) for r in rows}
     todo = [(c, m) for c in suite.cases for m in suite.methods if (c.name, m) not in done]
     for c in {c.name: c for c, _ in todo}.values() if own or isinstance(executor, ProcessPoolExecutor) else ():
         try:  # an unpicklable case hangs a process pool (its feeder thread dies) rather than failing
             pickle.dumps(c)
         except Exception as exc:
-            raise OptionError(f"case {c.name!r}: cannot be sent to worker processes ({type(exc).__name__}: "
+            raise OptionError(f"case {shown(c.name)}: cannot be sent to worker processes ({type(exc).__name__}: "
                               f"{first_line(exc)}); build it with a function defined at the top level of a "
                               "module or of the suites file") from None
     total, finished = len(todo), 0
@@ -374,12 +399,13 @@ def _appending(path: str) -> Iterator[Callable[[str], None]]:
     interrupted sweep keeps); a file that cannot be written (a full disk, ``/dev/full``)
     raises :class:`~mapsched.errors.MapschedError` in one line. Standard output is written
     through ``sys.stdout``, whose own offset a second handle's rows would be overwritten at."""
+    name = shown(path, quote=False)  # as messages quote it
     def write(line: str) -> None:
         try:
             fh.write(line)
             fh.flush()
         except OSError as exc:
-            raise MapschedError(f"{path}: cannot write: {exc.strerror or exc}") from None
+            raise MapschedError(f"{name}: cannot write: {exc.strerror or exc}") from None
 
     if names_stdout(path):
         fh = sys.stdout
@@ -387,7 +413,7 @@ def _appending(path: str) -> Iterator[Callable[[str], None]]:
         try:
             fh = open(path, "a", encoding="utf-8")  # noqa: SIM115
         except OSError as exc:
-            raise MapschedError(f"{path}: cannot write: {exc.strerror or exc}") from None
+            raise MapschedError(f"{name}: cannot write: {exc.strerror or exc}") from None
     try:
         yield write
     finally:

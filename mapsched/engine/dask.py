@@ -41,10 +41,10 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from typing import Any
 
-from mapsched.errors import MapschedError, OptionError
+from mapsched.errors import MapschedError, OptionError, shown
 
-__all__ = ["LOCAL_CLOSE", "LOCAL_LEAST", "DaskExecutor", "as_executor", "completed", "connect", "parse_address",
-           "task_threads"]
+__all__ = ["LOCAL_CLOSE", "LOCAL_LEAST", "LOCAL_PER_CORE", "DaskExecutor", "as_executor", "completed", "connect",
+           "local_most", "parse_address", "task_threads"]
 
 CONNECT_TIMEOUT = 5.0
 """Seconds to reach a scheduler at the start (and to reconnect to one lost mid-run)."""
@@ -55,6 +55,10 @@ measured for ``local:2`` on 2 cores, 1.3-1.4 s with another process busy there."
 LOCAL_LEAST = 5.0
 """The shortest time limit a command takes with ``local:N``: starting the cluster took 1.5-3.5 s
 and closing it 0.4-2.7 s on 2 cores, so a limit of 0.5 s ended after 9.5-10 s."""
+
+LOCAL_PER_CORE = 4
+"""``local:N`` starts at most this many worker processes per core of the machine
+(:func:`local_most`): a million would fork until the machine stops."""
 
 _ADDRESS = re.compile(r"tcp://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
 _local = threading.local()  # a worker may run several tasks at once, each in its own thread
@@ -69,15 +73,20 @@ def parse_address(text: str) -> str | int:
     """
     head, sep, count = text.partition(":")
     if head == "local" and sep:
-        if count.isdigit() and int(count) >= 1:
-            return int(count)
-        raise OptionError(f"--dask: local:N needs N, the worker processes, as a positive integer; got {text!r}")
+        if not (count.isascii() and count.isdigit() and count.strip("0")):
+            raise OptionError(f"--dask: local:N needs N, the worker processes, as a positive integer; "
+                              f"got {shown(text)}")
+        most = local_most()
+        if len(count.lstrip("0")) > 12 or int(count) > most:
+            raise OptionError(f"--dask: local:N starts N worker processes, at most {most} (4 per core here); "
+                              f"got {shown(count)}")
+        return int(count)
     if text.startswith("tls://"):
         raise OptionError(f"--dask: tls:// needs certificates the command line does not take; give tcp://HOST:PORT, "
-                          f"or in Python pass a distributed.Client made with its security settings; got {text!r}")
+                          f"or in Python pass a distributed.Client made with its security settings; got {shown(text)}")
     m = _ADDRESS.fullmatch(text)
     if m is None or not 1 <= int(m.group(2)) <= 65535:
-        raise OptionError(f"--dask: expected tcp://HOST:PORT of a running scheduler or local:N, got {text!r}")
+        raise OptionError(f"--dask: expected tcp://HOST:PORT of a running scheduler or local:N, got {shown(text)}")
     return text
 
 
@@ -142,7 +151,7 @@ def as_executor(executor: Any) -> Executor | None:
     if isinstance(executor, type):
         got = f"the class {executor.__name__}; pass an instance"
     elif isinstance(executor, str):
-        got = f"{executor!r}; for a scheduler's address use mapsched.engine.dask.connect(ADDRESS)"
+        got = f"{shown(executor)}; for a scheduler's address use mapsched.engine.dask.connect(ADDRESS)"
     else:
         got = f"a {type(executor).__name__}"
     raise OptionError(f"executor: expected a concurrent.futures.Executor or a distributed.Client, got {got}")
@@ -152,6 +161,11 @@ def task_threads(default: int = 1) -> int:
     """Solver threads for the task running in this thread: the worker's share when it runs
     through a :class:`DaskExecutor`, else ``default``."""
     return getattr(_local, "threads", None) or default
+
+
+def local_most() -> int:
+    """The most worker processes ``local:N`` starts: :data:`LOCAL_PER_CORE` per core this process may use."""
+    return LOCAL_PER_CORE * _cores()
 
 
 def _cores() -> int:

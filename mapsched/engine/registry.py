@@ -38,7 +38,7 @@ class Option:
         and check a number's range (:mod:`mapsched.checks`)."""
         flag = f"--{self.name.replace('_', '-')}"
         if not self.cli and isinstance(value, str):  # a command line gives only strings
-            raise OptionError(f"{self.name}: method {method!r} takes a Python object there, from "
+            raise OptionError(f"{self.name}: method {shown(method)} takes a Python object there, from "
                               f"solve(..., {self.name}=...), not the string {shown(value)}")
         try:
             if self.type is object:  # any Python object, passed through as given
@@ -55,7 +55,8 @@ class Option:
             else:
                 v = self.type(value)
         except (TypeError, ValueError, OverflowError):  # OverflowError: float(10**400)
-            raise OptionError(f"{flag}: method {method!r} expects {self.type.__name__}, got {shown(value)}") from None
+            raise OptionError(f"{flag}: method {shown(method)} expects {self.type.__name__}, "
+                              f"got {shown(value)}") from None
         if self.type is int:
             v = checks.integer(v, flag, 1 if self.positive else 0, None if self.most is None else int(self.most))
         elif self.type is float:  # nan and infinities are no setting
@@ -96,7 +97,7 @@ class Method:
                 python = [o.name for o in self.options if not o.cli]
                 valid += f"; from Python only: {', '.join(python)}" if python else ""
                 raise OptionError(
-                    f"--{key.replace('_', '-')}: method {self.name!r} has no such option (options: {valid})"
+                    f"--{key.replace('_', '-')}: method {shown(self.name)} has no such option (options: {valid})"
                 )
             out[key] = known[key].parse(value, self.name)
         return out
@@ -133,7 +134,7 @@ def register(
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         if name in _REGISTRY:
-            raise ValueError(f"method {name!r} is registered twice")
+            raise ValueError(f"method {shown(name)} is registered twice")
         _REGISTRY[name] = Method(name, fn, description, objectives, tuple(options), exact, initial,
                                  tuple(requires), relocation)
         return fn
@@ -157,7 +158,7 @@ def get(name: str) -> Method:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise OptionError(f"--method: unknown method {name!r}; expected one of {sorted(_REGISTRY)}") from None
+        raise OptionError(f"--method: unknown method {shown(name)}; expected one of {sorted(_REGISTRY)}") from None
 
 
 def methods() -> dict[str, str]:

@@ -122,7 +122,7 @@ class Relocation:
         try:
             return cls.from_dict(data)
         except OptionError as exc:
-            raise OptionError(f"{path}: {exc}") from None
+            raise OptionError(f"{shown(path, quote=False)}: {exc}") from None
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": RELOCATION_FORMAT, "runs": self.runs, "startup": self.startup, "bytes": self.bytes,
@@ -150,7 +150,7 @@ def relocation_costs(problem: Problem, relocation: Relocation, origin: Mapping[s
     p, r = problem, relocation
     for t in r.tasks:
         if t not in p.task_index:
-            raise OptionError(f"relocation.tasks: task {shown(t)} is not in problem {p.name!r}; name tasks of "
+            raise OptionError(f"relocation.tasks: task {shown(t)} is not in problem {shown(p.name)}; name tasks of "
                               "this problem")
     # Between unlinked devices state goes over the slowest link for its size (or, with none,
     # costs nothing to send): the largest latency + bytes x ms per byte of one link, over the

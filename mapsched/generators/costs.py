@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mapsched.errors import shown
 from mapsched.model.problem import Device, Link, System
 
 __all__ = ["DeviceProfile", "Platform", "PRESETS", "cpu_t4_a100", "gpu_server", "multi_node", "platform"]
@@ -108,5 +109,5 @@ def platform(name: str) -> Platform:
     from mapsched.errors import OptionError
 
     if name not in PRESETS:
-        raise OptionError(f"--system: unknown system preset {name!r}; expected one of {sorted(PRESETS)}")
+        raise OptionError(f"--system: unknown system preset {shown(name)}; expected one of {sorted(PRESETS)}")
     return PRESETS[name]()

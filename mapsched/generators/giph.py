@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from mapsched import checks
-from mapsched.errors import OptionError
+from mapsched.errors import OptionError, shown
 from mapsched.model.problem import Device, Edge, Link, Problem, System, Task
 
 __all__ = [
@@ -346,7 +346,7 @@ class GiphExperiment:
 
     def specs(self, split: str, what: str) -> tuple[dict[str, Any], ...]:
         if split not in ("train", "test"):
-            raise ValueError(f"split: expected 'train' or 'test', got {split!r}")
+            raise ValueError(f"split: expected 'train' or 'test', got {shown(split)}")
         return getattr(self, f"{split}_{what}")
 
 
@@ -385,7 +385,7 @@ def giph_experiment(name: str) -> GiphExperiment:
     if name == "multi-diff":
         return GiphExperiment(name, _graph_specs(range(15)), _graph_specs(range(25, 35)),
                               _net_specs(range(15, 25), range(15)), _net_specs(range(15, 25), range(20, 30)))
-    raise ValueError(f"experiment: expected one of {', '.join(GIPH_SETS)}, got {name!r}")
+    raise ValueError(f"experiment: expected one of {', '.join(GIPH_SETS)}, got {shown(name)}")
 
 
 # ---------------------------------------------------------------- the device-change sequence (adaptivity.py)

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import networkx as nx
 import numpy as np
 
+from mapsched.errors import OptionError, shown
 from mapsched.generators.costs import Platform, cpu_t4_a100
 from mapsched.model.problem import Edge, Objective, Problem, Task
 
@@ -31,6 +32,20 @@ PRESETS = {"er": ("er", {"p": 0.2}), "ws": ("ws", {"k": 4, "p": 0.75}), "ba": ("
 """The seed paper's settings: ER(0.2), WS(4, 0.75), BA(5)."""
 
 MB = 2**20
+
+
+PARAMS = {"er": ("p",), "ws": ("k", "p"), "ba": ("m",)}
+"""The parameters of each random graph model, which ``params`` may give."""
+
+
+def _check_params(kind: str, params: dict[str, float], fn: str, takes: tuple[str, ...]) -> None:
+    """Refuse a keyword that ``fn`` would otherwise ignore (``**params`` takes any): a misspelt
+    ``pp=0.5`` built the default graph without a word."""
+    known = PARAMS.get(kind)
+    for key in params:
+        if known is not None and key not in known:
+            raise OptionError(f"{fn}: unknown keyword {shown(key)}; it takes {', '.join(takes)} and, for kind "
+                              f"{shown(kind)}, {', '.join(known)}")
 
 
 def _undirected(kind: str, n: int, rng: np.random.Generator, **params: float) -> nx.Graph:
@@ -46,7 +61,7 @@ def _undirected(kind: str, n: int, rng: np.random.Generator, **params: float) ->
         elif kind == "ba":
             g = nx.barabasi_albert_graph(n, m, seed=seed) if m >= 1 else nx.path_graph(n)
         else:
-            raise ValueError(f"kind: expected 'er', 'ws' or 'ba', got {kind!r}")
+            raise ValueError(f"kind: expected 'er', 'ws' or 'ba', got {shown(kind)}")
         if n == 1 or nx.is_connected(g):
             return g
     raise ValueError(f"no connected {kind} graph on {n} nodes after 1000 draws; raise the edge probability")
@@ -54,6 +69,7 @@ def _undirected(kind: str, n: int, rng: np.random.Generator, **params: float) ->
 
 def module_graph(n: int = 10, kind: str = "er", seed: int | np.random.Generator = 0, **params: float) -> nx.DiGraph:
     """The random DAG of one module, nodes ``0 .. n-1``, edges from low to high index."""
+    _check_params(kind, params, "module_graph", ("n", "kind", "seed"))
     rng = np.random.default_rng(seed)
     g = _undirected(kind, n, rng, **params)
     return nx.DiGraph((min(a, b), max(a, b)) for a, b in g.edges()) if g.number_of_edges() else nx.DiGraph(g)
@@ -91,8 +107,10 @@ def stack(
     >>> p.n, len([i for i in range(p.n) if not p.pred[i]])
     (44, 1)
     """
+    _check_params(kind, params, "stack", ("modules", "n", "channels", "variant", "kind", "seed", "platform",
+                                          "objective", "batch_sizes"))
     if variant not in ("sdep", "wdep"):
-        raise ValueError(f"variant: expected 'sdep' or 'wdep', got {variant!r}")
+        raise ValueError(f"variant: expected 'sdep' or 'wdep', got {shown(variant)}")
     rng = np.random.default_rng(seed)
     if kind in PRESETS and not params:
         params = dict(PRESETS[kind][1])
@@ -177,4 +195,7 @@ def _to_problem(g: nx.DiGraph, names: list[str], plat: Platform, objective: Obje
 
 def random_wired(n: int = 10, kind: str = "er", seed: int | np.random.Generator = 0, **kwargs) -> Problem:
     """One random-wired module with its input and output nodes (a one-module stack)."""
+    given = {k: v for k, v in kwargs.items() if k not in ("variant", "platform", "objective", "batch_sizes")}
+    _check_params(kind, given, "random_wired", ("n", "kind", "seed", "variant", "platform", "objective",
+                                                "batch_sizes"))
     return stack(modules=1, n=n, channels=1, kind=kind, seed=seed, **kwargs)

@@ -24,7 +24,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils.flop_counter import flop_registry
 
 from mapsched import checks
-from mapsched.errors import HarnessError, ProblemError
+from mapsched.errors import HarnessError, ProblemError, shown
 from mapsched.generators.costs import Platform
 from mapsched.generators.training import Op, op_problem
 from mapsched.model.problem import Problem
@@ -267,7 +267,7 @@ def trace_step(model: nn.Module, input_shape: Sequence[int] | None = None, *, tr
         checks.count(v, "input_shape", err=HarnessError)
     checks.flag(train, "train", err=HarnessError)
     if not (checks.real(lr) and 0 < lr < math.inf):
-        raise HarnessError(f"lr: expected a positive finite learning rate, got {lr!r}")
+        raise HarnessError(f"lr: expected a positive finite learning rate, got {shown(lr)}")
     if platform is not None and not isinstance(platform, Platform):
         raise HarnessError(f"platform: expected a mapsched.generators.Platform (e.g. generators.platform("
                            f"'cpu-t4-a100')), got {type(platform).__name__}")

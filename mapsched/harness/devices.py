@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from mapsched.errors import HarnessError
+from mapsched.errors import HarnessError, shown
 
 __all__ = ["EXCLUSIVE", "available", "cores", "default_threads", "host_devices", "memory_bytes", "move", "pin",
            "synchronize", "time_ms", "torch_device", "worker"]
@@ -31,12 +31,12 @@ def torch_device(name: str) -> torch.device:
     """The torch device behind a device name (emulated ``cpu:k`` devices are the CPU)."""
     m = _NAME.match(name)
     if m is None:
-        raise HarnessError(f"devices: unknown device {name!r}; use cpu, cpu:K (emulated) or cuda:I")
+        raise HarnessError(f"devices: unknown device {shown(name)}; use cpu, cpu:K (emulated) or cuda:I")
     if m.group(1) == "cpu":
         return torch.device("cpu")
     index = int(m.group(2)[1:]) if m.group(2) else 0
     if index >= torch.cuda.device_count():
-        raise HarnessError(f"devices: {name!r} is not present here ({torch.cuda.device_count()} CUDA devices); "
+        raise HarnessError(f"devices: {shown(name)} is not present here ({torch.cuda.device_count()} CUDA devices); "
                            "list the devices this machine has, e.g. --devices cpu")
     return torch.device("cuda", index)
 

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from mapsched import checks
-from mapsched.errors import HarnessError, MapschedError, first_line
+from mapsched.errors import HarnessError, MapschedError, first_line, shown
 from mapsched.harness.allocator import steady
 from mapsched.harness.devices import EXCLUSIVE, move, pin, torch_device
 from mapsched.harness.graph import CoarseGraph, example_inputs, trace
@@ -95,7 +95,7 @@ def check_inputs(graph: CoarseGraph, problem: Problem, flag: str = "inputs") -> 
     for p in graph.placeholders:
         i = problem.task_index.get(p)
         if i is not None and problem.tasks[i].output_bytes != graph.nbytes[p]:
-            raise HarnessError(f"{flag}: the model's input {p!r} holds {graph.nbytes[p]} bytes per input here and "
+            raise HarnessError(f"{flag}: the model's input {shown(p)} holds {graph.nbytes[p]} bytes per input here and "
                                f"{problem.tasks[i].output_bytes:.0f} in the problem; give inputs of the shape it "
                                "was profiled at")
 
@@ -202,7 +202,8 @@ def _body(j: int, jobs: list[Job], call: Callable[..., Any] | None,
         except (MapschedError, MemoryError):
             raise
         except Exception as exc:
-            raise HarnessError(f"model: its task {task!r} raised {type(exc).__name__}: {first_line(exc)} on {dev}, "
+            raise HarnessError(f"model: its task {shown(task)} raised {type(exc).__name__}: {first_line(exc)} "
+                               f"on {dev}, "
                                "running the schedule; fix the model") from exc
     return body
 

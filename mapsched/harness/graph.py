@@ -20,7 +20,7 @@ import torch
 from torch import fx, nn
 from torch.fx.passes.shape_prop import ShapeProp
 
-from mapsched.errors import HarnessError, first_line
+from mapsched.errors import HarnessError, first_line, shown
 
 __all__ = ["CoarseGraph", "Segment", "check_runnable", "example_inputs", "trace"]
 
@@ -463,14 +463,14 @@ def random_input(model: nn.Module, shape: Sequence[int], seed: int) -> torch.Ten
     dtype = getattr(model, "input_dtype", torch.float32)
     gen = torch.Generator().manual_seed(seed)
     if not isinstance(dtype, torch.dtype) or dtype.is_complex:
-        raise HarnessError(f"model: its input_dtype {dtype!r} is not a real torch dtype; set e.g. torch.float32 "
+        raise HarnessError(f"model: its input_dtype {shown(dtype)} is not a real torch dtype; set e.g. torch.float32 "
                            "or torch.long (token ids)")
     if dtype.is_floating_point:
         return torch.randn(tuple(shape), generator=gen, dtype=dtype)
     sizes = [m.num_embeddings for m in model.modules() if isinstance(m, nn.Embedding)]
     high = getattr(model, "input_high", None) or min(sizes, default=2)
     if isinstance(high, bool) or not isinstance(high, int) or high < 1:
-        raise HarnessError(f"model: its input_high {high!r} is no positive integer; set the number of token ids")
+        raise HarnessError(f"model: its input_high {shown(high)} is no positive integer; set the number of token ids")
     return torch.randint(0, 2 if dtype == torch.bool else high, tuple(shape), generator=gen).to(dtype)
 
 

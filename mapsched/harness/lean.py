@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from mapsched.errors import HarnessError
+from mapsched.errors import HarnessError, shown
 from mapsched.harness.graph import CoarseGraph
 from mapsched.model.problem import COMPILE, Problem
 
@@ -44,7 +44,7 @@ graph over the first calls."""
 def check_compile(compile: str, flag: str = "compile") -> str:
     """``compile`` if it is one of :data:`COMPILE`; else a one-line :class:`HarnessError` naming ``flag``."""
     if compile not in COMPILE:
-        raise HarnessError(f"{flag}: expected one of {', '.join(COMPILE)}, got {compile!r}")
+        raise HarnessError(f"{flag}: expected one of {', '.join(COMPILE)}, got {shown(compile)}")
     return compile
 
 
@@ -64,8 +64,8 @@ def recorded_compile(problem: Problem, compile: str | None = None, flag: str = "
         return recorded
     check_compile(compile, flag)
     if compile != recorded:
-        raise HarnessError(f"{flag}: the problem was profiled with tasks compiled {recorded!r}, this run asks for "
-                           f"{compile!r}; run with {flag} {recorded} or profile again with {compile}")
+        raise HarnessError(f"{flag}: the problem was profiled with tasks compiled {shown(recorded)}, this run asks for "
+                           f"{shown(compile)}; run with {flag} {recorded} or profile again with {compile}")
     return compile
 
 

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from mapsched import checks
-from mapsched.errors import HarnessError
+from mapsched.errors import HarnessError, shown
 from mapsched.harness.allocator import steady
 from mapsched.harness.devices import (
     available,
@@ -252,7 +252,7 @@ def profile_graph(graph: CoarseGraph, example: torch.Tensor | Sequence[torch.Ten
     checks.count(repeats, "repeats", err=HarnessError)
     checks.count(retries, "retries", least=0, err=HarnessError)
     if not (checks.real(max_spread) and max_spread > 0):
-        raise HarnessError(f"max_spread: expected a positive number (0.25: a quarter), got {max_spread!r}")
+        raise HarnessError(f"max_spread: expected a positive number (0.25: a quarter), got {shown(max_spread)}")
     check_compile(compile)
     tdev = {d: torch_device(d) for d in devices}
     shared = default_threads(devices)
@@ -322,20 +322,20 @@ def profile_report(model: nn.Module, example: torch.Tensor | Sequence[torch.Tens
     """
     example_t = example_inputs(example)
     if isinstance(devices, str) or not (devices is None or isinstance(devices, Sequence)):
-        raise HarnessError(f"devices: expected a list of device names, e.g. ['cpu:0', 'cpu:1'], got {devices!r}")
+        raise HarnessError(f"devices: expected a list of device names, e.g. ['cpu:0', 'cpu:1'], got {shown(devices)}")
     devices = list(devices) if devices else available()
     if not all(isinstance(d, str) for d in devices):
-        raise HarnessError(f"devices: expected device names, got {devices!r}")
+        raise HarnessError(f"devices: expected device names, got {shown(devices)}")
     # cuda and cuda:0 are one GPU; the emulated cpu:K devices are distinct by design
     same = [str(torch_device(d)) if d.startswith("cuda") else d for d in devices]
     if len(set(same)) != len(same):
         raise HarnessError(f"devices: {devices} names a device twice; list each once")
     if isinstance(batch_sizes, (str, bytes)) or not isinstance(batch_sizes, Sequence) or not batch_sizes:
-        raise HarnessError(f"batch_sizes: expected a list of positive integers, got {batch_sizes!r}")
+        raise HarnessError(f"batch_sizes: expected a list of positive integers, got {shown(batch_sizes)}")
     batch_sizes = [checks.count(b, "batch_sizes", err=HarnessError) for b in batch_sizes]
     if objective is not None and not isinstance(objective, Objective):
         raise HarnessError(f"objective: expected a mapsched.Objective, e.g. Objective('throughput', 8), "
-                           f"got {objective!r}")
+                           f"got {shown(objective)}")
     graph = trace(model, example_t, cluster)
     if objective is not None and objective.inputs > 1 and graph.unbatched is not None:
         raise HarnessError(f"objective: the model does not run on a batch of two inputs ({graph.unbatched}); "

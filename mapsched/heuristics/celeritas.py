@@ -142,7 +142,7 @@ def fuse(problem: Problem, R: int = 200, M: float = 0.25, order: str = "cpd") ->
     """
     p = problem
     if order not in ORDERS:
-        raise OptionError(f"order: expected one of {list(ORDERS)}, got {order!r}")
+        raise OptionError(f"order: expected one of {list(ORDERS)}, got {shown(order)}")
     if not (checks.real(M) and M >= 0):  # with no memory limit, M went unread
         raise OptionError(f"M: expected a fraction of the largest memory, 0 or more, got {shown(M)}")
     finite = p.mem[np.isfinite(p.mem)]

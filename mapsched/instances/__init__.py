@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-from mapsched.errors import ProblemError
+from mapsched.errors import ProblemError, shown
 from mapsched.model.problem import Problem
 
 __all__ = ["DEFAULT", "load", "names"]
@@ -28,6 +28,6 @@ def load(name: str = DEFAULT) -> Problem:
     """Load a built-in instance by name (``topcuoglu2002``: the ten-task graph of
     Topcuoglu, Hariri and Wu, 2002, on three processors)."""
     if name not in names():
-        raise ProblemError(f"instance: unknown built-in instance {name!r}; expected one of {names()}")
+        raise ProblemError(f"instance: unknown built-in instance {shown(name)}; expected one of {names()}")
     text = resources.files(__name__).joinpath(f"{name}.json").read_text(encoding="utf-8")
     return Problem.from_json(text, name)

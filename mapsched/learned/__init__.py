@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from mapsched.engine.registry import Option, register
-from mapsched.errors import OptionError
+from mapsched.errors import OptionError, shown
 from mapsched.learned.starts import before_loading, load
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
@@ -40,7 +40,7 @@ def torch_module(name: str, method: str) -> ModuleType:
     except ModuleNotFoundError as exc:
         if exc.name != "torch" and not (exc.name or "").startswith("torch."):
             raise
-        raise OptionError(f"method {method!r} needs PyTorch, which is not installed; "
+        raise OptionError(f"method {shown(method)} needs PyTorch, which is not installed; "
                           "pip install 'mapsched[torch]'") from None
 
 

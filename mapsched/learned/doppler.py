@@ -86,7 +86,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from mapsched.errors import InfeasibleError, OptionError
+from mapsched.errors import InfeasibleError, OptionError, shown
 from mapsched.learned.mpnn import MPNN, GraphTensors, graph_tensors, path_sums, zscore
 from mapsched.learned.reinforce import (
     Baseline,
@@ -150,9 +150,9 @@ def parse_stages(text: str | tuple[str, ...]) -> tuple[str, ...]:
             raise OptionError("--stages: 'real' (Stage III, rewards measured by running each assignment) is not "
                               "implemented yet; use il, sim or il,sim")
         if s not in STAGES:
-            raise OptionError(f"--stages: unknown stage {s!r}; expected il, sim or il,sim")
+            raise OptionError(f"--stages: unknown stage {shown(s)}; expected il, sim or il,sim")
     if not names or len(set(names)) != len(names):
-        raise OptionError(f"--stages: expected il, sim or il,sim (each once), got {','.join(names)!r}")
+        raise OptionError(f"--stages: expected il, sim or il,sim (each once), got {shown(','.join(names))}")
     return names
 
 

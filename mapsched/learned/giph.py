@@ -100,7 +100,7 @@ from torch.nn import functional as F
 from mapsched.bounds.simple import critical_path_bound
 from mapsched.engine import interrupt
 from mapsched.engine.relocation import RelocationCosts
-from mapsched.errors import InfeasibleError, OptionError
+from mapsched.errors import InfeasibleError, OptionError, shown
 from mapsched.learned.reinforce import (
     Diverged,
     discounted_returns,
@@ -145,7 +145,7 @@ class Config:
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
-            raise OptionError(f"--variant: expected one of {', '.join(VARIANTS)}, got {self.variant!r}")
+            raise OptionError(f"--variant: expected one of {', '.join(VARIANTS)}, got {shown(self.variant)}")
         object.__setattr__(self, "node_features", tuple(self.node_features))
         unknown = set(self.node_features) - set(NODE_FEATURES)
         if unknown or not self.node_features:
@@ -531,7 +531,7 @@ def load_policy(path: str = "", flag: str = "--policy") -> tuple[GiphNet, dict[s
     features = data.get("features")
     if (not isinstance(features, dict) or features.get("edge") != list(EDGE_FEATURES)
             or not set(features.get("node") or ["?"]) <= set(NODE_FEATURES)):
-        raise OptionError(f"{flag}: {where} uses other features ({features!r}); this giph reads node features of "
+        raise OptionError(f"{flag}: {where} uses other features ({shown(features)}); this giph reads node features of "
                           f"{','.join(NODE_FEATURES)} and edge {','.join(EDGE_FEATURES)}: train it again")
     with reading(flag, f"{where} does not fit the giph network"):
         net = GiphNet(_config(data))
@@ -702,7 +702,8 @@ class Trainer:
     def resume(cls, data: dict[str, Any], suite: str, flag: str = "--resume") -> Trainer:
         """A trainer continuing a checkpoint's training, refusing a damaged file or another suite in one line."""
         if data.get("suite") != suite:
-            raise OptionError(f"{flag}: the file was trained on suite {data.get('suite')!r}, not {suite!r}; resume "
+            raise OptionError(f"{flag}: the file was trained on suite {shown(data.get('suite'))}, not "
+                              f"{shown(suite)}; resume "
                               "with the same --suite, or start a new file")
         with reading(flag):
             state = data["resume"]

@@ -66,7 +66,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from mapsched.errors import InfeasibleError, OptionError
+from mapsched.errors import InfeasibleError, OptionError, shown
 from mapsched.learned.mpnn import graph_tensors
 from mapsched.learned.reinforce import (
     ProblemTrainer,
@@ -121,7 +121,7 @@ def parse_stages(text: str | tuple[str, ...]) -> tuple[str, ...]:
     is refused in one line."""
     names = tuple(s.strip() for s in text.split(",")) if isinstance(text, str) else tuple(text)
     if names != STAGES:
-        raise OptionError(f"--stages: placeto has one stage, sim (no imitation stage); got {','.join(names)!r}")
+        raise OptionError(f"--stages: placeto has one stage, sim (no imitation stage); got {shown(','.join(names))}")
     return names
 
 

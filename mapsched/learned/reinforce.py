@@ -82,7 +82,7 @@ def file_config(cls: type, values: Any, **fixed: Any) -> Any:
             most = 1.0 if f.name == "gamma" or "eps" in f.name else math.inf
             ok = type(v) in (int, float) and math.isfinite(v) and 0 <= v <= most
         if not ok:
-            raise ValueError(f"config {f.name}: {v!r} is out of range")
+            raise ValueError(f"config {f.name}: {shown(v)} is out of range")
     return cfg
 
 
@@ -231,7 +231,7 @@ def train_here(trainer_class: Any, problem: Any, ctx: Any, method: str, policy: 
             for field in dataclasses.fields(config):  # a width given beside a policy would be ignored
                 value = getattr(config, field.name)
                 if value != field.default and field.name in kept and value != kept[field.name]:
-                    raise OptionError(f"--{field.name}: {policy} keeps {field.name} {kept[field.name]!r}, which "
+                    raise OptionError(f"--{field.name}: {policy} keeps {field.name} {shown(kept[field.name])}, which "
                                       f"sets a new policy only; leave --{field.name} out with --policy")
             trainer = trainer_class.from_checkpoint(problem, data, seed)
         else:
@@ -385,21 +385,23 @@ def load_checkpoint(path: str, method: str, devices: int | None, flag: str = "--
             data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many kinds of error on a damaged file
         reason = "unreadable" if isinstance(exc, OSError) else "damaged, or not written by mapsched"
-        raise OptionError(f"{flag}: {path!r} is not a readable policy file ({reason}); train one with "
+        raise OptionError(f"{flag}: {shown(path)} is not a readable policy file ({reason}); train one with "
                           f"'mapsched train {method}'") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise OptionError(f"{flag}: {path!r} is not a mapsched policy file; train one with 'mapsched train {method}'")
+        raise OptionError(f"{flag}: {shown(path)} is not a mapsched policy file; train one with 'mapsched train "
+                          f"{method}'")
     if data.get("version") != VERSION:
-        raise OptionError(f"{flag}: {path!r} is policy format version {data.get('version')!r}; this mapsched "
+        raise OptionError(f"{flag}: {shown(path)} is policy format version {shown(data.get('version'))}; this mapsched "
                           f"reads version {VERSION}: train it again")
     if data.get("method") != method:
-        raise OptionError(f"{flag}: {path!r} is a policy of method {data.get('method')!r}, not {method!r}")
+        raise OptionError(f"{flag}: {shown(path)} is a policy of method {shown(data.get('method'))}, not "
+                          f"{shown(method)}")
     for key in ("config", "devices", "policy"):
         if key not in data:
-            raise OptionError(f"{flag}: {path!r} is damaged (no {key!r}); train it again")
+            raise OptionError(f"{flag}: {shown(path)} is damaged (no {shown(key)}); train it again")
     if type(data["devices"]) is not int or data["devices"] < 0:  # 0: any number (giph)
-        raise OptionError(f"{flag}: {path!r} is damaged (devices {shown(data['devices'])}); train it again")
+        raise OptionError(f"{flag}: {shown(path)} is damaged (devices {shown(data['devices'])}); train it again")
     if devices is not None and data["devices"] != devices:
-        raise OptionError(f"{flag}: {path!r} was trained for {data['devices']} devices and this problem has "
+        raise OptionError(f"{flag}: {shown(path)} was trained for {data['devices']} devices and this problem has "
                           f"{devices}; train a policy for {devices} devices")
     return data

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from mapsched.errors import InfeasibleError, OptionError
+from mapsched.errors import InfeasibleError, OptionError, shown
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
 from mapsched.scheduling.simulate import simulate
@@ -68,7 +68,7 @@ def check_policy_file(path: str, method: str, flag: str = "--policy") -> None:
     """Refuse in one line a policy file that is not there: what can be checked of it without
     PyTorch, so that a solve that returns before loading it still refuses a typo."""
     if path and not os.path.isfile(path):
-        raise OptionError(f"{flag}: no file {path!r}; train one with 'mapsched train {method}'")
+        raise OptionError(f"{flag}: no file {shown(path)}; train one with 'mapsched train {method}'")
 
 
 def random_placement(p: Problem, rng: np.random.Generator) -> np.ndarray:

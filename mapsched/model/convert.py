@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 
-from mapsched.errors import ProblemError
+from mapsched.errors import ProblemError, shown
 from mapsched.model.jsonio import read_text
 from mapsched.model.problem import MAX_BYTES, MAX_DEVICES, MAX_MS, Device, Edge, Link, Problem, System, Task
 
@@ -69,6 +69,7 @@ def doppler_problem(text: str, devices: int, name: str = "doppler", source: str 
     -----
     O(n + E) for n ops and E edges.
     """
+    source = shown(source, quote=False)  # a path, as messages quote it
     if not 1 <= devices <= MAX_DEVICES:
         raise ProblemError(f"--devices: expected 1 to {MAX_DEVICES}, got {devices}")
     lines = text.splitlines()
@@ -77,7 +78,7 @@ def doppler_problem(text: str, devices: int, name: str = "doppler", source: str 
                            "the edge sources and the edge targets, then one line per op")
     total = _INT.fullmatch(lines[0].strip())
     if total is None:
-        raise ProblemError(f"{source} line 1: expected the number of nodes, got {lines[0].strip()[:40]!r}")
+        raise ProblemError(f"{source} line 1: expected the number of nodes, got {shown(lines[0].strip()[:40])}")
     inputs, src, dst = (_ints(line, f"{source} line {k}") for k, line in enumerate(lines[1:4], 2))
     n = _ints(total.group(), f"{source} line 1")[0] - len(inputs)
     if n < 1:
@@ -98,7 +99,8 @@ def doppler_problem(text: str, devices: int, name: str = "doppler", source: str 
     for i, line in enumerate(ops):
         nums = _ints(line, f"{source} line {5 + i}")
         if len(nums) < 2:
-            raise ProblemError(f"{source} line {5 + i}: expected 'comp,comm' for op {i}, got {line.strip()[:40]!r}")
+            raise ProblemError(f"{source} line {5 + i}: expected 'comp,comm' for op {i}, got "
+                               f"{shown(line.strip()[:40])}")
         if nums[0] / DOPPLER_UNIT > MAX_MS or nums[1] > MAX_BYTES:
             raise ProblemError(f"{source} line {5 + i}: op {i}'s comp {nums[0]} or comm {nums[1]} is past "
                                f"{MAX_MS * DOPPLER_UNIT:.0e} or {MAX_BYTES:.0e}, the problem format's ranges")

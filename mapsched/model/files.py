@@ -22,7 +22,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 
-from mapsched.errors import OptionError
+from mapsched.errors import OptionError, shown
 
 __all__ = ["check_output", "is_stream", "names_stdout", "write_file", "write_files"]
 
@@ -56,9 +56,9 @@ def check_output(path: str, inputs: Iterable[str] = (), flag: str = "-o") -> Non
     except FileNotFoundError:
         st = None
     except OSError as exc:
-        raise OptionError(f"{flag}: cannot use {path!r}: {exc.strerror or exc}") from None
+        raise OptionError(f"{flag}: cannot use {shown(path)}: {exc.strerror or exc}") from None
     if st is not None and stat.S_ISDIR(st.st_mode):
-        raise OptionError(f"{flag}: {path!r} is a folder; give a file path inside it")
+        raise OptionError(f"{flag}: {shown(path)} is a folder; give a file path inside it")
     if st is not None:
         for source in inputs:
             try:
@@ -66,18 +66,18 @@ def check_output(path: str, inputs: Iterable[str] = (), flag: str = "-o") -> Non
             except OSError:  # an input that is no file (builtin:NAME) cannot be overwritten
                 same = False
             if same:
-                raise OptionError(f"{flag}: {path!r} is the input {source!r}; writing there would destroy it, "
-                                  "so choose another path")
+                raise OptionError(f"{flag}: {shown(path)} is the input {shown(source)}; writing there would "
+                                  "destroy it, so choose another path")
     if st is not None and stat.S_ISREG(st.st_mode) and not os.access(path, os.W_OK):
-        raise OptionError(f"{flag}: {path!r} is read-only; choose another path or make it writable")
+        raise OptionError(f"{flag}: {shown(path)} is read-only; choose another path or make it writable")
     if st is None and path.endswith(os.sep):  # realpath drops the slash: "out/" wrote the file "out"
-        raise OptionError(f"{flag}: {path!r} names a folder, which does not exist; give a file path")
+        raise OptionError(f"{flag}: {shown(path)} names a folder, which does not exist; give a file path")
     if st is None:
         folder = os.path.dirname(os.path.realpath(path)) or "."
         if not os.path.isdir(folder):
-            raise OptionError(f"{flag}: no folder {folder!r} to write {path!r} in; create it first")
+            raise OptionError(f"{flag}: no folder {shown(folder)} to write {shown(path)} in; create it first")
         if not os.access(folder, os.W_OK | os.X_OK):
-            raise OptionError(f"{flag}: cannot create files in {folder!r}; choose another path")
+            raise OptionError(f"{flag}: cannot create files in {shown(folder)}; choose another path")
 
 
 def write_file(path: str, data: str | bytes) -> None:
@@ -110,27 +110,27 @@ def write_files(outputs: Sequence[tuple[str, str | bytes]]) -> None:
                 st = None
             try:
                 if st is not None and stat.S_ISDIR(st.st_mode):
-                    raise OptionError(f"{path!r} is a folder; give a file path inside it")
+                    raise OptionError(f"{shown(path)} is a folder; give a file path inside it")
                 if st is not None and not stat.S_ISREG(st.st_mode):
                     special.append((path, raw))  # a device or pipe: write to it, never replace it
                     continue
                 target = os.path.realpath(path)
                 staged.append((_staged(target, raw, None if st is None else stat.S_IMODE(st.st_mode)), target))
             except OSError as exc:
-                raise OptionError(f"{path}: cannot write: {exc.strerror or exc}") from None
+                raise OptionError(f"{shown(path, quote=False)}: cannot write: {exc.strerror or exc}") from None
         for path, raw in special:
             sys.stdout.flush()  # what was printed before comes first, where it is standard output
             try:
                 with open(path, "wb") as fh:
                     fh.write(raw)
             except OSError as exc:
-                raise OptionError(f"{path}: cannot write: {exc.strerror or exc}") from None
+                raise OptionError(f"{shown(path, quote=False)}: cannot write: {exc.strerror or exc}") from None
         while staged:
             tmp, target = staged[0]
             try:
                 os.replace(tmp, target)
             except OSError as exc:
-                raise OptionError(f"{target}: cannot write: {exc.strerror or exc}") from None
+                raise OptionError(f"{shown(target, quote=False)}: cannot write: {exc.strerror or exc}") from None
             staged.pop(0)
     finally:
         for tmp, _ in staged:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mapsched.errors import InfeasibleError
+from mapsched.errors import InfeasibleError, shown
 from mapsched.model.problem import Problem
 
 __all__ = ["as_owner", "batch_options", "memory_use", "owner_counts", "owner_from_counts", "sample_split"]
@@ -81,23 +81,23 @@ def as_owner(problem: Problem, mapping: Any) -> np.ndarray:
         owner = np.full((n, L), -1, dtype=np.int64)
         for task, where in mapping.items():
             if task not in problem.task_index:
-                raise InfeasibleError(f"mapping: unknown task {task!r}")
+                raise InfeasibleError(f"mapping: unknown task {shown(task)}")
             i = problem.task_index[task]
             pairs = where.items() if isinstance(where, Mapping) else [(where, range(L))]
             for dev, inputs in pairs:
                 if not isinstance(dev, str) or dev not in problem.device_index:
-                    raise InfeasibleError(f"mapping[{task!r}]: unknown device {dev!r}")
+                    raise InfeasibleError(f"mapping[{shown(task)}]: unknown device {shown(dev)}")
                 for lo in inputs:
                     if isinstance(lo, bool) or not isinstance(lo, (int, np.integer)) or not 0 <= lo < L:
-                        raise InfeasibleError(f"mapping[{task!r}]: input {lo} is not in 0..{L - 1}")
+                        raise InfeasibleError(f"mapping[{shown(task)}]: input {lo} is not in 0..{L - 1}")
                     if owner[i, lo] >= 0:  # the last device named would silently win
-                        raise InfeasibleError(f"mapping[{task!r}]: input {lo} is on both "
-                                              f"{problem.device_names[owner[i, lo]]!r} and {dev!r}")
+                        raise InfeasibleError(f"mapping[{shown(task)}]: input {lo} is on both "
+                                              f"{shown(problem.device_names[owner[i, lo]])} and {shown(dev)}")
                     owner[i, lo] = problem.device_index[dev]
         missing = np.flatnonzero((owner < 0).any(axis=1))
         if len(missing):
             raise InfeasibleError(
-                f"mapping: task {problem.task_names[missing[0]]!r} has inputs on no device"
+                f"mapping: task {shown(problem.task_names[missing[0]])} has inputs on no device"
             )
         return owner
     owner = np.asarray(mapping)

@@ -166,7 +166,8 @@ class Problem:
                     queue.append(j)
         if len(order) < self.n:
             cycle = nx.find_cycle(self.graph)
-            names = [self.task_names[u] for u, _ in cycle] + [self.task_names[cycle[0][0]]]
+            names = [shown(self.task_names[u], quote=False) for u, _ in [*cycle, cycle[0]]]
+            names = names if len(names) <= 12 else [*names[:6], "...", *names[-5:]]  # a 10,000-task cycle: its ends
             raise ProblemError(
                 f"edges: the task graph has a cycle {' -> '.join(names)}; it must be acyclic"
             )
@@ -349,7 +350,7 @@ class Problem:
         obj = self.objective.kind
         if obj == "throughput":
             obj += f", L={self.L}"
-        return f"<Problem {self.name!r}: {self.n} tasks, {self.E} edges, {self.m} devices, {obj}>"
+        return f"<Problem {shown(self.name)}: {self.n} tasks, {self.E} edges, {self.m} devices, {obj}>"
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Problem):

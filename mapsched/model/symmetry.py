@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mapsched.errors import OptionError
+from mapsched.errors import OptionError, shown
 from mapsched.model.problem import Problem
 
 if TYPE_CHECKING:
@@ -205,7 +205,7 @@ def _criteria(spec: str) -> list[str]:
     bad = [c for c in crit if c not in CRITERIA]
     if bad or not crit or (len(crit) > 1 and ("lex" in crit or "none" in crit)):
         raise OptionError(
-            f"--symmetry: expected none, lex, or a comma-separated list of task, batch, time; got {spec!r}")
+            f"--symmetry: expected none, lex, or a comma-separated list of task, batch, time; got {shown(spec)}")
     return crit
 
 

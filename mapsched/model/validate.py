@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mapsched.errors import shown
 from mapsched.model import arguments
 from mapsched.model.owners import memory_use
 from mapsched.model.problem import Problem
@@ -73,22 +74,22 @@ def validate(problem: Problem, schedule: Schedule) -> list[Violation]:
     for k, j in enumerate(schedule.jobs):
         i, u = p.task_index.get(j.task), p.device_index.get(j.device)
         if i is None or u is None:
-            what = f"task {j.task!r}" if i is None else f"device {j.device!r}"
+            what = f"task {shown(j.task)}" if i is None else f"device {shown(j.device)}"
             out.append(Violation(1, f"jobs[{k}]: unknown {what}"))
             continue
         b = len(j.inputs)
         dev = p.system.devices[u]
         if b not in dev.batch_sizes:
             out.append(Violation(
-                1, f"jobs[{k}]: batch size {b} is not among {j.device!r}'s batch_sizes {list(dev.batch_sizes)}"))
+                1, f"jobs[{k}]: batch size {b} is not among {shown(j.device)}'s batch_sizes {list(dev.batch_sizes)}"))
         elif not np.isfinite(p.lat[i, u, p.batch_pos[b]]):
-            out.append(Violation(1, f"jobs[{k}]: {j.device!r} cannot run task {j.task!r} at batch size {b}"))
+            out.append(Violation(1, f"jobs[{k}]: {shown(j.device)} cannot run task {shown(j.task)} at batch size {b}"))
         jobs.append((i, u, j))
 
     # Rule 2: durations and non-negative starts.
     for i, u, j in jobs:
         if j.start < -tolerance(j.start):
-            out.append(Violation(2, f"job of {j.task!r} on {j.device!r} starts at {j.start} < 0"))
+            out.append(Violation(2, f"job of {shown(j.task)} on {shown(j.device)} starts at {j.start} < 0"))
         b = len(j.inputs)
         if 0 < b < len(p.batch_pos) and p.batch_pos[b] >= 0:
             want = p.lat[i, u, p.batch_pos[b]]
@@ -96,7 +97,7 @@ def validate(problem: Problem, schedule: Schedule) -> list[Violation]:
             # short job's own tolerance
             if np.isfinite(want) and abs((j.end - j.start) - want) > tolerance(want) + 4 * math.ulp(j.end):
                 out.append(Violation(
-                    2, f"job of {j.task!r} on {j.device!r} lasts {j.end - j.start:g} ms, "
+                    2, f"job of {shown(j.task)} on {shown(j.device)} lasts {j.end - j.start:g} ms, "
                     f"its latency at batch size {b} is {want:g} ms"))
 
     # Rule 3: the inputs of each task's jobs partition 0..L-1.
@@ -114,7 +115,7 @@ def validate(problem: Problem, schedule: Schedule) -> list[Violation]:
         twice = np.flatnonzero(counts > 1).tolist()
         for what, items in (("not in 0..L-1", outside), ("run by no job", missing), ("run more than once", twice)):
             if items:
-                out.append(Violation(3, f"task {name!r}: inputs {items} are {what}"))
+                out.append(Violation(3, f"task {shown(name)}: inputs {items} are {what}"))
 
     # Rule 4: precedence and communication, per edge and input.
     for e in range(p.E):
@@ -125,10 +126,10 @@ def validate(problem: Problem, schedule: Schedule) -> list[Violation]:
             (ua, ja), (ub, jb) = holder[(a, lo)], holder[(b, lo)]
             c = p.comm[e, ua, ub]
             if not np.isfinite(c):
-                out.append(Violation(4, f"edge {ja.task!r} -> {jb.task!r}, input {lo}: "
-                                        f"no link from {ja.device!r} to {jb.device!r}"))
+                out.append(Violation(4, f"edge {shown(ja.task)} -> {shown(jb.task)}, input {lo}: "
+                                        f"no link from {shown(ja.device)} to {shown(jb.device)}"))
             elif jb.start < ja.end + c - tolerance(ja.end + c):
-                out.append(Violation(4, f"edge {ja.task!r} -> {jb.task!r}, input {lo}: "
+                out.append(Violation(4, f"edge {shown(ja.task)} -> {shown(jb.task)}, input {lo}: "
                                         f"starts at {jb.start:g}, before {ja.end:g} + comm {c:g}"))
 
     # Rule 5: no overlap on a device.
@@ -140,8 +141,8 @@ def validate(problem: Problem, schedule: Schedule) -> list[Violation]:
         last = None
         for j in js:
             if last is not None and j.start < last.end - tolerance(last.end):
-                out.append(Violation(5, f"on {j.device!r}: {j.task!r} [{j.start:g}, {j.end:g}] overlaps "
-                                        f"{last.task!r} [{last.start:g}, {last.end:g}]"))
+                out.append(Violation(5, f"on {shown(j.device)}: {shown(j.task)} [{j.start:g}, {j.end:g}] overlaps "
+                                        f"{shown(last.task)} [{last.start:g}, {last.end:g}]"))
             if last is None or j.end > last.end:
                 last = j
 
@@ -151,7 +152,7 @@ def validate(problem: Problem, schedule: Schedule) -> list[Violation]:
         counts[i, u] += len(j.inputs)
     used = memory_use(p, counts)
     for u in np.flatnonzero(used > p.room):
-        out.append(Violation(6, f"device {p.device_names[u]!r} holds {used[u]:.0f} bytes, "
+        out.append(Violation(6, f"device {shown(p.device_names[u])} holds {used[u]:.0f} bytes, "
                                 f"its memory is {p.mem[u]:.0f}"))
 
     # Rule 7: makespan and throughput.

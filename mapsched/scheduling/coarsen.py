@@ -346,7 +346,7 @@ def fuse_intervals(
     p = problem
     _latency_only(p, "fuse_intervals")
     if isinstance(R, bool) or not isinstance(R, (int, np.integer)) or R < 1:
-        raise OptionError(f"R: expected a positive number of tasks, got {R!r}")
+        raise OptionError(f"R: expected a positive number of tasks, got {shown(R)}")
     R = min(int(R), p.n)  # no interval is longer than the graph; and numpy's ints are 64-bit
     order = cpd_topo(p) if order is None else np.asarray(checked_order(p, order), dtype=np.int64)
     if M is None:
@@ -490,7 +490,7 @@ def quotient(
     p = problem
     _latency_only(p, "quotient")
     if merge not in ("sum", "max"):
-        raise OptionError(f"merge: expected 'sum' or 'max', got {merge!r}")
+        raise OptionError(f"merge: expected 'sum' or 'max', got {shown(merge)}")
     of, k = _labels(p, groups)
     lat = np.stack([np.bincount(of, weights=p.dur[:, u], minlength=k) for u in range(p.m)], axis=1)
     weight = np.bincount(of, weights=p.weight, minlength=k)
@@ -501,7 +501,7 @@ def quotient(
         c = int(np.flatnonzero(~runnable.any(axis=1))[0])
         members = np.flatnonzero(of == c)
         raise OptionError(
-            f"groups: no device runs the {len(members)} tasks grouped with {p.task_names[members[0]]!r} "
+            f"groups: no device runs the {len(members)} tasks grouped with {shown(p.task_names[members[0]])} "
             "and holds their memory"
         )
 
@@ -545,7 +545,7 @@ def _check_acyclic(p: Problem, of: np.ndarray, k: int, cs: np.ndarray, cd: np.nd
     if seen < k:
         cycle = nx.find_cycle(nx.DiGraph(zip(cs.tolist(), cd.tolist())))
         rep = {c: p.task_names[int(np.flatnonzero(of == c)[0])] for c, _ in cycle}
-        path = " -> ".join(f"group of {rep[c]!r}" for c, _ in cycle)
+        path = " -> ".join(f"group of {shown(rep[c])}" for c, _ in cycle)
         raise OptionError(f"groups: the quotient has a cycle, {path} -> back; no path may leave a group and return")
 
 
@@ -623,10 +623,10 @@ def expand(
     for j in coarse_schedule.jobs:
         c, u = index.get(j.task), p.device_index.get(j.device)
         if c is None or u is None:
-            what = f"group {j.task!r}" if c is None else f"device {j.device!r}"
+            what = f"group {shown(j.task)}" if c is None else f"device {shown(j.device)}"
             raise OptionError(f"coarse_schedule: unknown {what}; expected the quotient of these groups")
         if dev[c] >= 0:
-            raise OptionError(f"coarse_schedule: group {j.task!r} has two jobs; expected one per group")
+            raise OptionError(f"coarse_schedule: group {shown(j.task)} has two jobs; expected one per group")
         dev[c], start[c], end[c] = u, j.start, j.end
     if (dev < 0).any():
         raise OptionError(f"coarse_schedule: group 'g{int(np.argmin(dev))}' has no job")

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from mapsched.errors import OptionError
+from mapsched.errors import OptionError, shown
 from mapsched.model.owners import batch_options, owner_from_counts
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
@@ -210,7 +210,7 @@ def topo_placement(problem: Problem, cap: str = "uniform", order: Sequence[int] 
     """
     p = problem
     if cap not in ("uniform", "memory"):
-        raise OptionError(f"cap: expected 'uniform' or 'memory', got {cap!r}")
+        raise OptionError(f"cap: expected 'uniform' or 'memory', got {shown(cap)}")
     need = (p.weight + p.act).tolist()
     room = p.room.tolist()
     if cap == "uniform":

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from mapsched.errors import InfeasibleError, OptionError
+from mapsched.errors import InfeasibleError, OptionError, shown
 from mapsched.model.owners import as_owner, memory_use, owner_counts
 from mapsched.model.problem import MEMORY_SLACK, Problem
 from mapsched.model.schedule import Job, Schedule
@@ -532,22 +532,22 @@ class Decoder:
         if not np.isfinite(lat).all():
             i, u = bad[np.flatnonzero(~np.isfinite(lat))[0]]
             return (
-                f"task {p.task_names[i]!r} cannot run on device {p.device_names[u]!r} "
+                f"task {shown(p.task_names[i])} cannot run on device {shown(p.device_names[u])} "
                 f"at batch size {counts[i, u]}"
             )
         used = memory_use(p, counts)
         over = np.flatnonzero(used > p.room)
         if len(over):
             u = over[0]
-            return f"device {p.device_names[u]!r} needs {used[u]:.0f} bytes of memory, has {p.mem[u]:.0f}"
+            return f"device {shown(p.device_names[u])} needs {used[u]:.0f} bytes of memory, has {p.mem[u]:.0f}"
         if p.E:
             cross = np.isinf(p.link_latency[owner[p.src], owner[p.dst]])
             if cross.any():
                 e, lo = np.argwhere(cross)[0]
                 a, b = owner[p.src[e], lo], owner[p.dst[e], lo]
                 return (
-                    f"edge {p.task_names[p.src[e]]!r} -> {p.task_names[p.dst[e]]!r} crosses from "
-                    f"{p.device_names[a]!r} to {p.device_names[b]!r}, which have no link"
+                    f"edge {shown(p.task_names[p.src[e]])} -> {shown(p.task_names[p.dst[e]])} crosses from "
+                    f"{shown(p.device_names[a])} to {shown(p.device_names[b])}, which have no link"
                 )
         return None
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from mapsched.errors import OptionError
+from mapsched.errors import OptionError, shown
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
 from mapsched.model.validate import validate
@@ -70,7 +70,7 @@ def _devices(problem: Problem, initial: Any) -> dict[str, str]:
     known = problem.task_index
     for t in mapping:
         if t not in known:
-            raise OptionError(f"initial: task {t!r} is not in problem {problem.name!r}; give a schedule "
+            raise OptionError(f"initial: task {shown(t)} is not in problem {shown(problem.name)}; give a schedule "
                               "of this problem (or of an earlier version of it)")
     return mapping
 

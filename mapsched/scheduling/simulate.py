@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from mapsched.errors import InfeasibleError, OptionError
+from mapsched.errors import InfeasibleError, OptionError, shown
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
 from mapsched.scheduling.decoder import Decoder, _to_schedule, as_owner
@@ -66,7 +66,7 @@ def _owner(problem: Problem, mapping: Any) -> list[int]:
             bad = np.flatnonzero((arr < 0) | (arr >= p.m))
             if len(bad):
                 raise InfeasibleError(
-                    f"mapping: task {p.task_names[bad[0]]!r} is on no device (index {arr[bad[0]]} is not "
+                    f"mapping: task {shown(p.task_names[bad[0]])} is on no device (index {arr[bad[0]]} is not "
                     f"in 0..{p.m - 1}); give every task a device")
     owner = as_owner(p, mapping)
     reason = Decoder(p).infeasibility(owner)
@@ -144,16 +144,16 @@ def simulate(
                           "this problem's objective is throughput")
     if isinstance(noise, bool) or not isinstance(noise, (int, float, np.integer, np.floating)) \
             or not noise >= 0.0 or noise == float("inf"):
-        raise OptionError(f"--noise: expected a non-negative number, got {noise!r}")
+        raise OptionError(f"--noise: expected a non-negative number, got {shown(noise)}")
     if not (rng is None or isinstance(rng, np.random.Generator)
             or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0)):
-        raise OptionError(f"rng: expected a numpy Generator or a seed of at least 0, got {rng!r}")
+        raise OptionError(f"rng: expected a numpy Generator or a seed of at least 0, got {shown(rng)}")
     if noise_model not in ("lognormal", "giph"):
-        raise OptionError(f"noise_model: expected 'lognormal' or 'giph', got {noise_model!r}")
+        raise OptionError(f"noise_model: expected 'lognormal' or 'giph', got {shown(noise_model)}")
     if noise_model == "giph" and noise > 1:
-        raise OptionError(f"--noise: GiPH's noise is a fraction of each time, at most 1; got {noise!r}")
+        raise OptionError(f"--noise: GiPH's noise is a fraction of each time, at most 1; got {shown(noise)}")
     if noise > MAX_NOISE:
-        raise OptionError(f"--noise: at most {MAX_NOISE:g}, got {noise!r}: a lognormal sigma past it draws nearly "
+        raise OptionError(f"--noise: at most {MAX_NOISE:g}, got {shown(noise)}: a lognormal sigma past it draws nearly "
                           "every duration as 0 (and from about 30 they overflow)")
     dev = _owner(p, mapping)
     n = p.n

@@ -136,7 +136,9 @@ def test_a_schedule_the_reader_refuses_is_not_written(tmp_path, field, value, sa
 
 # Any value a JSON file can hold, in the places a file's fields hold them.
 ODD = [None, True, -1, 0, 0.5, 1e308, float("inf"), float("-inf"), float("nan"), 10**400, -(10**400), "", "x", [],
-       [1, "a"], {}, {"a": 1}]
+       [1, "a"], {}, {"a": 1},
+       # names no terminal may get raw (issue #67): a line break, ANSI escapes, a right-to-left mark, 10 kB
+       "t\n1", "\x1b[31mred\x1b[0m", "\x1b]0;title\x07", "\u202ep1", "\r", "p" * 10_000]
 
 
 def _places(doc, path=()):
@@ -191,7 +193,7 @@ def test_any_damaged_problem_is_read_or_refused_in_one_line(through, doc):
     try:
         THROUGH[through](Problem, doc)
     except ProblemError as exc:
-        assert str(exc) and "\n" not in str(exc)
+        assert str(exc) and _one_short_line(str(exc))
 
 
 @pytest.mark.parametrize("through", THROUGH)
@@ -201,6 +203,51 @@ def test_any_damaged_schedule_is_read_and_validated_or_refused_in_one_line(throu
     try:
         schedule = THROUGH[through](Schedule, doc)
     except ScheduleError as exc:
-        assert str(exc) and "\n" not in str(exc)
+        assert str(exc) and _one_short_line(str(exc))
         return
-    assert all(str(v) and "\n" not in str(v) for v in validate(Problem.from_dict(BASE), schedule))
+    assert all(str(v) and _one_short_line(str(v)) for v in validate(Problem.from_dict(BASE), schedule))
+
+
+def _one_short_line(message):
+    """A message a terminal shows as it is: one line, no control character, no 100 kB name."""
+    return message.isprintable() and len(message) < 5000
+
+
+def _dumps_twice(value, target, path=()):
+    """``value`` as JSON text, the object at ``target`` with its first key written twice."""
+    if isinstance(value, dict):
+        items = [f"{json.dumps(k)}: {_dumps_twice(v, target, (*path, k))}" for k, v in value.items()]
+        if path == target:
+            items.insert(1, items[0])
+        return "{" + ", ".join(items) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_dumps_twice(v, target, (*path, i)) for i, v in enumerate(value)) + "]"
+    return json.dumps(value)
+
+
+def _field(path):
+    return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" if i else k for i, k in enumerate(path))
+
+
+@pytest.mark.parametrize("cls", [Problem, Schedule])
+@settings(max_examples=100)
+@given(data=st.data())
+def test_any_key_twice_is_refused_naming_it(cls, data):
+    doc = data.draw(mutated(SMALL if cls is Problem else SCHEDULE))
+    objects = [p for p in _places(doc) if isinstance(_at(doc, p), dict) and _at(doc, p)]
+    if not objects:
+        return
+    target = data.draw(st.sampled_from(objects))
+    key = next(iter(_at(doc, target)))
+    with pytest.raises((ProblemError, ScheduleError)) as info:
+        cls.from_json(_dumps_twice(doc, target))
+    message = str(info.value)
+    assert _one_short_line(message) and "appears twice" in message
+    if key.isprintable() and len(key) < 60 and all(isinstance(k, int) or k.isprintable() for k in target):
+        assert f"{_field((*target, key))}: key {key!r} appears twice" in message
+
+
+def _at(doc, path):
+    for key in path:
+        doc = doc[key]
+    return doc
