@@ -105,6 +105,15 @@ def user_code(what: str, err: type[MapschedError] = OptionError, exits_only: boo
             raise err(f"{what} {_ended(exc)}") from None
 
 
+def search_here() -> None:
+    """Let ``MODULE:FACTORY`` name a module in the current folder, as ``python -m`` does: the
+    ``mapsched`` script's path starts at its own folder. Appended, so that a file there does
+    not hide an installed package of the same name."""
+    here = os.getcwd()
+    if "" not in sys.path and here not in sys.path:
+        sys.path.append(here)
+
+
 def load_model(ref: str) -> Any:
     """What the factory of ``MODULE:FACTORY`` returns (``mapsched profile``, ``trace``, ``run``):
     its module imported and the factory called within :func:`user_code`, so that each one's
@@ -114,9 +123,7 @@ def load_model(ref: str) -> Any:
     module, _, factory = ref.partition(":")
     if not module or not factory:
         raise OptionError(f"model: expected MODULE:FACTORY (e.g. mapsched.harness.models:resnet), got {shown(ref)}")
-    here = os.getcwd()
-    if "" not in sys.path and here not in sys.path:
-        sys.path.append(here)
+    search_here()
     try:
         with user_code(f"model: importing {shown(module)}", exits_only=True):
             build = getattr(importlib.import_module(module), factory)

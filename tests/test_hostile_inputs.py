@@ -248,8 +248,6 @@ def test_a_model_module_that_exits_is_one_error(tmp_path, monkeypatch, text, say
     assert says in str(info.value) and "must not end mapsched" in str(info.value)
 
 
-@pytest.mark.xfail(strict=True, raises=SystemExit,
-                   reason="the CLI's model loader (cli.py _model) must call mapsched.usercode.load_model (issue #67)")
 def test_profile_of_a_model_module_that_exits_is_one_error(tmp_path, monkeypatch, capsys):
     pytest.importorskip("torch")
     _user_module(tmp_path, monkeypatch, "hostile_exit_cli", "import sys\nsys.exit(0)\n")
@@ -258,6 +256,17 @@ def test_profile_of_a_model_module_that_exits_is_one_error(tmp_path, monkeypatch
     assert "model: importing 'hostile_exit_cli' called sys.exit(0)" in one_line(capsys)
     assert not out.exists()
 
+
+
+def test_profile_of_a_model_whose_forward_exits_is_one_error(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("torch")
+    text = ("import sys\nimport torch\n\n\nclass M(torch.nn.Module):\n    input_shape = (1, 4)\n\n"
+            "    def forward(self, x):\n        sys.exit(3)\n\n\ndef f():\n    return M()\n")
+    _user_module(tmp_path, monkeypatch, "hostile_forward_exit", text)
+    out = tmp_path / "p.json"
+    assert main(["profile", "hostile_forward_exit:f", "--devices", "cpu", "-o", str(out)]) == 2
+    assert "model: running it called sys.exit(3)" in one_line(capsys)
+    assert not out.exists()
 
 # ------------------------------------------------------ 6: misspelt case keywords
 @pytest.mark.parametrize("case,says", [

@@ -10,7 +10,7 @@ from typing import Any
 from mapsched.checks import count_arg, seconds_arg
 from mapsched.cli.common import DASK_HELP, ProgressBar, cluster, dask_address
 from mapsched.engine import registry
-from mapsched.errors import MapschedError, OptionError
+from mapsched.errors import MapschedError, OptionError, shown
 from mapsched.model import files
 from mapsched.model.files import check_output
 from mapsched.solve import MAX_THREADS
@@ -40,10 +40,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     else:  # a user's file of suites is Python code, run as such: only when named
         SUITES = sweep.load_suites(args.suites)
     if args.suite not in SUITES:
-        raise OptionError(f"suite: unknown suite {args.suite!r}; expected one of {sorted(SUITES)}")
+        raise OptionError(f"suite: unknown suite {shown(args.suite)}; expected one of {sorted(SUITES)}")
     suite = SUITES[args.suite]
     if not isinstance(suite, sweep.Suite):
-        raise OptionError(f"suite: SUITES[{args.suite!r}] is not a mapsched.bench.sweep.Suite")
+        raise OptionError(f"suite: SUITES[{shown(args.suite)}] is not a mapsched.bench.sweep.Suite")
     suite.check()
     out = f"{suite.name}.jsonl" if args.output is None else args.output
     inputs = [args.suites] if args.suites else []
@@ -57,7 +57,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     methods = tuple(m for m in suite.methods
                     if m == sweep.BOUND or (m in known and objective in registry.get(m).objectives))
     if not methods:
-        raise OptionError(f"suite: none of SUITES[{args.suite!r}]'s methods {list(suite.methods)} is a method for "
+        raise OptionError(f"suite: none of SUITES[{shown(args.suite)}]'s methods {list(suite.methods)} is a method for "
                           f"the {objective} objective here; see 'mapsched methods'")
     suite = sweep.Suite(suite.name, suite.cases, methods, args.time_limit or suite.time_limit, suite.options,
                         suite.description)

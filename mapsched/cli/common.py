@@ -14,7 +14,7 @@ from typing import IO, Any, NoReturn
 
 from mapsched import instances
 from mapsched.engine import registry
-from mapsched.errors import OptionError
+from mapsched.errors import OptionError, shown
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
 
@@ -180,7 +180,7 @@ def cluster(address: str | None, method: str | None = None) -> Any:
         return
     if method is not None and not any(o.name == "executor" for o in registry.get(method).options):
         takes = [m.name for m in registry.all_methods() if any(o.name == "executor" for o in m.options)]
-        raise OptionError(f"--dask: method {method!r} runs in this process; give -m {' or '.join(takes)}")
+        raise OptionError(f"--dask: method {shown(method)} runs in this process; give -m {' or '.join(takes)}")
     from mapsched.engine.dask import connect
 
     with connect(address) as executor:

@@ -8,6 +8,7 @@ from typing import Any
 
 from mapsched.checks import count_arg, range_arg
 from mapsched.cli.common import PROBLEM_HELP, fmt, load_problem
+from mapsched.errors import shown
 from mapsched.model.files import check_output
 from mapsched.model.problem import MAX_DEVICES
 from mapsched.model.schedule import Schedule
@@ -112,7 +113,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     check_output(args.output, [args.file])
     p = read_doppler(args.file, args.devices)
     p.write(args.output)
-    print(f"wrote {p!r} to {args.output} (times in DOPPLER's simulator units: comp / 1e10)")
+    print(f"wrote {p!r} to {shown(args.output, quote=False)} (times in DOPPLER's simulator units: comp / 1e10)")
     return 0
 
 

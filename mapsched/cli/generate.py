@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from mapsched.checks import count_arg, number_arg, probability_arg
-from mapsched.errors import OptionError, ProblemError
+from mapsched.errors import OptionError, ProblemError, shown
 from mapsched.model.files import check_output
 from mapsched.model.problem import MAX_DEVICES, Objective
 
@@ -108,7 +108,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
                               f"({exc}); give a smaller --batch") from None
         raise
     p.write(args.output)
-    print(f"wrote {p!r} to {args.output}")
+    print(f"wrote {p!r} to {shown(args.output, quote=False)}")
     return 0
 
 

@@ -21,7 +21,7 @@ from mapsched.cli.torch_model import (
     model_runs,
     set_threads,
 )
-from mapsched.errors import HarnessError, OptionError, ProblemError
+from mapsched.errors import HarnessError, OptionError, ProblemError, shown
 from mapsched.model.files import check_output
 from mapsched.model.problem import COMPILE, MAX_BATCH, MAX_DEVICES, Objective, Problem
 from mapsched.model.schedule import Schedule
@@ -210,7 +210,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         check_output(args.output, model_files(args.model))
     devices = args.devices.split(",") if args.devices is not None else harness.available()
     if not all(devices):
-        raise OptionError(f"--devices: expected device names separated by commas, got {args.devices!r}")
+        raise OptionError(f"--devices: expected device names separated by commas, got {shown(args.devices)}")
     if args.threads is None:  # emulated devices at PyTorch's default would each run a team on every core
         args.threads = harness.default_threads(devices)
     set_threads(torch, args)
@@ -256,7 +256,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
                                                 compile=args.compile)
         _report(report)
     problem.write(args.output)
-    print(f"wrote {'the calibrated ' if args.calibrate else ''}{problem!r} to {args.output}")
+    print(f"wrote {'the calibrated ' if args.calibrate else ''}{problem!r} to {shown(args.output, quote=False)}")
     return 0
 
 
@@ -277,7 +277,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - t0
     problem.write(args.output)
     step = "training step" if args.train else "forward pass"
-    print(f"wrote {problem!r} to {args.output} ({step} of a batch of shape {list(shape)}, {seconds:.1f} s)")
+    print(f"wrote {problem!r} to {shown(args.output, quote=False)} ({step} of a batch of shape {list(shape)}, "
+          f"{seconds:.1f} s)")
     return 0
 
 
@@ -295,7 +296,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                                                seed=args.seed, compile=args.compile, **rounds)
     _report(report)
     calibrated.write(args.output)
-    print(f"wrote the calibrated {calibrated!r} to {args.output}")
+    print(f"wrote the calibrated {calibrated!r} to {shown(args.output, quote=False)}")
     return 0
 
 
@@ -326,6 +327,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"outputs match the unscheduled model: {'yes' if same else 'NO'}")
     if args.output:
         run.measured.write(args.output)
-        print(f"wrote the measured jobs to {args.output}")
+        print(f"wrote the measured jobs to {shown(args.output, quote=False)}")
     return 0 if same else 1
 

@@ -9,7 +9,7 @@ from mapsched import instances
 from mapsched.checks import count_arg, seconds_arg
 from mapsched.cli.common import fmt, table
 from mapsched.engine import registry
-from mapsched.errors import MapschedError
+from mapsched.errors import MapschedError, shown
 from mapsched.model.files import check_output
 from mapsched.model.validate import validate
 from mapsched.solve import solve
@@ -70,7 +70,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         from mapsched.plot import gantt
 
         gantt(problem, best, args.output)
-        print(f"wrote the Gantt chart of {best.method} to {args.output}")
+        print(f"wrote the Gantt chart of {best.method} to {shown(args.output, quote=False)}")
     except MapschedError as exc:
         print(f"no Gantt chart: {exc}")
     return 0

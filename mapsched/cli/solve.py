@@ -23,7 +23,7 @@ from mapsched.cli.common import (
     summary,
 )
 from mapsched.engine import interrupt, registry
-from mapsched.errors import InfeasibleError, OptionError
+from mapsched.errors import InfeasibleError, OptionError, shown
 from mapsched.model.files import check_output, write_files
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
@@ -83,7 +83,7 @@ def _method_options(extra: Sequence[str]) -> dict[str, str]:
     while k < len(extra):
         tok = extra[k]
         if not tok.startswith("--") or len(tok) == 2:
-            raise OptionError(f"unexpected argument {tok!r}; method options are given as --name value")
+            raise OptionError(f"unexpected argument {shown(tok)}; method options are given as --name value")
         if "=" in tok:
             name, value = tok[2:].split("=", 1)
         elif k + 1 < len(extra):
@@ -117,7 +117,7 @@ def cmd_adapt(args: argparse.Namespace, extra: Sequence[str]) -> int:
     if not args.remove and not args.add:
         raise OptionError("--remove/--add: no device change given; name a device to remove or add")
     if args.method in registry.methods() and not registry.get(args.method).initial:
-        raise OptionError(f"--method: {args.method!r} does not start from a placement, so it cannot re-place the "
+        raise OptionError(f"--method: {shown(args.method)} does not start from a placement, so it cannot re-place the "
                           f"schedule in use; these do: {registry.taking('initial')}")
     problem = load_problem(args.problem)
     schedule = Schedule.read(args.schedule)
@@ -125,7 +125,7 @@ def cmd_adapt(args: argparse.Namespace, extra: Sequence[str]) -> int:
     for spec in args.add:
         new, sep, old = spec.partition("=")
         if not sep or not new or not old:
-            raise OptionError(f"--add: expected NEW=OLD (a new device copying device OLD), got {spec!r}")
+            raise OptionError(f"--add: expected NEW=OLD (a new device copying device OLD), got {shown(spec)}")
         if new in like:
             raise OptionError(f"--add: {new} is added twice ({new}={like[new]}, {spec}); add each device once")
         if new in args.remove:  # the schedule's tasks there would count as never moved

@@ -7,14 +7,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from mapsched.checks import integers
 from mapsched.cli.common import MAX_INT
-from mapsched.errors import MapschedError, OptionError, first_line
+from mapsched.errors import MapschedError, OptionError, first_line, shown
 from mapsched.model.problem import Problem
+from mapsched.usercode import load_model as load_user_model
+from mapsched.usercode import search_here, user_code
 
 
 def load_harness() -> Any:
@@ -26,21 +27,12 @@ def load_harness() -> Any:
     return harness
 
 
-def _from_here() -> None:
-    """Let ``MODULE:FACTORY`` name a module in the current folder, as ``python -m`` does: the
-    ``mapsched`` script's path starts at its own folder. Appended, so that a file there does
-    not hide an installed package of the same name."""
-    here = os.getcwd()
-    if "" not in sys.path and here not in sys.path:
-        sys.path.append(here)
-
-
 def model_files(ref: str) -> list[str]:
     """The source file of ``MODULE:FACTORY``'s module, if it is one: an input of the command,
     which its ``-o`` must not overwrite."""
     import importlib.util
 
-    _from_here()
+    search_here()
     try:
         spec = importlib.util.find_spec(ref.partition(":")[0])
     except Exception:  # a bad name, or a parent package failing as it runs: reported when the model is loaded
@@ -50,23 +42,7 @@ def model_files(ref: str) -> list[str]:
 
 def load_model(ref: str, input_shape: str | None) -> tuple[Any, tuple[int, ...]]:
     """Build the model of ``MODULE:FACTORY`` and the input shape to use (batch of 1 first)."""
-    import importlib
-
-    module, _, factory = ref.partition(":")
-    if not module or not factory:
-        raise OptionError(f"model: expected MODULE:FACTORY (e.g. mapsched.harness.models:resnet), got {ref!r}")
-    _from_here()
-    try:
-        build = getattr(importlib.import_module(module), factory)
-    except (ImportError, AttributeError) as exc:
-        raise OptionError(f"model: cannot load {ref!r} ({exc}); check the module path and factory name") from None
-    except Exception as exc:  # the module's own code (a syntax error, a raise): one line, as bench --suites gives
-        raise OptionError(f"model: importing {module!r} failed: {type(exc).__name__}: {first_line(exc)}") from None
-    try:
-        model = build()
-    except Exception as exc:  # the user's code: its first line of error, as ours are
-        raise OptionError(f"model: {ref}() failed: {type(exc).__name__}: {first_line(exc)}; a factory takes "
-                          "no arguments and returns an nn.Module") from None
+    model = load_user_model(ref)
     import torch
 
     if not isinstance(model, torch.nn.Module):
@@ -76,7 +52,7 @@ def load_model(ref: str, input_shape: str | None) -> tuple[Any, tuple[int, ...]]
         raise OptionError("--input-shape: the model sets no input_shape; give one, e.g. --input-shape 1,3,224,224")
     if not input_shape and not (isinstance(shape, (tuple, list)) and shape
                                 and all(type(v) is int and 1 <= v <= MAX_INT for v in shape)):
-        raise OptionError(f"--input-shape: the model's input_shape {shape!r} is no shape of positive integers; "
+        raise OptionError(f"--input-shape: the model's input_shape {shown(shape)} is no shape of positive integers; "
                           "give one, e.g. --input-shape 1,3,224,224")
     return model, tuple(shape)
 
@@ -93,7 +69,8 @@ def model_input(shape: Sequence[int], given: bool, what: str = "runs", rows: int
     raised on its own input_shape, or raised what no shape causes (a KeyError). ``rows``,
     where the input ran with the problem's rows in place of its first dimension."""
     try:
-        yield
+        with user_code("model: running it", exits_only=True):
+            yield
     except MapschedError:
         raise
     except Exception as exc:
@@ -113,7 +90,8 @@ def model_runs(what: str) -> Iterator[None]:
     """The user's model raising where the harness runs it after its first input went through
     (a batch of another size, the schedule's jobs): one line naming the model, not a traceback."""
     try:
-        yield
+        with user_code("model: running it", exits_only=True):
+            yield
     except (MapschedError, MemoryError):  # ours are one line already; main reports memory
         raise
     except Exception as exc:

@@ -12,7 +12,7 @@ from typing import Any
 from mapsched.checks import count_arg, number_arg, probability_arg, seconds_arg
 from mapsched.cli.common import MAX_TORCH_SEED, PROBLEM_HELP, Parser, ProgressBar, fmt, load_problem
 from mapsched.engine import interrupt
-from mapsched.errors import OptionError
+from mapsched.errors import OptionError, shown
 from mapsched.learned import MAX_EDGE_HIDDEN, MAX_HIDDEN, MAX_ROUNDS
 from mapsched.model.files import check_output
 
@@ -88,8 +88,9 @@ def _resumed_config(args: argparse.Namespace, defaults: dict[str, Any], config: 
         if given is None or given == defaults.get(name) or not isinstance(config, dict) or field not in config:
             continue
         if given != config[field]:
-            raise OptionError(f"--{name.replace('_', '-')}: {args.output} keeps {config[field]!r}, set when it was "
-                              "started; leave the option out with --resume, or start a new file")
+            raise OptionError(f"--{name.replace('_', '-')}: {shown(args.output, quote=False)} keeps "
+                              f"{shown(config[field])}, set when it was started; leave the option out with --resume, "
+                              "or start a new file")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -111,7 +112,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     reinforce = torch_module("reinforce", method)
     stages = learner.parse_stages(",".join(learner.STAGES) if args.stages is None else args.stages)
     if args.resume and not os.path.isfile(args.output):
-        raise OptionError(f"--resume: no policy file {args.output!r} to resume; leave out --resume to start one")
+        raise OptionError(f"--resume: no policy file {shown(args.output)} to resume; leave out --resume to start one")
     check_output(args.output, [args.problem])
     problem = load_problem(args.problem)
     if problem.objective.kind != "latency":
@@ -183,9 +184,9 @@ def _train_giph(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
                           "single|multi|multi-diff instead")
     suite = args.suite or "multi-diff"
     if suite not in ("single", "multi", "multi-diff"):
-        raise OptionError(f"--suite: giph trains on GiPH's sets single, multi or multi-diff, not {suite!r}")
+        raise OptionError(f"--suite: giph trains on GiPH's sets single, multi or multi-diff, not {shown(suite)}")
     if args.resume and not os.path.isfile(args.output):
-        raise OptionError(f"--resume: no policy file {args.output!r} to resume; leave out --resume to start one")
+        raise OptionError(f"--resume: no policy file {shown(args.output)} to resume; leave out --resume to start one")
     check_output(args.output, [])
     deadline = math.inf if args.time_limit is None else args.started + args.time_limit - 0.4
     with reinforce.one_thread():
