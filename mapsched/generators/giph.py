@@ -140,10 +140,8 @@ def giph_graph(
     b_comm: float = 0.4,
     types: int = 5,
 ) -> GiphGraph:
-    """GiPH's task graph, drawn as its public code's ``generate_graph`` draws it.
-
-    ``generate_graph(alpha, v, conn_prob, seed, types, compute, nbytes, b_comp, b_comm)``:
-    the module docstring's draws. ``v`` is a size knob, not the task count
+    """GiPH's ``generate_graph(alpha, v, conn_prob, seed, types, compute, nbytes, b_comp,
+    b_comm)``: the module docstring's draws. ``v`` is a size knob, not the task count
     (alpha 0.3: 18-25 tasks for v = 10 and 15; alpha 0.1: chains of 34-41).
 
     Examples
@@ -304,11 +302,9 @@ def giph_initial(graph: GiphGraph, network: GiphNetwork, seed: int = 20) -> dict
 
 def giph_instance(v: int = 10, alpha: float = 0.3, conn_prob: float = 0.1, seed: int = 0, m: int = 20,
                   network_seed: int | None = None, type_prob: float = 0.2) -> Problem:
-    """A GiPH problem in one call, for benchmark cases and the command line.
-
-    ``giph_problem(giph_graph(v, alpha, conn_prob, seed), giph_network(m, network_seed,
+    """``giph_problem(giph_graph(v, alpha, conn_prob, seed), giph_network(m, network_seed,
     type_prob=type_prob))`` with the paper's other defaults (``network_seed`` defaults to
-    ``seed``)."""
+    ``seed``): a one-call recipe for benchmark cases and the command line."""
     net = giph_network(m, seed if network_seed is None else network_seed, type_prob=type_prob)
     return giph_problem(giph_graph(v, alpha, conn_prob, seed), net)
 
