@@ -21,7 +21,7 @@ print(problem.name, "-", problem.n, "ops,", len(problem.edges), "edges on", ", "
 # The default method with a time limit: the best of the fast list schedulers, then
 # critical-path search until the limit. Its ``method`` names the stages that ran.
 
-result = mapsched.solve(problem, time_limit=3, seed=0)
+result = mapsched.solve(problem, time_limit=2, seed=0)
 print(f"{result.method}: makespan {result.makespan:.3f} ms, bound {result.lower_bound:.3f} ms, gap {result.gap:.1%}")
 heft = mapsched.solve(problem, "heft")
 print(f"heft alone: {heft.makespan:.3f} ms")
