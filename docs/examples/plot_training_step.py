@@ -5,7 +5,7 @@ A training step through the default method
 A whole training step of a GPT decoder, op by op (forward, loss, backward and the SGD
 update), from :func:`mapsched.generators.transformer_train`: the same graph that
 ``mapsched trace`` records from a PyTorch model, without needing torch. It is kept small
-here (two layers, about 1,700 ops) so that the example runs in seconds; the method is
+here (one layer, about 850 ops) so that the example runs in seconds; the method is
 the same on tens of thousands of ops.
 """
 
@@ -13,7 +13,7 @@ import mapsched
 import mapsched.plot
 from mapsched import generators
 
-problem = generators.transformer_train(layers=2, d_model=512, heads=8, ff=2048, vocab=8000, batch=4, tokens=64,
+problem = generators.transformer_train(layers=1, d_model=512, heads=8, ff=2048, vocab=8000, batch=4, tokens=64,
                                        platform=generators.gpu_server())
 print(problem.name, "-", problem.n, "ops,", len(problem.edges), "edges on", ", ".join(problem.device_names))
 
@@ -35,6 +35,6 @@ for job in result.jobs:
 print(jobs)
 
 # %%
-# With this many jobs the Gantt chart draws each device's busy periods.
+# The Gantt chart; past 2,000 jobs it would draw each device's busy periods instead.
 
-fig = mapsched.plot.gantt(problem, result, title="GPT training step, 2 layers, on a 4-GPU server")
+fig = mapsched.plot.gantt(problem, result, title="GPT training step, 1 layer, on a 4-GPU server")
