@@ -7,6 +7,7 @@ Build it with ``sphinx-build -W --keep-going -b html docs docs/_build/html`` aft
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -86,8 +87,12 @@ html_static_path: list[str] = []
 html_show_sourcelink = False
 
 # --- the CLI reference: each command's --help, as the installed CLI prints it --------
-CLI_COMMANDS = ["solve", "adapt", "validate", "simulate", "bound", "methods", "plot", "generate", "convert",
-                "bench", "demo", "profile", "trace", "run", "calibrate", "train"]
+def _commands(top: str) -> list[str]:
+    """The commands that ``mapsched --help`` lists, in its order: ``{solve,adapt,...}``."""
+    match = re.search(r"\{([a-z,-]+)\}", top)
+    if match is None:
+        raise RuntimeError("docs/conf.py: no {command,...} list in 'python -m mapsched --help'")
+    return match.group(1).split(",")
 
 
 def _help(*args: str) -> str:
@@ -103,8 +108,9 @@ def write_cli_reference(app: object) -> None:
              "CLI reference", "=============", "",
              "Every command's options, as ``mapsched COMMAND --help`` prints them.", "",
              "``mapsched``", "------------", "", ".. code-block:: text", ""]
-    parts += ["   " + line if line else "" for line in _help().splitlines()]
-    for command in CLI_COMMANDS:
+    top = _help()
+    parts += ["   " + line if line else "" for line in top.splitlines()]
+    for command in _commands(top):
         title = f"``mapsched {command}``"
         parts += ["", title, "-" * len(title), "", ".. code-block:: text", ""]
         parts += ["   " + line if line else "" for line in _help(command).splitlines()]
