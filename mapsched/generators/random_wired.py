@@ -68,7 +68,7 @@ def _undirected(kind: str, n: int, rng: np.random.Generator, **params: float) ->
 
 
 def module_graph(n: int = 10, kind: str = "er", seed: int | np.random.Generator = 0, **params: float) -> nx.DiGraph:
-    """The random DAG of one module, nodes ``0 .. n-1``, edges from low to high index."""
+    """The random DAG of one module, nodes ``range(n)``, edges from low to high index."""
     _check_params(kind, params, "module_graph", ("n", "kind", "seed"))
     rng = np.random.default_rng(seed)
     g = _undirected(kind, n, rng, **params)

@@ -122,7 +122,7 @@ def default_threads(names: Sequence[str], allowed: Sequence[int] | None = None) 
     ``names``, at least 1; None, PyTorch's default standing, with fewer than two of them.
 
     PyTorch's default, every core, on each of two emulated devices puts two OpenMP teams
-    of that size on the same cores, and leaves :func:`cores` nothing to pin. O(|names|).
+    of that size on the same cores, and leaves :func:`cores` nothing to pin. O(len(names)).
 
     Examples
     --------
