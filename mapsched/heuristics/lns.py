@@ -315,11 +315,12 @@ class _Sub:
         self.cmax = inc.cmax
         if tk(lb) >= tk(inc.cmax):
             return  # the fixed part alone forces the makespan
-        self.m = mdl = cp_model.CpModel()
+        self.model = mdl = cp_model.CpModel()
         horizon = tk(inc.cmax) + 4
         self.M = mdl.new_int_var(tk(lb), horizon, "M")
         self.x: dict[tuple[int, int], cp_model.IntVar] = {}
         self.s = {}
+        self.d: dict[tuple[int, int], int] = {}  # ticks
         ends = {}
         intervals: list[list] = [[] for _ in range(m)]
         for j in fixed_mid.tolist():
@@ -361,6 +362,7 @@ class _Sub:
                 intervals[u].append(mdl.new_optional_fixed_size_interval_var(si, du, xu, f"i{i}_{u}"))
             mdl.add_exactly_one(xs)
             d = {u: ln(dl[i, u]) for u in on}
+            self.d.update(((i, u), du) for u, du in d.items())
             ends[i] = si + sum(d[u] * self.x[i, u] for u in on)
             mdl.add(si >= sum(tk(rel[u]) * self.x[i, u] for u in on))
             mdl.add(si + sum((d[u] + ln(tail[u])) * self.x[i, u] for u in on) <= self.M)
@@ -418,11 +420,12 @@ class _Sub:
         prm.random_seed = int(seed)
         prm.catch_sigint_signal = False
         with interrupt.on_stop(solver.stop_search):
-            status = solver.solve(self.m)
+            status = solver.solve(self.model)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return status, None
         out = {"M": solver.value(self.M),
                "dev": {i: u for (i, u), xv in self.x.items() if solver.boolean_value(xv)},
+               "d": {i: self.d[i, u] for (i, u), xv in self.x.items() if solver.boolean_value(xv)},
                "s": {i: solver.value(v) for i, v in self.s.items()}}
         return status, out
 
@@ -467,9 +470,12 @@ def improve_lns(problem: Problem, start: Schedule, ctx: SolveContext, steps: int
     dev0 = as_owner(p, start.mapping())[:, 0]
     topo_pos = np.empty(p.n, dtype=np.int64)
     topo_pos[p.topo] = np.arange(p.n)
-    first = {j.task: j.start for j in start.jobs}
+    first = {j.task: (j.start, j.end) for j in start.jobs}
     starts0 = np.array([first[name] for name in p.task_names])
-    order0 = np.lexsort((topo_pos, starts0))
+    # By start; of jobs that start together, zero-length ones first (after a long one they
+    # would wait for its end), then in topological order: decoded appending, every job then
+    # starts no later than in ``start``.
+    order0 = np.lexsort((topo_pos, starts0[:, 1], starts0[:, 0]))
     inc = _Incumbent(p, dev0, order0)
     decode_s = inc.decode_s
     if steps <= 0:
@@ -545,7 +551,8 @@ def _apply(inc: _Incumbent, k1: int, k2: int, out: dict, tk) -> float | None:
     # The stretch in the order of the new starts (fixed tasks at theirs), ties as before.
     mid = inc.order[k1:k2]
     key = np.array([out["s"][i] if i in out["s"] else tk(inc.start[i]) for i in mid.tolist()])
-    mid_new = mid[np.lexsort((inc.pos[mid], key))]
+    key_end = np.array([out["s"][i] + out["d"][i] if i in out["s"] else tk(inc.end[i]) for i in mid.tolist()])
+    mid_new = mid[np.lexsort((inc.pos[mid], key_end, key))]  # zero-length jobs first, as in improve_lns
     dev = inc.dev.copy()
     for i, u in out["dev"].items():
         dev[i] = u
