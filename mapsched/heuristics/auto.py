@@ -8,15 +8,15 @@
   it stops early where the schedule meets the proved bound, or where no move of a task
   on the critical path shortens it (the traced ResNet-50 step of BENCHMARKS.md, 892
   tasks: after 0.4-0.8 s).
-- With a time limit, ``cp-search`` gets at most :data:`CP_SEARCH_SHARE` of the time left,
-  and the large-neighbourhood search of ``lns`` (:mod:`mapsched.heuristics.lns`) the
-  rest, until the limit or a proved optimum. Single moves stall where a path waits at a
-  join for several equally late branches; ``lns`` re-solves whole stretches of the
-  schedule exactly, moving and re-ordering many tasks at once, and keeps improving
-  after ``cp-search`` has stopped (on random DAGs of hundreds of tasks by several
-  percent more). Both stages are cheap per step at 40,000 tasks, so the pipeline works
-  the whole limit at any size. Without a time limit ``lns`` does not run: its steps
-  are CP-SAT solves, and a default solve stays quick.
+- With a time limit, ``cp-search`` gets at most :data:`CP_SEARCH_SHARE` of the time left
+  (it stops sooner where no move helps), and the large-neighbourhood search of ``lns``
+  (:mod:`mapsched.heuristics.lns`) the rest, until the limit or a proved optimum.
+  Single moves stall where a path waits at a join for several equally late branches;
+  ``lns`` re-solves whole stretches of the schedule exactly, moving and re-ordering many
+  tasks at once, and keeps improving after ``cp-search`` has stopped (on a random DAG of
+  600 tasks, 5% below where ``cp-search`` stopped). Its steps stay cheap at 40,000
+  tasks, so the pipeline works the whole limit at any size. Without a time limit
+  ``lns`` does not run: its steps are CP-SAT solves, and a default solve stays quick.
 - With a relocation cost (:mod:`mapsched.engine.relocation`), ``sa``, which weighs it, within
   the time limit or its iterations.
 
@@ -63,10 +63,11 @@ EXACT_JOBS = 300
 """Problems of at most this many jobs (tasks times inputs) go to ``exact`` when there is a
 time limit: CP-SAT improves on the list schedulers there within seconds."""
 
-CP_SEARCH_SHARE = 1 / 3
+CP_SEARCH_SHARE = 0.1
 """The most of the time left after the list schedulers that ``cp-search`` takes before
-``lns``: on the largest graphs both gain about as much per second, and on graphs of
-hundreds of tasks ``lns`` gains far more."""
+``lns``: with the same limit, ``lns`` alone ended below ``cp-search`` followed by ``lns``
+(with a third of the time for ``cp-search``) on a random DAG of 600 tasks, a GPT
+training step of 863 and one of 34,711 (BENCHMARKS.md, "Large-neighbourhood search")."""
 
 
 @register(
