@@ -84,3 +84,16 @@ def test_throughput_is_refused():
     p = random_dag(20, 3, seed=0, objective=Objective("throughput", 4))
     with pytest.raises(OptionError, match="latency"):
         solve(p, "lns", time_limit=1)
+
+
+@pytest.mark.parametrize("edit", ["_link_latency", "_slow_link", "_slow_task", "_huge_memory", "_huge_binding_memory"])
+def test_extreme_times_and_sizes(edit):
+    # Transfers of 1e21 ms, jobs of 1e12 ms beside ones of a microsecond, memory of 1e18
+    # bytes: every coefficient of the sub-models fits CP-SAT's 64 bits.
+    import test_extremes
+
+    p = test_extremes._edited(random_dag(12, 3, 0), getattr(test_extremes, edit))
+    start = solve(p, "met")
+    for size in (3, 12):
+        r = improve_lns(p, start, SolveContext(rng=np.random.default_rng(1)), steps=10, size=size)
+        assert validate(p, r) == [] and r.makespan <= start.makespan

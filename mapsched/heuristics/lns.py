@@ -278,11 +278,15 @@ class _Sub:
         inF[F] = True
         self.res = res = default_resolution(max(inc.cmax, 1e-9))
 
+        # Times past the horizon (a transfer of 1e21 ms over a slow link) are cut to just
+        # beyond it: they rule the same choices out, and every coefficient fits 64 bits.
+        cut = start_ticks(inc.cmax, res) + 8
+
         def tk(x: float) -> int:  # a time of the incumbent (or a sum of them)
-            return start_ticks(x, res)
+            return start_ticks(x, res) if x * res < cut else cut
 
         def ln(x: float) -> int:  # a length: rounded down, so that the incumbent stays a solution
-            return math.floor(x * res)
+            return math.floor(x * res) if x * res < cut else cut
 
         self.tk = tk
         order, pos, dev, start, end = inc.order, inc.pos, inc.dev, inc.start, inc.end
