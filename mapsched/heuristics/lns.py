@@ -19,9 +19,12 @@ The CP-SAT model of F then chooses each freed task's device (only devices that c
 it, with links to its fixed neighbours, within the memory the fixed tasks leave) and
 start, and minimises that makespan. Its answer, with the stretch in the order of its
 new starts before the unchanged suffix, is decoded from ``k1`` (the prefix is not
-re-timed) and kept when the makespan does not grow: decoding such an order is never
-later than the model's schedule, so a strictly better model answer is a strictly
-better schedule (up to the model's rounding to ticks, which the decode settles).
+re-timed) and kept when the makespan does not grow (an equal one moves the search
+on): decoding such an order is never later than the model's schedule, so a strictly
+better model answer is a strictly better schedule (up to the model's rounding to ticks,
+which the decode settles). The tails are kept from step to step: a change before
+``k2`` leaves those from ``k2`` on as they were, so only the positions a later step
+needs and a change touched are computed again.
 
 Neighbourhoods, chosen at random with weights that follow their successes:
 
@@ -35,10 +38,10 @@ Neighbourhoods, chosen at random with weights that follow their successes:
 
 The size of a neighbourhood adapts to what the solver proves: it grows by a fifth when
 a sub-solve proves its optimum within its limits, and shrinks by a sixth when it does
-not. Each sub-solve is one CP-SAT worker with a seed drawn from the solve's generator,
-stopped after ``conflicts`` conflicts (a count, the same on every machine) or, with a
-time limit, after ``slice`` seconds: a run of some ``steps`` without a time limit is
-repeatable. (CP-SAT's deterministic time was tried as the count: on these models it
+not. Each sub-solve is one CP-SAT worker (whatever ``threads`` is) with a seed drawn
+from the solve's generator, stopped after ``conflicts`` conflicts (a count, the same on
+every machine) or, with a time limit, after ``slice`` seconds: a run of some ``steps``
+without a time limit is repeatable. (CP-SAT's deterministic time was tried as the count: on these models it
 counted 0.003 units for 0.2 s of search, and solves limited to 0.05 units ran for up to
 3.5 s.) A step the fixed
 part already forces to the incumbent's makespan (its entries to the suffix are late
@@ -99,9 +102,6 @@ class _Incumbent:
         self.q_list = [0.0] * p.n
         self.q = np.zeros(p.n)
         self.q_from = p.n  # the tails are right from this position on
-
-    def comm(self, e: int, v: int, u: int) -> float:
-        return 0.0 if v == u else self.llat[v][u] + self.nb[e] * self.mpb[v][u]
 
     def decode(self, k1: int, tail: list[int], dev: list[int], cap: float
                ) -> tuple[bool, float, list[float], list[float]]:
@@ -500,7 +500,7 @@ def improve_lns(problem: Problem, start: Schedule, ctx: SolveContext, steps: int
             break
         kinds = [k for k in KINDS if not (k in ("devices", "memory") and p.m < 2)]
         w = np.array([weight[k] for k in kinds])
-        kind = kinds[int(rng_choice(ctx.rng, w))]
+        kind = kinds[int(_draw(ctx.rng, w))]
         tried += 1
         pick = _pick(inc, kind, int(sizes[kind]), ctx.rng)
         seed = int(ctx.rng.integers(2**31 - 1))
@@ -580,7 +580,7 @@ def _apply(inc: _Incumbent, k1: int, k2: int, out: dict, tk) -> float | None:
     return c
 
 
-def rng_choice(rng: np.random.Generator, weights: np.ndarray) -> int:
+def _draw(rng: np.random.Generator, weights: np.ndarray) -> int:
     """An index drawn with probability proportional to ``weights``."""
     return int(rng.choice(len(weights), p=weights / weights.sum()))
 
