@@ -467,6 +467,17 @@ def improve_lns(problem: Problem, start: Schedule, ctx: SolveContext, steps: int
     -----
     A step costs a model of the neighbourhood, its solve (within its limits), and a decode
     of the order from the stretch on, O(n + E) at most.
+
+    Examples
+    --------
+    >>> import mapsched
+    >>> from mapsched.heuristics.lns import improve_lns
+    >>> from mapsched.solve import SolveContext
+    >>> p = mapsched.generators.random_dag(200, 3, seed=2)
+    >>> s = mapsched.solve(p, "heft")
+    >>> better = improve_lns(p, s, SolveContext(), steps=10)
+    >>> better.makespan < s.makespan, mapsched.validate(p, better)
+    (True, [])
     """
     p = problem
     if p.L != 1:
