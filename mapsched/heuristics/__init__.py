@@ -10,6 +10,7 @@ from mapsched.heuristics import (
     ea,
     greedy,
     heft,
+    lns,
     met,
     peft,
     random_eft,
@@ -19,5 +20,5 @@ from mapsched.heuristics import (
 )
 
 __all__ = ["auto", "baechi", "celeritas", "cpop", "critical_path", "critical_path_search",
-           "ea", "greedy", "heft", "met", "peft",
+           "ea", "greedy", "heft", "lns", "met", "peft",
            "random_eft", "random_search", "sa", "single_best"]

@@ -4,16 +4,26 @@
   goes to ``exact``, which starts from the best list schedule and proves what it can.
 - Otherwise the best of the fast list schedulers (``heft``, ``peft``, ``cpop``, ``m-etf``;
   ``bheft`` for throughput) is taken, and for latency improved by the critical-path
-  search of ``cp-search`` on the full graph until the time limit, or for ``moves``
-  moves without one; it stops early where the schedule meets the proved bound, or where
-  no move of a task on the critical path shortens it (on small traced graphs, well before
-  a limit of seconds).
+  search of ``cp-search`` on the full graph, for ``moves`` moves without a time limit;
+  it stops early where the schedule meets the proved bound, or where no move of a task
+  on the critical path shortens it.
+- With a time limit, ``cp-search`` gets at most :data:`CP_SEARCH_SHARE` of the time left
+  (it stops sooner where no move helps), and the large-neighbourhood search of ``lns``
+  (:mod:`mapsched.heuristics.lns`) the rest, until the limit or a proved optimum.
+  Single moves stall where a path waits at a join for several equally late branches;
+  ``lns`` re-solves whole stretches of the schedule exactly, moving and re-ordering many
+  tasks at once, and keeps improving after ``cp-search`` has stopped. Its steps stay
+  cheap at 40,000 tasks, so the pipeline works the whole limit at any size. Without a
+  time limit ``lns`` does not run: its steps are CP-SAT solves, and a default solve stays
+  quick.
 - With a relocation cost (:mod:`mapsched.engine.relocation`), ``sa``, which weighs it, within
   the time limit or its iterations.
 
 Every stage starts from the best schedule so far, so the result is never worse than
 ``heft``'s (``bheft``'s). Its ``method`` names the stages that ran, as
-``"auto: heft, cp-search"``, and its log says what each found. When the time limit
+``"auto: heft, cp-search, lns"``, and its log says what each found. With a time limit
+it returns before the limit only where the schedule is proved optimal: it meets the
+bound, or ``lns`` solved the whole problem exactly. When the time limit
 leaves no room past the first list scheduler, that schedule is returned with status
 ``feasible``.
 
@@ -30,34 +40,45 @@ Examples
 >>> s = mapsched.solve(p)  # method=None is auto
 >>> s.method, s.makespan <= mapsched.solve(p, "heft").makespan
 ('auto: heft, cp-search', True)
+>>> mapsched.solve(p, time_limit=3).method
+'auto: heft, cp-search, lns'
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from mapsched.engine.context import SolveContext
 from mapsched.engine.registry import Option, get, register
 from mapsched.heuristics.critical_path_search import improve
+from mapsched.heuristics.lns import improve_lns
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
 from mapsched.scheduling.best_list import best_start
 
-__all__ = ["EXACT_JOBS"]
+__all__ = ["CP_SEARCH_SHARE", "EXACT_JOBS"]
 
 EXACT_JOBS = 300
 """Problems of at most this many jobs (tasks times inputs) go to ``exact`` when there is a
 time limit: CP-SAT improves on the list schedulers there within seconds."""
 
+CP_SEARCH_SHARE = 0.1
+"""The most of the time left after the list schedulers that ``cp-search`` takes before
+``lns``: with the same limit, ``lns`` alone ended below ``cp-search`` followed by ``lns``
+(with a third of the time for ``cp-search``) on a random DAG of 600 tasks, a GPT
+training step of 863 and one of 34,711 (BENCHMARKS.md, "Large-neighbourhood search")."""
+
 
 @register(
     "auto",
     "the default: exact on small problems with a time limit, else the best list schedule "
-    "improved by critical-path search",
+    "improved by critical-path search and, with a time limit, large-neighbourhood search",
     options=(Option("moves", int, 200, "critical-path moves without a time limit"),),
     initial=True,
     relocation=True,
 )
 def auto(problem: Problem, ctx: SolveContext, moves: int) -> Schedule:
-    """O(the list schedulers) + O(moves (n + E)), or ``exact`` within the time limit."""
+    """O(the list schedulers) + O(moves (n + E)), or ``exact`` or ``lns`` within the time limit."""
     p = problem
     if ctx.relocation is not None:  # of the stages, only the mapping searches weigh moves
         m = get("sa")
@@ -75,8 +96,16 @@ def auto(problem: Problem, ctx: SolveContext, moves: int) -> Schedule:
     if p.L == 1:
         if ctx.expired():
             s.log += "time limit reached after the list schedulers: no critical-path search\n"
-        else:
-            s = improve(p, s, ctx, moves if ctx.time_limit is None else 2**62)
+        elif ctx.time_limit is None:
+            s = improve(p, s, ctx, moves)
             ran.append("cp-search")
+        else:
+            # The context with a nearer limit shares the clock, generator and history.
+            share = replace(ctx, time_limit=ctx.elapsed() + CP_SEARCH_SHARE * ctx.remaining())
+            s = improve(p, s, share, 2**62)
+            ran.append("cp-search")
+            if not ctx.optimal(s.makespan) and not ctx.expired():
+                s = improve_lns(p, s, ctx)
+                ran.append("lns")
     s.method = "auto: " + ", ".join(ran)
     return s
