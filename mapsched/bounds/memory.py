@@ -24,8 +24,11 @@ from mapsched.model import arguments
 from mapsched.model.problem import Problem
 from mapsched.model.validate import floating_bound
 
-__all__ = ["MEMORY_COLUMNS", "device_times", "memory_binds", "memory_load_bound", "path_windows",
+__all__ = ["BLOCK_TERMS", "MEMORY_COLUMNS", "device_times", "memory_binds", "memory_load_bound", "path_windows",
            "transfer_path_bound"]
+
+BLOCK_TERMS = 1 << 20
+"""Most edge-device-device terms :func:`path_windows` holds at once (8 MB)."""
 
 MEMORY_COLUMNS = 200_000
 """Most LP columns (kinds of task times devices times batch sizes) that
@@ -138,7 +141,7 @@ def path_windows(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     Like :func:`~mapsched.bounds.cuts.device_windows`, with two more things every schedule
     obeys: a job lasts at least ``t`` (the shortest that fits, at any batch size), and a
     parent and child run on one device without a transfer only where its memory holds both.
-    O(n m nb + E m^2).
+    O(n m nb + E m^2), vectorised over the edges into (out of) the tasks at one depth (height).
     """
     p = arguments.problem(problem)
     t = device_times(p)
@@ -147,20 +150,32 @@ def path_windows(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     head = np.zeros((p.n, p.m))
     tail = np.zeros((p.n, p.m))
 
-    def hops(edges: tuple[int, ...]) -> np.ndarray:
+    def hops(e: np.ndarray) -> np.ndarray:
         """[edge, from device, to device]: a transfer; on one device none where it holds both ends."""
-        e = np.asarray(edges)
         comm = p.link_latency + p.nbytes[e][:, None, None] * p.link_ms_per_byte
         return np.where(same[None], np.where(together[e], 0.0, np.inf)[:, None, :], comm)
 
-    for i in p.topo.tolist():
-        if p.in_edges[i]:
-            ready = (head + t)[p.src[np.asarray(p.in_edges[i])]]  # (parents, v)
-            head[i] = (ready[:, :, None] + hops(p.in_edges[i])).min(axis=1).max(axis=0)
-    for i in reversed(p.topo.tolist()):
-        if p.out_edges[i]:
-            after = (t + tail)[p.dst[np.asarray(p.out_edges[i])]]  # (children, v)
-            tail[i] = (hops(p.out_edges[i]) + after[:, None, :]).min(axis=2).max(axis=0)
+    # Level by level (the longest path of edges before a task, or after it), edges in blocks of
+    # BLOCK_TERMS task-device-device terms: a Python step per level and block, not per task.
+    order = p.topo.tolist()
+    depth, height = [0] * p.n, [0] * p.n
+    for i in order:
+        depth[i] = max((depth[q] + 1 for q in p.pred[i]), default=0)
+    for i in reversed(order):
+        height[i] = max((height[j] + 1 for j in p.succ[i]), default=0)
+    block = max(1, BLOCK_TERMS // (p.m * p.m))
+    for level, ends, into in ((np.asarray(depth)[p.dst], p.dst, True), (np.asarray(height)[p.src], p.src, False)):
+        by = np.argsort(level, kind="stable")
+        cut = np.flatnonzero(np.diff(level[by])) + 1
+        for edges in np.split(by, cut):
+            for lo in range(0, len(edges), block):
+                e = edges[lo:lo + block]
+                if into:  # head of the child on u: the parent on v ends, its data hop from v to u
+                    ready = (head + t)[p.src[e]]
+                    np.maximum.at(head, ends[e], (ready[:, :, None] + hops(e)).min(axis=1))
+                else:  # tail of the parent on u: a hop from u to the child on v, which runs on
+                    after = (t + tail)[p.dst[e]]
+                    np.maximum.at(tail, ends[e], (hops(e) + after[:, None, :]).min(axis=2))
     bad = ~np.isfinite(t) | ~np.isfinite(head) | ~np.isfinite(tail)
     return np.where(bad, np.inf, head), t, np.where(bad, np.inf, tail)
 
