@@ -9,7 +9,7 @@ from mapsched import checks
 from mapsched.bounds.batched import BATCHED_TASKS, batched_relaxation_bound
 from mapsched.bounds.interval import interval_load_bound
 from mapsched.bounds.load import load_bound
-from mapsched.bounds.memory import memory_binds, memory_load_bound, transfer_path_bound
+from mapsched.bounds.memory import memory_binds, memory_chain_bound, memory_load_bound, transfer_path_bound
 from mapsched.bounds.simple import critical_path_bound, work_bound
 from mapsched.model import arguments
 from mapsched.model.problem import Problem
@@ -44,7 +44,8 @@ def lower_bound(problem: Problem, time_limit: float | None = None, *, batched: b
     total work and the load LP (:func:`~mapsched.bounds.load.load_bound`, given
     ``time_limit`` seconds if set); the longest path with devices, memory and transfers
     (:func:`~mapsched.bounds.memory.transfer_path_bound`); where some device's memory cannot
-    hold all it can run, the load LP with memory rows
+    hold all it can run, two longest paths cut into runs that fit the devices' memory
+    (:func:`~mapsched.bounds.memory.memory_chain_bound`) and the load LP with memory rows
     (:func:`~mapsched.bounds.memory.memory_load_bound`, with the time left); for latency the interval load LP
     (:func:`~mapsched.bounds.interval.interval_load_bound`, which sees the load between the
     critical path's tasks: the time left of ``time_limit``, if enough to build it
@@ -83,6 +84,7 @@ def lower_bound(problem: Problem, time_limit: float | None = None, *, batched: b
 
     add(transfer_path_bound(problem), "transfer-path")
     if memory_binds(problem):
+        add(memory_chain_bound(problem), "memory-path")
         left = None if time_limit is None else time_limit - (time.perf_counter() - started)
         if left is None or left > 0:
             add(memory_load_bound(problem, left), "memory-load")

@@ -24,8 +24,8 @@ from mapsched.model import arguments
 from mapsched.model.problem import Problem
 from mapsched.model.validate import floating_bound
 
-__all__ = ["BLOCK_TERMS", "MEMORY_COLUMNS", "device_times", "memory_binds", "memory_load_bound", "path_windows",
-           "transfer_path_bound"]
+__all__ = ["BLOCK_TERMS", "MEMORY_COLUMNS", "device_times", "memory_binds", "memory_chain_bound", "memory_load_bound",
+           "path_windows", "transfer_path_bound"]
 
 BLOCK_TERMS = 1 << 20
 """Most edge-device-device terms :func:`path_windows` holds at once (8 MB)."""
@@ -208,3 +208,97 @@ def transfer_path_bound(problem: Problem) -> float:
     total = (head + t + tail).min(axis=1)
     total = total[np.isfinite(total)]  # a task with no placement at all: no schedule exists, any bound holds
     return float(total.max()) if len(total) else 0.0
+
+
+def _chain_edges(p: Problem, chain: list[int]) -> list[int]:
+    """The edge from each task of a path to the next."""
+    out = []
+    for a, b in zip(chain, chain[1:]):
+        out.append(next(e for e in p.out_edges[a] if int(p.dst[e]) == b))
+    return out
+
+
+def memory_chain_bound(problem: Problem, chains: list[list[int]] | None = None) -> float:
+    """The longest of some paths (default: a longest path under the tasks' shortest times, and
+    one under their memory) when a device can hold only so much of a path: each path is cut
+    into runs of consecutive tasks on one device, each run within that device's memory, and a
+    transfer between runs. A dynamic programme over the path finds the least such time, from
+    the first task's earliest start on its device to the last task's least tail there
+    (:func:`path_windows`).
+
+    Soundness: follow one input through a valid schedule along the path ``c_0, ..., c_K``.
+    Its jobs' devices cut the path into maximal runs on one device; all of a run's tasks run
+    (at least that input) on that device, so its memory holds at least their ``weight + act``
+    together (FORMAT.md rule 6): each run fits. Within a run a task starts after the one
+    before it ends, between runs after it ends and its data cross (rule 4), each job lasts at
+    least ``t`` (:func:`device_times`), the first starts at ``head`` or later and the
+    schedule runs ``tail`` or more after the last. So the makespan is at least the path's
+    time for the schedule's own runs, which the programme minimises over all runs that fit.
+    Without memory limits it is at most :func:`transfer_path_bound`; where a path's tasks
+    cannot all stay on the fast devices it adds the transfers or the slow devices they force.
+
+    Notes
+    -----
+    O(K m^2) for a path of K tasks on m devices (a sliding-window minimum per device), plus
+    :func:`path_windows`.
+
+    Examples
+    --------
+    >>> from mapsched import instances
+    >>> p = instances.load("topcuoglu2002")
+    >>> memory_chain_bound(p) <= transfer_path_bound(p)  # no memory limits
+    True
+    """
+    from collections import deque
+
+    from mapsched.bounds.interval import _critical_chain
+
+    p = arguments.problem(problem)
+    head, t, tail = path_windows(p)
+    need = p.weight + p.act
+    if chains is None:
+        shortest = np.where(np.isfinite(t), t, np.inf).min(axis=1)
+        chains = [_critical_chain(p, shortest.tolist()), _critical_chain(p, need.tolist())]
+    same = np.eye(p.m, dtype=bool)
+    best = 0.0
+    for chain in chains:
+        if not chain:
+            continue
+        c = np.asarray(chain)
+        K = len(c)
+        edges = _chain_edges(p, chain)
+        cum_need = np.concatenate([[0.0], np.cumsum(need[c])])
+        tc = t[c]  # (K, m)
+        cum_t = np.vstack([np.zeros(p.m), np.cumsum(np.where(np.isfinite(tc), tc, 0.0), axis=0)])
+        f = np.full((K, p.m), np.inf)
+        g = np.full((K, p.m), np.inf)  # enter[k, u] - cum_t[k, u]: a run on u starting at c_k
+        windows = [deque() for _ in range(p.m)]  # positions k, their g increasing
+        blocked = np.zeros(p.m, dtype=np.int64)  # runs start after the last task u cannot run
+        for j in range(K):
+            if j == 0:
+                enter = head[c[0]]
+            else:
+                e = edges[j - 1]
+                comm = p.link_latency + p.nbytes[e] * p.link_ms_per_byte
+                enter = (f[j - 1][:, None] + np.where(same, np.inf, comm)).min(axis=0)  # from another device
+            g[j] = enter - cum_t[j]
+            for u in range(p.m):
+                if not np.isfinite(tc[j, u]):
+                    blocked[u] = j + 1
+                    windows[u].clear()
+                    continue
+                w = windows[u]
+                while w and g[w[-1], u] >= g[j, u]:
+                    w.pop()
+                w.append(j)
+                # the run's memory within the room (a hair more allowed: rounding only widens it)
+                lo = max(int(blocked[u]), int(np.searchsorted(cum_need, cum_need[j + 1] - p.room[u] * (1 + 1e-9),
+                                                                "left")))
+                while w and w[0] < lo:
+                    w.popleft()
+                if w:
+                    f[j, u] = cum_t[j + 1, u] + g[w[0], u]
+        value = float((f[K - 1] + tail[c[-1]]).min())
+        if np.isfinite(value):
+            best = max(best, value)
+    return best

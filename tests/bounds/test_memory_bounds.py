@@ -17,6 +17,7 @@ from mapsched.bounds import (
     interval_load_bound,
     load_bound,
     lower_bound,
+    memory_chain_bound,
     memory_load_bound,
     transfer_path_bound,
     work_bound,
@@ -38,6 +39,10 @@ def _sound(p: Problem, opt: float) -> None:
     assert transfer_path_bound(p) <= opt * (1 + 1e-9) + 1e-9
     assert memory_load_bound(p) <= opt * (1 + 1e-9) + 1e-9
     assert interval_load_bound(p) <= opt * (1 + 1e-9) + 1e-9  # with its memory rows
+    assert memory_chain_bound(p) <= opt * (1 + 1e-9) + 1e-9
+    # every path, not only the two it picks by default
+    chains = [[i] for i in range(p.n)] + [[int(a), int(b)] for a, b in zip(p.src, p.dst)]
+    assert memory_chain_bound(p, chains) <= opt * (1 + 1e-9) + 1e-9
     assert lower_bound(p).value <= opt * (1 + 1e-9) + 1e-9
 
 
@@ -72,6 +77,7 @@ def test_below_the_throughput_optimum(p):
     opt = exhaustive_batched_optimum(p)
     assert transfer_path_bound(p) <= opt * (1 + 1e-9) + 1e-9
     assert memory_load_bound(p) <= opt * (1 + 1e-9) + 1e-9
+    assert memory_chain_bound(p) <= opt * (1 + 1e-9) + 1e-9
 
 
 @pytest.mark.parametrize("transfers,tight", KINDS)
@@ -79,7 +85,7 @@ def test_below_the_throughput_optimum(p):
 @given(data=st.data())
 def test_below_every_heuristic_on_larger_problems(transfers, tight, data):
     p = data.draw(problems(max_tasks=30, max_devices=4, transfers=transfers, tight=tight, throughput=None))
-    path, mem, quick = transfer_path_bound(p), memory_load_bound(p), lower_bound(p).value
+    path, mem, quick = transfer_path_bound(p), max(memory_load_bound(p), memory_chain_bound(p)), lower_bound(p).value
     methods = ("heft", "peft") if p.L == 1 else ("bheft",)
     spans = [mapsched.solve(p, method).makespan for method in methods] + [mapsched.decode(p, p.planted).makespan]
     for span in spans:
@@ -146,6 +152,32 @@ def test_transfers_beat_the_old_quick_bound_strictly():
     assert exhaustive_optimum(p) == pytest.approx(12.0)
 
 
+def chain_problem() -> Problem:
+    """A chain a -> b -> c: 1 ms each on a GPU that holds two of them, 10 ms on a CPU; 5 ms
+    per transfer. Two on the GPU and one on the CPU is optimal, at 17."""
+    tasks = [Task(x, {"gpu": 1.0, "cpu": 10.0}, 20.0, 10.0, 10.0) for x in "abc"]
+    devices = (Device("gpu", 100.0), Device("cpu"))
+    return Problem(tasks, [Edge("a", "b", 500.0), Edge("b", "c", 500.0)],
+                   System(devices, (Link("gpu", "cpu", 1e5),)))
+
+
+def test_memory_along_a_path_beats_the_old_quick_bound_strictly():
+    p = chain_problem()
+    assert transfer_path_bound(p) == pytest.approx(3.0)  # any two fit together
+    assert memory_load_bound(p) == pytest.approx(5.0, rel=1e-6)  # 2.5 tasks' memory on the GPU
+    assert memory_chain_bound(p) == pytest.approx(17.0)
+    b = lower_bound(p)
+    assert b.rule == "memory-path" and b.value > 3 * old_quick(p)
+    assert exhaustive_optimum(p) == pytest.approx(17.0)
+
+
+def test_the_chain_rule_stays_below_the_path_rule_without_memory_limits():
+    from mapsched import instances
+
+    p = instances.load("topcuoglu2002")
+    assert memory_chain_bound(p) <= transfer_path_bound(p) * (1 + 1e-12)
+
+
 def test_a_memory_tight_random_problem_gains():
     # The memory-tight problems of the strategy, with slow transfers: the new rules prove more
     # on most of them than the old quick bounds.
@@ -153,7 +185,7 @@ def test_a_memory_tight_random_problem_gains():
 
     p = find(problems(max_tasks=10, max_devices=3, transfers=20.0, tight=True, min_tasks=6),
              lambda q: lower_bound(q).value > old_quick(q) * 1.2)
-    assert lower_bound(p).rule in ("transfer-path", "memory-load")
+    assert lower_bound(p).rule in ("transfer-path", "memory-path", "memory-load")
 
 
 def fixed_problems() -> list[Problem]:
