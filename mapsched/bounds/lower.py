@@ -14,12 +14,16 @@ from mapsched.bounds.simple import critical_path_bound, work_bound
 from mapsched.model import arguments
 from mapsched.model.problem import Problem
 
-__all__ = ["BATCHED_SECONDS", "Bound", "INTERVAL_SECONDS", "INTERVAL_SETUP", "lower_bound"]
+__all__ = ["BATCHED_SECONDS", "Bound", "INTERVAL_SECONDS", "INTERVAL_SETUP", "MEMORY_SECONDS", "lower_bound"]
 
 
 BATCHED_SECONDS = 5.0
 """Seconds :func:`lower_bound` gives the batched relaxation without a time limit (it
 converges in under a second on the 122-task stacks of Table IV)."""
+
+MEMORY_SECONDS = 5.0
+"""Seconds :func:`lower_bound` gives the load LP with memory rows without a time limit (its
+size is capped by :data:`~mapsched.bounds.memory.MEMORY_COLUMNS`: a second or two)."""
 
 INTERVAL_SECONDS = 5.0
 """Seconds :func:`lower_bound` gives the interval load LP without a time limit (its size is
@@ -46,7 +50,8 @@ def lower_bound(problem: Problem, time_limit: float | None = None, *, batched: b
     (:func:`~mapsched.bounds.memory.transfer_path_bound`); where some device's memory cannot
     hold all it can run, two longest paths cut into runs that fit the devices' memory
     (:func:`~mapsched.bounds.memory.memory_chain_bound`) and the load LP with memory rows
-    (:func:`~mapsched.bounds.memory.memory_load_bound`, with the time left); for latency the interval load LP
+    (:func:`~mapsched.bounds.memory.memory_load_bound`, with the time left, or
+    :data:`MEMORY_SECONDS`); for latency the interval load LP
     (:func:`~mapsched.bounds.interval.interval_load_bound`, which sees the load between the
     critical path's tasks: the time left of ``time_limit``, if enough to build it
     (:data:`INTERVAL_SETUP`), or :data:`INTERVAL_SECONDS`);
@@ -85,8 +90,8 @@ def lower_bound(problem: Problem, time_limit: float | None = None, *, batched: b
     add(transfer_path_bound(problem), "transfer-path")
     if memory_binds(problem):
         add(memory_chain_bound(problem), "memory-path")
-        left = None if time_limit is None else time_limit - (time.perf_counter() - started)
-        if left is None or left > 0:
+        left = MEMORY_SECONDS if time_limit is None else time_limit - (time.perf_counter() - started)
+        if left > 0:
             add(memory_load_bound(problem, left), "memory-load")
     if time_limit is None:
         left = INTERVAL_SECONDS if problem.L == 1 else BATCHED_SECONDS

@@ -30,9 +30,10 @@ __all__ = ["BLOCK_TERMS", "MEMORY_COLUMNS", "device_times", "memory_binds", "mem
 BLOCK_TERMS = 1 << 20
 """Most edge-device-device terms :func:`path_windows` holds at once (8 MB)."""
 
-MEMORY_COLUMNS = 200_000
+MEMORY_COLUMNS = 40_000
 """Most LP columns (kinds of task times devices times batch sizes) that
-:func:`memory_load_bound` solves; above it the rule proves nothing (0)."""
+:func:`memory_load_bound` solves; above it the rule proves nothing (0). HiGHS took 0.07 s at
+8,000 columns (2,000 random tasks on 4 devices) and 2.5 s at 80,000 (10,000 on 8)."""
 
 
 def _fits(p: Problem) -> np.ndarray:
