@@ -67,8 +67,9 @@ def device_windows(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
 
 
 LOAD_CUT_TERMS = 20_000
-"""Default budget of :func:`load_cuts`, in task-device terms: all the sets of a 32-node
-module take 8,000 to 10,600 (BENCHMARKS.md)."""
+"""Default budget of :func:`load_cuts`, in task-device terms: room for all the sets of a
+32-node module, the largest that ``exact`` proves within a minute, and not for a stack of
+modules, whose search the cuts would slow."""
 
 
 def load_cuts(problem: Problem, max_terms: int = LOAD_CUT_TERMS) -> list[tuple[int, int, np.ndarray]]:
@@ -90,7 +91,8 @@ def load_cuts(problem: Problem, max_terms: int = LOAD_CUT_TERMS) -> list[tuple[i
     ticks, since ``floor(a + b) >= floor(a) + floor(b)``.
 
     They speed up proofs on small graphs and slow down the search for schedules on large
-    ones (BENCHMARKS.md), so a graph gets all of its cuts or none.
+    ones (built into every CP-SAT model, they made ``split``'s short rolling steps worse and
+    left the window bound no higher), so a graph gets all of its cuts or none.
 
     Returns
     -------

@@ -20,13 +20,14 @@ time in each interval, and the lengths of the intervals), so the optimum is a lo
 With every window in it, it holds the load LP (sum each device's rows over the intervals)
 and the critical path (the lengths' lower limits sum to it), and it sees more than both
 where a graph alternates sequential stretches with wide ones: on a traced GPT training
-step on four GPUs the attention blocks fill the GPUs between the path's tasks, and the
-bound is 9-10% above the critical path (BENCHMARKS.md, "The interval load bound").
-Communication is ignored, as in the other quick bounds. Where some device's memory cannot
-hold every task it can run, each device class also gets a memory row: the tasks placed on it
-(``sum_k x[i, k, u]``, 1 for the device a task runs on) hold their weights and activations
-within its memory (FORMAT.md rule 6), summed over the class; tasks then group by that memory
-too.
+step on four GPUs the attention blocks must fill the GPUs between the path's tasks, which
+neither the critical path nor the load LP sees.
+Communication is ignored, as in the other quick bounds.
+
+Where some device's memory cannot hold every task it can run, each device class also gets
+a memory row: the tasks placed on it (``sum_k x[i, k, u]``, 1 for the device a task runs
+on) hold their weights and activations within its memory (FORMAT.md rule 6), summed over
+the class; tasks then group by that memory too.
 
 Devices with equal times for every task enter as one class with its count (summing their
 rows: a relaxation, exact for identical devices), and tasks alike in times and window as
@@ -56,17 +57,17 @@ __all__ = ["COLUMNS_PER_TASK", "INTERVAL_COLUMNS", "INTERVAL_CUTS", "interval_lo
 INTERVAL_COLUMNS = 80_000
 """The most LP columns (task groups times the intervals of their windows times device
 classes; by default also at most :data:`COLUMNS_PER_TASK` a task, plus 2,000) before the
-tasks with the longest windows are shared over the whole schedule instead: about a second
-of HiGHS on a traced training step of 19,000-35,000 tasks. On a random DAG, where every task
-is a group of its own, the LP grows harder per column: 80,000 columns for 1,000 tasks took
-6.5 s."""
+tasks with the longest windows are shared over the whole schedule instead, so that the LP
+of a traced training step of tens of thousands of tasks (few task groups) stays a small part
+of a solve's time. On a random DAG, where every task is a group of its own, the LP grows
+harder per column, hence also the budget per task."""
 
 COLUMNS_PER_TASK = 8
 """The default column budget per task (see :data:`INTERVAL_COLUMNS`)."""
 
 INTERVAL_CUTS = 100
-"""Path tasks that cut the intervals: on the traced GPT steps of BENCHMARKS.md, 100 gave
-the best bound of 30 to 1,000 (more intervals make longer windows, which
+"""Path tasks that cut the intervals: on traced GPT training steps, 100 gave the best bound
+of 30 to 1,000 (more intervals make longer windows, which
 :data:`INTERVAL_COLUMNS` then leaves out)."""
 
 
@@ -242,7 +243,7 @@ def interval_load_bound(problem: Problem, time_limit: float | None = None, colum
     bounds[:, 1] = np.inf
     bounds[ell, 0] = least
     options = {}
-    if time_limit is not None:  # HiGHS gets what the windows and the build left (0.6 s at 19,000 tasks)
+    if time_limit is not None:  # HiGHS gets what the windows and the build left
         options["time_limit"] = time_limit - (time.perf_counter() - started)
         if options["time_limit"] <= 0:
             return 0.0

@@ -19,20 +19,21 @@ __all__ = ["BATCHED_SECONDS", "Bound", "INTERVAL_SECONDS", "INTERVAL_SETUP", "ME
 
 BATCHED_SECONDS = 5.0
 """Seconds :func:`lower_bound` gives the batched relaxation without a time limit (it
-converges in under a second on the 122-task stacks of Table IV)."""
+converges in a few rounds of separation on stacks of a hundred-odd tasks, well within it)."""
 
 MEMORY_SECONDS = 5.0
 """Seconds :func:`lower_bound` gives the load LP with memory rows without a time limit (its
-size is capped by :data:`~mapsched.bounds.memory.MEMORY_COLUMNS`: a second or two)."""
+size is capped by :data:`~mapsched.bounds.memory.MEMORY_COLUMNS`, so it ends well within it)."""
 
 INTERVAL_SECONDS = 5.0
 """Seconds :func:`lower_bound` gives the interval load LP without a time limit (its size is
-capped: about a second at 35,000 tasks)."""
+capped by :data:`~mapsched.bounds.interval.INTERVAL_COLUMNS`, so a traced training step's LP
+ends well within it)."""
 
 INTERVAL_SETUP = 2e-5
 """Seconds per task and edge that the interval load LP needs left before it starts: about
-twice what building it takes (0.5-0.65 s for 35,000 tasks and 41,000-70,000 edges), so that
-a short time limit is not overrun by a bound that would have no time to solve."""
+twice what building it takes, so that a short time limit is not overrun by a bound that
+would have no time to solve."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def lower_bound(problem: Problem, time_limit: float | None = None, *, batched: b
     waits for its whole batch: the time left of ``time_limit``, or
     :data:`BATCHED_SECONDS`; ``batched=False`` leaves it to the caller). Every ``solve``
     adds it. O(n m nb L + E) and one LP, plus for throughput rounds of O(m n^3)
-    separation (0.7 s on a 122-task stack), for latency O(n m log n + E) and an LP of
+    separation, for latency O(n m log n + E) and an LP of
     capped size.
     :func:`mapsched.split.full_bound` adds the module-chain recursion.
 

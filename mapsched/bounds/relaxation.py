@@ -25,9 +25,9 @@ transfers takes longer), so the optimum bounds the makespan from below; so does 
 of any round, and so does the proved bound of the mixed-integer programme with ``x``
 binary (``integral``), which rules out spreading a task thinly over slow devices. The
 rows leave out that tasks on one device must not overlap except through the device loads
-and the cuts, which is what keeps the programme small. On the 4-channel sdep stacks of
-BENCHMARKS.md this bound is the best mapsched proves; the quick bounds see the loads or
-the paths, never both.
+and the cuts, which is what keeps the programme small. On stacks of modules joined by
+several strongly dependent channels this bound is the best mapsched proves: the quick
+bounds see the loads or the paths, never both, and the cuts tie the two together.
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ class _Relaxation(RowProgramme):
         # HiGHS's default MIP tolerance (1e-6) can end in a solve error (see milp.run_highs)
         h.setOptionValue("mip_feasibility_tolerance", 1e-7)
         # Kept, the LP's point becomes a MIP start that HiGHS spends seconds completing,
-        # past the time limit (2.7 s over on a 182-task stack).
+        # past the time limit.
         h.clearSolver()
         # HiGHS 1.12's MIP presolve can loop past its time limit (a 5-task, 3-device problem
         # ran for minutes); the bound is the dual bound at the deadline, which needs none.
@@ -168,7 +168,8 @@ def _broken_cuts(p: Problem, relax: _Relaxation, margins: Margins, most: int, un
     ``(R diag(w) R)[i, k]`` with ``w = t[:, v] x[:, v]`` (R: the shared closure, whose
     diagonal is empty). Past ``until`` the cuts go without margins, which are computed per task on
     first use, and no device's product is started that would, at the pace of those before,
-    end past it (each is O(n^3): 0.2 to 0.3 s at 2,000 tasks on two cores)."""
+    end past it (each is O(n^3), so at thousands of tasks one product is a large share of a
+    short limit)."""
     reach = margins.reach
     x, s, makespan = relax.solution()
     end = s + (x * relax.t).sum(axis=1)
@@ -233,9 +234,9 @@ def relaxation_bound(problem: Problem, time_limit: float = 10.0, integral: bool 
     Notes
     -----
     The programme has ``n m + n + 1 + E m^2`` columns; each round of separation costs
-    O(m n^3) in dense matrix products, and the cuts ``m n`` terms at most each. On a
-    182-task 4-channel sdep stack the LP converges in 4 rounds, in under a second
-    (BENCHMARKS.md).
+    O(m n^3) in dense matrix products, and the cuts ``m n`` terms at most each. Only the
+    cuts the current solution breaks are stated, so the LP converges in a few rounds with a
+    small fraction of all the cuts.
 
     Examples
     --------

@@ -86,8 +86,8 @@ def work_bound(problem: Problem) -> float:
 class SubsetBound:
     """The larger of :func:`critical_path_bound` and :func:`work_bound` of
     ``problem.restrict(tasks)`` for many task sets, computed from the whole problem's
-    arrays: the same values without building each restriction (a third of a second at
-    10,000 tasks). O(n m nb L) once, then O(n + E) a set.
+    arrays: the same values without building each restriction, whose copies would cost
+    more than the bounds. O(n m nb L) once, then O(n + E) a set.
 
     Examples
     --------

@@ -248,7 +248,7 @@ def chain_bound(problem: Problem, chain=None, time_limit: float = 60.0, module_t
     span : int
         The first part M may hold up to this many consecutive modules. Counting how
         two modules overlap exactly loses less than bounding each alone and joining
-        them by the dependency sets (BENCHMARKS.md compares spans 1 and 2). The
+        them by the dependency sets. The
         recursion runs with span 1 first, then wider while time is left, and the best
         result counts.
     executor : concurrent.futures.Executor or distributed.Client, optional
