@@ -21,10 +21,6 @@ BATCHED_SECONDS = 5.0
 """Seconds :func:`lower_bound` gives the batched relaxation without a time limit (it
 converges in a few rounds of separation on stacks of a hundred-odd tasks, well within it)."""
 
-MEMORY_SECONDS = 5.0
-"""Seconds :func:`lower_bound` gives the load LP with memory rows without a time limit (its
-size is capped by :data:`~mapsched.bounds.memory.MEMORY_COLUMNS`, so it ends well within it)."""
-
 INTERVAL_SECONDS = 5.0
 """Seconds :func:`lower_bound` gives the interval load LP without a time limit (its size is
 capped by :data:`~mapsched.bounds.interval.INTERVAL_COLUMNS`, so a traced training step's LP
@@ -42,6 +38,11 @@ class Bound:
 
     value: float
     rule: str
+
+
+MEMORY_SECONDS = 5.0
+"""Seconds :func:`lower_bound` gives the load LP with memory rows without a time limit (its
+size is capped by :data:`~mapsched.bounds.memory.MEMORY_COLUMNS`, so it ends well within it)."""
 
 
 def lower_bound(problem: Problem, time_limit: float | None = None, *, batched: bool = True) -> Bound:
