@@ -28,7 +28,15 @@ MAX_THREADS = 1024
 """Most solver threads a solve takes: past it HiGHS spends seconds making threads (13 s
 for 4096) and aborts the process (100,000), and CP-SAT refuses counts past 32 bits."""
 BOUND_SHARE = 0.1
-"""Share of a time limit that :func:`solve` gives the load LP of the bound it adds."""
+"""Share of a time limit that :func:`solve` gives the bound it adds to every result,
+:func:`mapsched.bounds.lower_bound` (the critical path, the work, the load LP, the path with
+transfers and memory, the load LP with memory rows where memory binds, and the interval load
+LP or the batched relaxation in what is left of the share). It is spent before the method
+starts, and counts within the time limit: with ``time_limit=T`` the method has ``0.9 T`` or
+more left (the LPs stop at their share; the rules without an LP, O(n m nb L + E m^2), run
+whatever the share). Without a time limit the bound's LPs run to their optimum. The result's
+``lower_bound`` is the larger of this and the method's own proved bound (``exact``'s dual
+bound)."""
 
 def solve(
     problem: Problem,

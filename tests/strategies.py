@@ -16,7 +16,11 @@ from mapsched import Device, Edge, Link, Objective, Problem, System, Task
 
 @st.composite
 def problems(draw, max_tasks: int = 8, max_devices: int = 3, throughput: bool | None = False,
-             max_batch: int = 4, min_tasks: int = 1) -> Problem:
+             max_batch: int = 4, min_tasks: int = 1, transfers: float = 1.0, tight: bool = False) -> Problem:
+    """A random problem; ``transfers`` divides every link's bandwidth (20: transfers as long as
+    the tasks), and ``tight`` leaves one device (the slowest) unlimited and every other one
+    just the memory of its planted tasks and a little more: the fast devices cannot hold
+    much else."""
     n = draw(st.integers(min_tasks, max_tasks))
     m = draw(st.integers(1, max_devices))
     thr = draw(st.booleans()) if throughput is None else throughput
@@ -60,7 +64,7 @@ def problems(draw, max_tasks: int = 8, max_devices: int = 3, throughput: bool | 
         for v in range(u + 1, m):
             if rng.random() < 0.6:
                 linked.add((u, v))
-    links = [Link(f"d{u}", f"d{v}", float(rng.choice([100.0, 1000.0, 5000.0])),
+    links = [Link(f"d{u}", f"d{v}", float(rng.choice([100.0, 1000.0, 5000.0])) / transfers,
                   float(rng.choice([0.0, 0.5])))
              for u, v in sorted(linked)]
 
@@ -69,9 +73,13 @@ def problems(draw, max_tasks: int = 8, max_devices: int = 3, throughput: bool | 
     for i in range(n):
         need[planted[i]] += act[i] * L + weight[i]
     devices = []
+    biggest = float((act * L + weight).max())
     for u in range(m):
         mem = float("inf")
-        if rng.random() < 0.5:
+        if tight:
+            if u != int(np.argmax(speed)):
+                mem = float(need[u] + rng.uniform(0.0, 1.0) * biggest) + 1.0
+        elif rng.random() < 0.5:
             mem = float(max(need[u], 1.0) * rng.uniform(1.0, 1.5)) + 1.0
         devices.append(Device(f"d{u}", mem, tuple(sizes[u])))
 

@@ -10,6 +10,7 @@ import mapsched
 from mapsched import InfeasibleError, OptionError, instances, solve, validate
 from mapsched.bounds import critical_path_bound, load_bound, lower_bound, work_bound
 from mapsched.bounds.interval import interval_load_bound
+from mapsched.bounds.memory import memory_binds, memory_chain_bound, memory_load_bound, transfer_path_bound
 from mapsched.engine import registry
 
 METHODS = [m.name for m in registry.all_methods() if m.available()]  # doppler needs mapsched[torch]
@@ -124,8 +125,10 @@ def test_simple_bounds_are_below_every_planted_schedule(p):
     assert work_bound(p) <= s.makespan + 1e-9
     assert load_bound(p) <= s.makespan + 1e-9
     b = lower_bound(p)
-    # latency adds the interval load LP; throughput the batched relaxation, whose LP holds the load LP's rows
-    quick = max(critical_path_bound(p), work_bound(p), load_bound(p))
+    # latency adds the interval load LP; throughput the batched relaxation, whose LP holds the load LP's rows;
+    # both the path with transfers and where memory binds the load LP with memory rows
+    quick = max(critical_path_bound(p), work_bound(p), load_bound(p), transfer_path_bound(p),
+                max(memory_load_bound(p), memory_chain_bound(p)) if memory_binds(p) else 0.0)
     assert b.value == pytest.approx(max(quick, interval_load_bound(p)), rel=1e-9) if p.L == 1 else (
         b.value == quick or (b.rule == "batched-relaxation" and b.value >= load_bound(p) * (1 - 1e-6)))
     assert b.value <= s.makespan * (1 + 1e-6) + 1e-9

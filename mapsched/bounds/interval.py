@@ -24,6 +24,11 @@ step on four GPUs the attention blocks must fill the GPUs between the path's tas
 neither the critical path nor the load LP sees.
 Communication is ignored, as in the other quick bounds.
 
+Where some device's memory cannot hold every task it can run, each device class also gets
+a memory row: the tasks placed on it (``sum_k x[i, k, u]``, 1 for the device a task runs
+on) hold their weights and activations within its memory (FORMAT.md rule 6), summed over
+the class; tasks then group by that memory too.
+
 Devices with equal times for every task enter as one class with its count (summing their
 rows: a relaxation, exact for identical devices), and tasks alike in times and window as
 one group with its count. The cuts are the path's tasks where the most windows begin or
@@ -176,24 +181,29 @@ def interval_load_bound(problem: Problem, time_limit: float | None = None, colum
     w = t.min(axis=1)
     chain = _critical_chain(p, w.tolist())
     least, lo, hi = _windows(p, chain, w, cuts)
-    # Device classes: equal times for every task.
-    _, first, size = np.unique(t.T, axis=0, return_index=True, return_counts=True)
+    need = p.weight + p.act  # what a task holds on its device (one input)
+    # Device classes: equal times for every task, and equal memory.
+    _, first, size = np.unique(np.column_stack([t.T, p.room]), axis=0, return_index=True, return_counts=True)
     size = size.astype(float)
     tc = t[:, first]  # (n, classes)
     C = len(size)
-    groups, count = np.unique(np.column_stack([tc, lo, hi]), axis=0, return_counts=True)
+    room = p.room[first]
+    limited = np.isfinite(room) & (np.where(np.isfinite(tc), need[:, None], 0.0).sum(axis=0) > room)
+    groups, count = np.unique(np.column_stack([tc, lo, hi, need * limited.any()]), axis=0, return_counts=True)
     gt, glo, ghi = groups[:, :C], groups[:, C].astype(np.int64), groups[:, C + 1].astype(np.int64)
+    gneed = groups[:, C + 2]
     span = ghi - glo + 1
     cost = span * np.isfinite(gt).sum(axis=1)  # a group's columns: its intervals times its classes
     by_span = np.argsort(span, kind="stable")
     windowed = np.zeros(len(groups), dtype=bool)
     windowed[by_span[np.cumsum(cost[by_span]) <= columns]] = True
     # The other tasks, merged by their times, are shared over the whole schedule, if that fits too.
-    rest, merged = np.unique(gt[~windowed], axis=0, return_inverse=True)
+    rest, merged = np.unique(np.column_stack([gt[~windowed], gneed[~windowed]]), axis=0, return_inverse=True)
+    rest, rest_need = rest[:, :C], rest[:, C]
     rest_count = np.bincount(merged.ravel(), weights=count[~windowed], minlength=len(rest))
     if np.isfinite(rest).sum() + cost[windowed].sum() > columns:
-        rest, rest_count = rest[:0], rest_count[:0]  # left out: a bound still, if a weaker one
-    gt, glo, span, count = gt[windowed], glo[windowed], span[windowed], count[windowed]
+        rest, rest_need, rest_count = rest[:0], rest_need[:0], rest_count[:0]  # left out: a weaker bound
+    gt, glo, span, count, gneed = gt[windowed], glo[windowed], span[windowed], count[windowed], gneed[windowed]
     G, N = len(gt), len(least)
 
     # Columns: x of each windowed group, interval of its window and class; the N interval
@@ -218,7 +228,15 @@ def interval_load_bound(problem: Problem, time_limit: float | None = None, colum
         blocks.append(coo_matrix((np.concatenate([gt[gx, cx], rest[hy, cy], -np.tile(size, N)]),
                                   (np.concatenate([cx, cy, ell_rows % C]), np.concatenate([x, y, np.repeat(ell, C)]))),
                                  shape=(C, cols)))
+    if limited.any():  # each class whose memory cannot hold all it runs: the memory its tasks hold
+        row_of = np.cumsum(limited) - 1
+        mx, my = limited[cx], limited[cy]
+        scale = size * np.where(limited, room, 1.0)  # in shares of the class's memory
+        blocks.append(coo_matrix((np.concatenate([gneed[gx[mx]] / scale[cx[mx]], rest_need[hy[my]] / scale[cy[my]]]),
+                                  (np.concatenate([row_of[cx[mx]], row_of[cy[my]]]), np.concatenate([x[mx], y[my]]))),
+                                 shape=(int(limited.sum()), cols)))
     a_ub = vstack(blocks).tocsr()
+    b_ub = np.concatenate([np.zeros(a_ub.shape[0] - int(limited.sum())), np.ones(int(limited.sum()))])
     c = np.zeros(cols)
     c[ell] = 1.0
     bounds = np.zeros((cols, 2))
@@ -229,7 +247,7 @@ def interval_load_bound(problem: Problem, time_limit: float | None = None, colum
         options["time_limit"] = time_limit - (time.perf_counter() - started)
         if options["time_limit"] <= 0:
             return 0.0
-    res = linprog(c, A_ub=a_ub, b_ub=np.zeros(a_ub.shape[0]), A_eq=a_eq.tocsr(),
+    res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq.tocsr(),
                   b_eq=np.concatenate([count, rest_count]).astype(float), bounds=bounds, method="highs",
                   options=options)
     if res.status != 0:  # always feasible and bounded: a solver failure or the time limit proves nothing

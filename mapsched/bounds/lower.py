@@ -9,11 +9,12 @@ from mapsched import checks
 from mapsched.bounds.batched import BATCHED_TASKS, batched_relaxation_bound
 from mapsched.bounds.interval import interval_load_bound
 from mapsched.bounds.load import load_bound
+from mapsched.bounds.memory import memory_binds, memory_chain_bound, memory_load_bound, transfer_path_bound
 from mapsched.bounds.simple import critical_path_bound, work_bound
 from mapsched.model import arguments
 from mapsched.model.problem import Problem
 
-__all__ = ["BATCHED_SECONDS", "Bound", "INTERVAL_SECONDS", "INTERVAL_SETUP", "lower_bound"]
+__all__ = ["BATCHED_SECONDS", "Bound", "INTERVAL_SECONDS", "INTERVAL_SETUP", "MEMORY_SECONDS", "lower_bound"]
 
 
 BATCHED_SECONDS = 5.0
@@ -39,10 +40,20 @@ class Bound:
     rule: str
 
 
+MEMORY_SECONDS = 5.0
+"""Seconds :func:`lower_bound` gives the load LP with memory rows without a time limit (its
+size is capped by :data:`~mapsched.bounds.memory.MEMORY_COLUMNS`, so it ends well within it)."""
+
+
 def lower_bound(problem: Problem, time_limit: float | None = None, *, batched: bool = True) -> Bound:
     """The largest of the quick bounds, with the rule that gave it: the critical path, the
     total work and the load LP (:func:`~mapsched.bounds.load.load_bound`, given
-    ``time_limit`` seconds if set); for latency the interval load LP
+    ``time_limit`` seconds if set); the longest path with devices, memory and transfers
+    (:func:`~mapsched.bounds.memory.transfer_path_bound`); where some device's memory cannot
+    hold all it can run, two longest paths cut into runs that fit the devices' memory
+    (:func:`~mapsched.bounds.memory.memory_chain_bound`) and the load LP with memory rows
+    (:func:`~mapsched.bounds.memory.memory_load_bound`, with the time left, or
+    :data:`MEMORY_SECONDS`); for latency the interval load LP
     (:func:`~mapsched.bounds.interval.interval_load_bound`, which sees the load between the
     critical path's tasks: the time left of ``time_limit``, if enough to build it
     (:data:`INTERVAL_SETUP`), or :data:`INTERVAL_SECONDS`);
@@ -61,7 +72,7 @@ def lower_bound(problem: Problem, time_limit: float | None = None, *, batched: b
     >>> from mapsched import instances
     >>> b = lower_bound(instances.load("topcuoglu2002"))
     >>> round(b.value, 3), b.rule
-    (42.049, 'interval-load')
+    (54.0, 'transfer-path')
     """
     started = time.perf_counter()
     arguments.problem(problem)
@@ -72,6 +83,18 @@ def lower_bound(problem: Problem, time_limit: float | None = None, *, batched: b
         Bound(work_bound(problem), "work"),
         Bound(load_bound(problem, time_limit), "load"),
     ]
+
+    def add(value: float, rule: str) -> None:
+        """Named only where it proves more than the rules before it."""
+        if value > max(r.value for r in rules) * (1 + 1e-9):
+            rules.append(Bound(value, rule))
+
+    add(transfer_path_bound(problem), "transfer-path")
+    if memory_binds(problem):
+        add(memory_chain_bound(problem), "memory-path")
+        left = MEMORY_SECONDS if time_limit is None else time_limit - (time.perf_counter() - started)
+        if left > 0:
+            add(memory_load_bound(problem, left), "memory-load")
     if time_limit is None:
         left = INTERVAL_SECONDS if problem.L == 1 else BATCHED_SECONDS
     else:
@@ -79,9 +102,7 @@ def lower_bound(problem: Problem, time_limit: float | None = None, *, batched: b
     if problem.L == 1:
         # It holds the others when nothing is left out: named only where it proves more.
         if left > INTERVAL_SETUP * (problem.n + problem.E):
-            value = interval_load_bound(problem, left)
-            if value > max(r.value for r in rules) * (1 + 1e-9):
-                rules.append(Bound(value, "interval-load"))
+            add(interval_load_bound(problem, left), "interval-load")
     elif batched and problem.n <= BATCHED_TASKS and left > 0:
         rules.append(Bound(batched_relaxation_bound(problem, left, integral=False), "batched-relaxation"))
     return max(rules, key=lambda b: b.value)

@@ -71,7 +71,20 @@ from mapsched.solve import solve
 from mapsched.split.milp_split import pick_chain
 from mapsched.split.windows import BOUND_SOLVE_TASKS, window_bound
 
-__all__ = ["chain_bound", "full_bound", "single_input_relaxation"]
+__all__ = ["EXACT_BOUND_EDGES", "EXACT_BOUND_SHARE", "EXACT_BOUND_TASKS", "chain_bound", "full_bound",
+           "single_input_relaxation"]
+
+EXACT_BOUND_TASKS = 1_000
+"""Most tasks of a latency problem whose whole exact model (``exact``, CP-SAT) :func:`full_bound`
+solves for its proved bound; larger ones get only the other rules."""
+EXACT_BOUND_EDGES = 4_000
+"""Most edges of such a problem (the model's transfer terms grow with the edges)."""
+EXACT_BOUND_SHARE = 0.6
+"""Share of :func:`full_bound`'s time limit that the exact model gets. Where it proves the
+optimum within it, that is the bound and the other rules are skipped; where not, its proved
+bound joins theirs. CP-SAT's bound grows slowly with time, so a ``bound`` of T seconds is
+about as strong as a T-second ``exact`` solve's bound, and never weaker where that share
+suffices to prove the optimum."""
 
 
 def single_input_relaxation(problem: Problem) -> Problem:
@@ -282,7 +295,10 @@ def chain_bound(problem: Problem, chain=None, time_limit: float = 60.0, module_t
 
 def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: float = 1.0,
                executor: Executor | None = None) -> Bound:
-    """The best bound mapsched proves without solving the whole problem: the fast rules of
+    """The best bound mapsched proves: for a latency problem of at most
+    :data:`EXACT_BOUND_TASKS` tasks and :data:`EXACT_BOUND_EDGES` edges first the proved bound
+    of the exact model (``exact``, given :data:`EXACT_BOUND_SHARE` of ``time_limit``; the
+    optimum, and nothing else, where it proves it); then the fast rules of
     :func:`mapsched.bounds.lower_bound`; for latency the relaxation with separated load
     cuts (:func:`~mapsched.bounds.relaxation.relaxation_bound`, on graphs of up to
     :data:`~mapsched.bounds.relaxation.RELAXATION_TASKS` tasks), for throughput the
@@ -312,10 +328,13 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
 
     Examples
     --------
+    >>> from mapsched import solve
     >>> from mapsched.generators import stack
-    >>> b = full_bound(stack(modules=2, n=5, seed=1), time_limit=10)
-    >>> b.rule in ("module-chain", "module-windows")  # within 1e-7 of each other here: the clock decides
-    True
+    >>> from mapsched.model.validate import meets
+    >>> p = stack(modules=2, n=5, seed=1)
+    >>> b = full_bound(p, time_limit=10)
+    >>> b.rule, meets(solve(p, "exact").makespan, b.value)  # the exact model proves the optimum
+    ('exact', True)
     """
     arguments.problem(problem)
     time_limit = checks.seconds(time_limit, "time_limit", none=False)
@@ -323,8 +342,16 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
     deadline = time.perf_counter() + time_limit
     # each rule within its share; a list schedule's repair (the relaxations' caps) within the whole
     with interrupt.until(deadline):
-        executor = as_executor(executor)  # once for both rules
         latency = problem.L == 1
+        solved = []
+        if latency and problem.n <= EXACT_BOUND_TASKS and problem.E <= EXACT_BOUND_EDGES:
+            # The exact model's own proved bound (its dual bound, or the optimum it proves).
+            result = solve(problem, "exact", time_limit=EXACT_BOUND_SHARE * time_limit)
+            exact = Bound(float(result.lower_bound or 0.0), "exact")
+            if result.status == "optimal":  # nothing proves more
+                return exact
+            solved.append(exact)
+        executor = as_executor(executor)  # once for both rules
         chain = pick_chain(problem, 0, deadline=deadline - time_limit * 5 / 6)  # module detection once, for every rule
         # A chain of one module whose bound is the quick bounds of the whole problem would only repeat them.
         chained = len(chain.modules) > 1 or (latency and problem.n <= BOUND_SOLVE_TASKS)
@@ -358,4 +385,4 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
             until = time.perf_counter() + max(0.01, left)
             rules.append(Bound(stage_bound(problem, chain.modules, deadline=until), "pipeline-stages"))
             rules.append(Bound(two_part_bound(problem, chain.modules, deadline=until), "two-part"))
-    return max(rules, key=lambda b: b.value)
+    return max(rules + solved, key=lambda b: b.value)

@@ -93,14 +93,14 @@ def test_out_of_memory_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypa
 
 def test_bound_text_and_json(capsys):
     assert main(["bound", "builtin:topcuoglu2002", "--fast"]) == 0
-    assert "interval-load" in capsys.readouterr().out
+    assert "transfer-path" in capsys.readouterr().out
     assert main(["bound", "builtin:topcuoglu2002", "--fast", "--json"]) == 0
-    fast = json.loads(capsys.readouterr().out)  # above the critical path's 41
-    assert fast["rule"] == "interval-load" and 41.0 < fast["lower_bound"] < 73.0
-    # the full bound solves the (one-module) chain exactly: the optimum, 73
+    fast = json.loads(capsys.readouterr().out)  # above the critical path's 41: the path with transfers
+    assert fast["rule"] == "transfer-path" and 41.0 < fast["lower_bound"] < 73.0
+    # the full bound solves the exact model: the optimum, 73
     assert main(["bound", "builtin:topcuoglu2002", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["rule"] == "module-chain" and out["lower_bound"] == pytest.approx(73.0)
+    assert out["rule"] == "exact" and out["lower_bound"] == pytest.approx(73.0)
 
 
 def test_plot_and_demo(tmp_path, capsys):

@@ -19,7 +19,7 @@ from mapsched.generators import stack
 from mapsched.model.formats import problem_from_dict
 from mapsched.model.schedule import Job, Schedule
 from mapsched.solve import SolveContext
-from mapsched.split import ModuleChain, chain_bound, detect_modules, full_bound
+from mapsched.split import ModuleChain, chain_bound, chain_bounds, detect_modules, full_bound
 from mapsched.split.modules import k_edge_classes
 from mapsched.split.rolling import _append_schedule, rolling
 
@@ -324,7 +324,8 @@ def test_module_bound_lps_only_when_unproved(monkeypatch, nodes, limit):
         assert len(got) == 1 and sol.bound >= got[0] and sol.bound < sol.makespan
 
 
-def test_full_bound_uses_the_chain():
+def test_full_bound_uses_the_chain(monkeypatch):
+    monkeypatch.setattr(chain_bounds, "EXACT_BOUND_TASKS", 0)  # no exact model of the whole graph
     p = stack(3, 8, 1, seed=2)
     fast, full = lower_bound(p), full_bound(p, time_limit=30)
     assert full.value >= fast.value and full.rule == "module-chain"
