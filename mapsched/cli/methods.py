@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from mapsched import instances
@@ -22,11 +23,12 @@ def add_methods(sub: Any) -> None:
 
 def add_demo(sub: Any) -> None:
     """The ``demo`` command's parser."""
-    d = sub.add_parser("demo", help="run every method on a built-in instance")
+    d = sub.add_parser("demo", help="run every method on a built-in instance, then the default on a DNN")
     d.add_argument("--instance", default=instances.DEFAULT, choices=instances.names())
     d.add_argument("--time-limit", type=seconds_arg, default=5.0, help="seconds per method")
     d.add_argument("--seed", type=count_arg(0), default=0)
-    d.add_argument("-o", "--output", default="mapsched-demo-gantt.png")
+    d.add_argument("-o", "--output", default="mapsched-demo-gantt.png",
+                   help="the built-in instance's Gantt chart; the DNN's goes beside it, its name ending -dnn")
     d.set_defaults(handler=cmd_demo)
 
 
@@ -66,11 +68,32 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"best bound: {bound:.6g} ms")
     best = min(results, key=lambda r: (r.makespan, r.status != "optimal"))
     best.lower_bound = bound
+    _chart(problem, best, args.output)
+    _dnn(args)
+    return 0
+
+
+def _chart(problem: Any, result: Any, path: str) -> None:
     try:
         from mapsched.plot import gantt
 
-        gantt(problem, best, args.output)
-        print(f"wrote the Gantt chart of {best.method} to {shown(args.output, quote=False)}")
+        gantt(problem, result, path)
+        print(f"wrote the Gantt chart of {result.method} to {shown(path, quote=False)}")
     except MapschedError as exc:
         print(f"no Gantt chart: {exc}")
-    return 0
+
+
+def _dnn(args: argparse.Namespace) -> None:
+    """What mapsched is for: a DNN (an Inception network) on a CPU, a T4 and an A100, solved
+    by ``heft`` and by the default within the time limit, each with its proved bound and gap."""
+    from mapsched.generators import cpu_t4_a100, inception
+
+    problem = inception(platform=cpu_t4_a100())
+    print(f"\n{problem!r}")
+    results = [solve(problem, "heft", seed=args.seed), solve(problem, None, args.time_limit, args.seed)]
+    bound = max(r.lower_bound for r in results if r.lower_bound is not None)
+    rows = [[r.method, fmt(r.makespan, 6), fmt(bound, 6), f"{100 * max(0.0, r.makespan - bound) / r.makespan:.1f}%",
+             r.status, "yes" if not validate(problem, r) else "NO", f"{r.solve_seconds:.3f}"] for r in results]
+    print(table(["method", "makespan", "best bound", "gap", "status", "valid", "seconds"], rows))
+    root, ext = os.path.splitext(args.output)
+    _chart(problem, results[-1], f"{root}-dnn{ext}")

@@ -114,6 +114,10 @@ def test_plot_and_demo(tmp_path, capsys):
     assert main(["demo", "--time-limit", "2", "-o", str(demo_png)]) == 0
     out = capsys.readouterr().out
     assert "single-best" in out and " NO " not in out and demo_png.exists()
+    # then a DNN on a CPU, a T4 and an A100: heft and the default, each with its gap to the best bound
+    dnn = out[out.index("<Problem 'inception"):]
+    assert "heft" in dnn and "auto" in dnn and "gap" in dnn
+    assert (tmp_path / "demo-dnn.png").read_bytes()[:4] == b"\x89PNG"
     # a job on a device the problem lacks was left out of the chart, unsaid
     data = json.loads(s.read_text())
     data["jobs"][0]["device"] = "zz"
