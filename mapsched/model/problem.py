@@ -15,7 +15,7 @@ second (the contract of ``docs/format.md``).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
@@ -23,8 +23,9 @@ import networkx as nx
 import numpy as np
 
 from mapsched.errors import ProblemError, shown
-from mapsched.model import build, edits, fields, serialize
-from mapsched.model.jsonio import dumps, loads, read_json, write_json
+from mapsched.model import fields
+from mapsched.model.build import Builders
+from mapsched.model.edits import Edits
 from mapsched.model.records import (
     BANDWIDTH,
     COMPILE,
@@ -42,14 +43,14 @@ from mapsched.model.records import (
     System,
     Task,
 )
-from mapsched.model.serialize import PROBLEM_FORMAT
+from mapsched.model.serialize import PROBLEM_FORMAT, Serialized
 
 # The records and ranges are re-exported: callers import them from here.
 __all__ = ["BANDWIDTH", "COMPILE", "MAX_BATCH", "MAX_BYTES", "MAX_DEVICES", "MAX_MS", "MAX_SCALE", "MEMORY_SLACK",
            "PROBLEM_FORMAT", "Calibration", "Device", "Edge", "Link", "Objective", "Problem", "System", "Task"]
 
 
-class Problem:
+class Problem(Edits, Serialized, Builders):
     """A mapping and scheduling problem, validated when built.
 
     Parameters
@@ -298,53 +299,6 @@ class Problem:
         """Time to move ``nbytes`` from device u to device v (0 when u == v)."""
         return float(self.link_latency[u, v] + nbytes * self.link_ms_per_byte[u, v])
 
-    # ------------------------------------------------------------------ edits
-    def with_objective(self, objective: Objective) -> Problem:
-        """The same graph and system under another objective."""
-        return edits.with_objective(self, objective)
-
-    def restrict(self, tasks: Sequence[int], fix: Mapping[int, int] | None = None, name: str | None = None,
-                 devices: Sequence[int] | None = None) -> Problem:
-        """The subproblem induced by ``tasks`` (indices), with the same system and objective.
-
-        Edges from or to tasks outside are dropped; ``fix`` maps a task index to the
-        only device it may use; ``devices``, if given, are the only devices any task may
-        use. O((n + E) m).
-        """
-        return edits.restrict(self, tasks, fix, name, devices)
-
-    def without_devices(self, names: Iterable[str]) -> Problem:
-        """The problem after ``names`` are taken away: their links and latencies go too. Its
-        name is this one's with ``" without "`` and those devices.
-
-        Raises :class:`ProblemError` naming the first task that no remaining device can
-        run, with the devices it could use. O((n + E) m).
-
-        Examples
-        --------
-        >>> from mapsched import instances
-        >>> instances.load("topcuoglu2002").without_devices(["p3"]).device_names
-        ('p1', 'p2')
-        """
-        return edits.without_devices(self, names)
-
-    def with_devices(self, like: Mapping[str, str]) -> Problem:
-        """The problem with new devices, each a copy of an existing one: ``{new: old}``. Its
-        name is this one's with ``" with "`` and the new devices.
-
-        A copy has the old device's memory, batch sizes and server, runs every task in
-        the old device's time, and has a copy of each of its links (to the other copies
-        too); between a copy and its original goes a copy of the original's fastest link
-        (the highest bandwidth, then the lowest latency). O((n + E) m).
-
-        Examples
-        --------
-        >>> from mapsched import instances
-        >>> p = instances.load("topcuoglu2002").with_devices({"p4": "p3"})
-        >>> p.device_names, float(p.dur[0, 3]) == float(p.dur[0, 2])
-        (('p1', 'p2', 'p3', 'p4'), True)
-        """
-        return edits.with_devices(self, like)
 
     def __repr__(self) -> str:
         obj = self.objective.kind
@@ -365,72 +319,6 @@ class Problem:
         for value in state.values():
             if isinstance(value, np.ndarray):
                 value.setflags(write=False)
-
-    # ------------------------------------------------------------ conversion
-    def to_dict(self) -> dict[str, Any]:
-        """The problem as a ``mapsched.problem/1`` dictionary; ``from_dict`` of it equals ``self``."""
-        return serialize.to_dict(self)
-
-    def to_json(self, indent: int | None = 1) -> str:
-        return dumps(self.to_dict(), indent)
-
-    def write(self, path: str) -> None:
-        """Write the problem file atomically: a failure leaves no half-written file."""
-        write_json(path, self.to_dict())
-
-    @classmethod
-    def from_dict(cls, data: Any) -> Problem:
-        """Build a problem from a parsed ``mapsched.problem/1`` document (``docs/format.md``)."""
-        return serialize.from_dict(cls, data)
-
-    @classmethod
-    def from_json(cls, text: str, source: str = "problem") -> Problem:
-        return cls.from_dict(loads(text, source, ProblemError))
-
-    @classmethod
-    def read(cls, path: str) -> Problem:
-        """Read a problem file; every defect becomes a one-line :class:`ProblemError`."""
-        return cls.from_dict(read_json(path, ProblemError))
-
-    @classmethod
-    def from_networkx(cls, graph: nx.DiGraph, system: System, objective: Objective | None = None,
-                      name: str = "problem") -> Problem:
-        """Build a problem from a DiGraph whose nodes carry ``latency`` (as in
-        :class:`Task`) and optionally ``weight_bytes``, ``input_bytes`` and
-        ``output_bytes``, and whose edges may carry ``bytes``.
-
-        Examples
-        --------
-        >>> import networkx as nx
-        >>> g = nx.DiGraph()
-        >>> g.add_node("a", latency={"cpu": 2.0})
-        >>> g.add_node("b", latency={"cpu": 3.0})
-        >>> g.add_edge("a", "b", bytes=10)
-        >>> Problem.from_networkx(g, System((Device("cpu"),))).n
-        2
-        """
-        return build.from_networkx(cls, graph, system, objective, name)
-
-    @classmethod
-    def from_arrays(cls, latency: Any, edges: Iterable[Sequence[float]], system: System | None = None,
-                    objective: Objective | None = None, task_names: Sequence[str] | None = None,
-                    name: str = "problem") -> Problem:
-        """Build a latency problem from a task x device computation matrix and an edge list,
-        as users of HEFT libraries pass them.
-
-        ``latency[i][u]`` is the time of task i on device u (``inf`` or ``nan``: cannot
-        run). ``edges`` holds ``(i, j)`` or ``(i, j, cost)``. Without a ``system``, the
-        devices ``p0 .. p{m-1}`` are fully linked at 1000 bytes/s, so that an edge's
-        cost is its communication time in milliseconds.
-
-        Examples
-        --------
-        >>> p = Problem.from_arrays([[3, 5], [2, 1]], [(0, 1, 4)])
-        >>> p.device_names, float(p.comm[0, 0, 1])
-        (('p0', 'p1'), 4.0)
-        """
-        return build.from_arrays(cls, latency, edges, system, objective, task_names, name)
-
 
 def _readonly(a: np.ndarray) -> np.ndarray:
     a.setflags(write=False)

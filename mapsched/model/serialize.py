@@ -10,16 +10,13 @@ in Python.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from mapsched.errors import ProblemError, shown
-from mapsched.model.jsonio import check_fields, check_format, check_list
+from mapsched.model.jsonio import check_fields, check_format, check_list, dumps, loads, read_json, write_json
 from mapsched.model.records import Calibration, Device, Edge, Link, Objective, System, Task
 
-if TYPE_CHECKING:
-    from mapsched.model.problem import Problem
-
-__all__ = ["PROBLEM_FORMAT", "calibration_dict", "calibration_from", "from_dict", "to_dict"]
+__all__ = ["PROBLEM_FORMAT", "Serialized", "calibration_dict", "calibration_from"]
 
 PROBLEM_FORMAT = "mapsched.problem/1"
 _PROBLEM_KEYS = {"format", "name", "objective", "devices", "links", "tasks", "edges", "calibration"}
@@ -28,51 +25,6 @@ _LINK_KEYS = {"a", "b", "bandwidth", "latency", "directed"}
 _TASK_KEYS = {"name", "latency", "weight_bytes", "input_bytes", "output_bytes"}
 _EDGE_KEYS = {"src", "dst", "bytes"}
 _CALIBRATION_KEYS = {"threads", "interop_threads", "overhead", "sync", "scale", "fitted", "compile"}
-
-
-def to_dict(p: Problem) -> dict[str, Any]:
-    """``p`` as a ``mapsched.problem/1`` dictionary (:meth:`Problem.to_dict`)."""
-    obj: dict[str, Any] = {"kind": p.objective.kind}
-    if p.objective.kind == "throughput":
-        obj["batch"] = p.objective.batch
-    devices = []
-    for d in p.system.devices:
-        dev: dict[str, Any] = {"name": d.name, "batch_sizes": list(d.batch_sizes)}
-        if math.isfinite(d.memory):
-            dev["memory"] = d.memory
-        if d.node is not None:
-            dev["node"] = d.node
-        devices.append(dev)
-    links = []
-    for ln in p.system.links:
-        link: dict[str, Any] = {"a": ln.a, "b": ln.b, "bandwidth": ln.bandwidth, "latency": ln.latency}
-        if ln.directed:
-            link["directed"] = True
-        links.append(link)
-    tasks = []
-    for t in p.tasks:
-        lat: dict[str, Any] = {}
-        for dev, table in t.latency.items():
-            # A plain number means "batch of 1" in the format, so it round-trips.
-            lat[dev] = table[1] if set(table) == {1} else {str(b): v for b, v in sorted(table.items())}
-        task: dict[str, Any] = {"name": t.name, "latency": lat}
-        for f in ("weight_bytes", "input_bytes", "output_bytes"):
-            if getattr(t, f):
-                task[f] = getattr(t, f)
-        tasks.append(task)
-    edges = [{"src": e.src, "dst": e.dst, "bytes": e.bytes} for e in p.edges]
-    data = {
-        "format": PROBLEM_FORMAT,
-        "name": p.name,
-        "objective": obj,
-        "devices": devices,
-        "links": links,
-        "tasks": tasks,
-        "edges": edges,
-    }
-    if p.calibration is not None:  # optional: a file without it reads and writes as before
-        data["calibration"] = calibration_dict(p.calibration)
-    return data
 
 
 def calibration_dict(cal: Calibration) -> dict[str, Any]:
@@ -108,54 +60,122 @@ def calibration_from(data: Any, err: type) -> Calibration:
     return Calibration(cal.get("threads"), cal.get("interop_threads"), overhead, sync, cal.get("scale", 1.0),
                        cal.get("fitted", False), cal.get("compile"))
 
+P = TypeVar("P", bound="Serialized")
 
-def from_dict(cls: type[Problem], data: Any) -> Problem:
-    """A ``cls`` built from a parsed ``mapsched.problem/1`` document (``docs/format.md``)."""
-    err = ProblemError
-    if not isinstance(data, dict):
-        raise err(f"problem: expected a JSON object, got {type(data).__name__}")
-    check_format(data, PROBLEM_FORMAT, err)
-    check_fields(data, "problem", _PROBLEM_KEYS, ("format", "objective", "devices", "tasks"), err)
-    obj = check_fields(data["objective"], "objective", {"kind", "batch"}, ("kind",), err)
-    if obj["kind"] == "throughput" and "batch" not in obj:
-        raise err("objective.batch: missing; a throughput objective needs the number of inputs L")
-    objective = Objective(obj["kind"], obj.get("batch", 1))
 
-    devices = []
-    for k, d in enumerate(check_list(data["devices"], "devices", err)):
-        d = check_fields(d, f"devices[{k}]", _DEVICE_KEYS, ("name",), err)
-        sizes = d.get("batch_sizes", [1])
-        if not isinstance(sizes, list):
-            raise err(f"devices[{k}].batch_sizes: expected a list of positive integers, got {shown(sizes)}")
-        memory = d.get("memory", math.inf)  # left out: unlimited
-        if "memory" in d and isinstance(memory, float) and math.isinf(memory):  # Infinity or 1e400
-            raise err(f"devices[{k}].memory: expected a finite number of bytes, got {shown(memory)}; "
-                      "leave memory out for unlimited memory")
-        devices.append(Device(d["name"], memory, tuple(sizes), d.get("node")))
-    links = []
-    for k, ln in enumerate(check_list(data.get("links", []), "links", err)):
-        ln = check_fields(ln, f"links[{k}]", _LINK_KEYS, ("a", "b", "bandwidth"), err)
-        directed = ln.get("directed", False)
-        if not isinstance(directed, bool):
-            raise err(f"links[{k}].directed: expected true or false, got {shown(directed)}")
-        links.append(Link(ln["a"], ln["b"], ln["bandwidth"], ln.get("latency", 0.0), directed))
-    tasks = []
-    for k, t in enumerate(check_list(data["tasks"], "tasks", err)):
-        t = check_fields(t, f"tasks[{k}]", _TASK_KEYS, ("name", "latency"), err)
-        tasks.append(
-            Task(
-                t["name"],
-                t["latency"],
-                t.get("weight_bytes", 0.0),
-                t.get("input_bytes", 0.0),
-                t.get("output_bytes", 0.0),
+class Serialized:
+    """A :class:`~mapsched.model.problem.Problem` as a ``mapsched.problem/1`` document, and back."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The problem as a ``mapsched.problem/1`` dictionary; ``from_dict`` of it equals ``self``."""
+        p = self
+        obj: dict[str, Any] = {"kind": p.objective.kind}
+        if p.objective.kind == "throughput":
+            obj["batch"] = p.objective.batch
+        devices = []
+        for d in p.system.devices:
+            dev: dict[str, Any] = {"name": d.name, "batch_sizes": list(d.batch_sizes)}
+            if math.isfinite(d.memory):
+                dev["memory"] = d.memory
+            if d.node is not None:
+                dev["node"] = d.node
+            devices.append(dev)
+        links = []
+        for ln in p.system.links:
+            link: dict[str, Any] = {"a": ln.a, "b": ln.b, "bandwidth": ln.bandwidth, "latency": ln.latency}
+            if ln.directed:
+                link["directed"] = True
+            links.append(link)
+        tasks = []
+        for t in p.tasks:
+            lat: dict[str, Any] = {}
+            for dev, table in t.latency.items():
+                # A plain number means "batch of 1" in the format, so it round-trips.
+                lat[dev] = table[1] if set(table) == {1} else {str(b): v for b, v in sorted(table.items())}
+            task: dict[str, Any] = {"name": t.name, "latency": lat}
+            for f in ("weight_bytes", "input_bytes", "output_bytes"):
+                if getattr(t, f):
+                    task[f] = getattr(t, f)
+            tasks.append(task)
+        edges = [{"src": e.src, "dst": e.dst, "bytes": e.bytes} for e in p.edges]
+        data = {
+            "format": PROBLEM_FORMAT,
+            "name": p.name,
+            "objective": obj,
+            "devices": devices,
+            "links": links,
+            "tasks": tasks,
+            "edges": edges,
+        }
+        if p.calibration is not None:  # optional: a file without it reads and writes as before
+            data["calibration"] = calibration_dict(p.calibration)
+        return data
+
+    @classmethod
+    def from_dict(cls: type[P], data: Any) -> P:
+        """Build a problem from a parsed ``mapsched.problem/1`` document (``docs/format.md``)."""
+        err = ProblemError
+        if not isinstance(data, dict):
+            raise err(f"problem: expected a JSON object, got {type(data).__name__}")
+        check_format(data, PROBLEM_FORMAT, err)
+        check_fields(data, "problem", _PROBLEM_KEYS, ("format", "objective", "devices", "tasks"), err)
+        obj = check_fields(data["objective"], "objective", {"kind", "batch"}, ("kind",), err)
+        if obj["kind"] == "throughput" and "batch" not in obj:
+            raise err("objective.batch: missing; a throughput objective needs the number of inputs L")
+        objective = Objective(obj["kind"], obj.get("batch", 1))
+
+        devices = []
+        for k, d in enumerate(check_list(data["devices"], "devices", err)):
+            d = check_fields(d, f"devices[{k}]", _DEVICE_KEYS, ("name",), err)
+            sizes = d.get("batch_sizes", [1])
+            if not isinstance(sizes, list):
+                raise err(f"devices[{k}].batch_sizes: expected a list of positive integers, got {shown(sizes)}")
+            memory = d.get("memory", math.inf)  # left out: unlimited
+            if "memory" in d and isinstance(memory, float) and math.isinf(memory):  # Infinity or 1e400
+                raise err(f"devices[{k}].memory: expected a finite number of bytes, got {shown(memory)}; "
+                          "leave memory out for unlimited memory")
+            devices.append(Device(d["name"], memory, tuple(sizes), d.get("node")))
+        links = []
+        for k, ln in enumerate(check_list(data.get("links", []), "links", err)):
+            ln = check_fields(ln, f"links[{k}]", _LINK_KEYS, ("a", "b", "bandwidth"), err)
+            directed = ln.get("directed", False)
+            if not isinstance(directed, bool):
+                raise err(f"links[{k}].directed: expected true or false, got {shown(directed)}")
+            links.append(Link(ln["a"], ln["b"], ln["bandwidth"], ln.get("latency", 0.0), directed))
+        tasks = []
+        for k, t in enumerate(check_list(data["tasks"], "tasks", err)):
+            t = check_fields(t, f"tasks[{k}]", _TASK_KEYS, ("name", "latency"), err)
+            tasks.append(
+                Task(
+                    t["name"],
+                    t["latency"],
+                    t.get("weight_bytes", 0.0),
+                    t.get("input_bytes", 0.0),
+                    t.get("output_bytes", 0.0),
+                )
             )
-        )
-    edges = []
-    for k, e in enumerate(check_list(data.get("edges", []), "edges", err)):
-        e = check_fields(e, f"edges[{k}]", _EDGE_KEYS, ("src", "dst"), err)
-        edges.append(Edge(e["src"], e["dst"], e.get("bytes")))
-    calibration = calibration_from(data["calibration"], err) if "calibration" in data else None
-    return cls(tasks, edges, System(tuple(devices), tuple(links)), objective, data.get("name", "problem"),
-               calibration)
+        edges = []
+        for k, e in enumerate(check_list(data.get("edges", []), "edges", err)):
+            e = check_fields(e, f"edges[{k}]", _EDGE_KEYS, ("src", "dst"), err)
+            edges.append(Edge(e["src"], e["dst"], e.get("bytes")))
+        calibration = calibration_from(data["calibration"], err) if "calibration" in data else None
+        return cls(tasks, edges, System(tuple(devices), tuple(links)), objective, data.get("name", "problem"),
+                   calibration)
 
+    def to_json(self, indent: int | None = 1) -> str:
+        """The problem as ``mapsched.problem/1`` JSON text."""
+        return dumps(self.to_dict(), indent)
+
+    def write(self, path: str) -> None:
+        """Write the problem file atomically: a failure leaves no half-written file."""
+        write_json(path, self.to_dict())
+
+    @classmethod
+    def from_json(cls: type[P], text: str, source: str = "problem") -> P:
+        """Build a problem from ``mapsched.problem/1`` JSON text read from ``source``."""
+        return cls.from_dict(loads(text, source, ProblemError))
+
+    @classmethod
+    def read(cls: type[P], path: str) -> P:
+        """Read a problem file; every defect becomes a one-line :class:`ProblemError`."""
+        return cls.from_dict(read_json(path, ProblemError))
