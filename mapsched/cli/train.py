@@ -178,6 +178,7 @@ def _train_giph(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     from mapsched.learned import torch_module
 
     giph = torch_module("giph", "giph")
+    training = torch_module("giph_training", "giph")
     reinforce = torch_module("reinforce", "giph")
     if args.problem is not None:
         raise OptionError("problem: giph trains on a GiPH experiment set, not a file; give --suite "
@@ -193,12 +194,12 @@ def _train_giph(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
         if args.resume:
             data = reinforce.load_checkpoint(args.output, "giph", None, flag="--resume")
             _resumed_config(args, defaults, data["config"])
-            trainer = giph.Trainer.resume(data, suite)
+            trainer = training.Trainer.resume(data, suite)
         else:
             cfg = giph.Config(variant=args.variant, rounds=args.mp_rounds, lr=args.lr, entropy=args.entropy,
                               gamma=args.gamma, eval_every=args.eval_every, eval_cases=args.eval_cases,
                               node_features=giph.GIPH_NODE_FEATURES if args.giph_features else giph.NODE_FEATURES)
-            trainer = giph.Trainer(cfg, suite, args.seed)
+            trainer = training.Trainer(cfg, suite, args.seed)
 
         def save() -> None:
             reinforce.save_checkpoint(args.output, trainer.checkpoint())

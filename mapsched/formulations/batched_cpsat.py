@@ -1,5 +1,8 @@
 """Batched throughput (section IV-A with batching) as a CP-SAT model.
 
+One model in one module (its variables, cuts, hints and the greedy realisation of an
+answer read the same tables), kept whole although it passes 600 lines.
+
 For each task i and device u there is at most one batch: ``b[i, u, k]`` chooses its
 size k among the sizes u runs (memory allowing), ``y[i, u, l]`` says input l is in
 it, and an optional interval of variable length ``sum_k t[i, u, k] b[i, u, k]``

@@ -78,7 +78,7 @@ from mapsched.errors import OptionError, shown
 from mapsched.heuristics.baechi import Placement, _check_memory, topo_placement
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
-from mapsched.scheduling import coarsen
+from mapsched.scheduling import coarsen, orders
 from mapsched.scheduling.construct import repair_placement
 from mapsched.scheduling.decoder import Builder, Decoder, checked_order
 from mapsched.scheduling.ranks import mean_comm, mean_cost
@@ -86,12 +86,12 @@ from mapsched.scheduling.ranks import mean_comm, mean_cost
 __all__ = ["ORDERS", "Fused", "adjusting_placement", "fill_order", "fuse", "order_placement"]
 
 ORDERS = {
-    "cpd": lambda p: coarsen.cpd_topo(p),
-    "dfs": lambda p: coarsen.dfs_topo(p),
+    "cpd": lambda p: orders.cpd_topo(p),
+    "dfs": lambda p: orders.dfs_topo(p),
     "bfs": lambda p: p.topo.copy(),
 }
 """The topological orders a method may fuse and place along, by option value: CPD-TOPO and
-DFS-TOPO (:mod:`mapsched.scheduling.coarsen`) and the breadth-first :attr:`Problem.topo`."""
+DFS-TOPO (:mod:`mapsched.scheduling.orders`) and the breadth-first :attr:`Problem.topo`."""
 
 _CHECK_EVERY = 256  # clusters placed between two looks at the clock
 
@@ -172,7 +172,7 @@ def fill_order(problem: Problem) -> list[int]:
 
 
 def order_placement(problem: Problem, order: Sequence[int] | None = None, cap: str = "memory") -> Placement:
-    """Order-Place: the tasks in ``order`` (default :func:`~mapsched.scheduling.coarsen.cpd_topo`) fill the
+    """Order-Place: the tasks in ``order`` (default :func:`~mapsched.scheduling.orders.cpd_topo`) fill the
     devices one after the other, fastest first (:func:`fill_order`), each up to its memory
     (``cap="memory"``) or Baechi's uniform cap (``"uniform"``).
 
@@ -189,7 +189,7 @@ def order_placement(problem: Problem, order: Sequence[int] | None = None, cap: s
     [1, 1, 0]
     """
     p = problem
-    return topo_placement(p, cap, coarsen.cpd_topo(p) if order is None else order, fill_order(p))
+    return topo_placement(p, cap, orders.cpd_topo(p) if order is None else order, fill_order(p))
 
 
 def adjusting_placement(problem: Problem, order: Sequence[int] | None = None,
@@ -239,7 +239,7 @@ def adjusting_placement(problem: Problem, order: Sequence[int] | None = None,
     [0, 0, 1, 1]
     """
     p = problem
-    order = coarsen.cpd_topo(p).tolist() if order is None else checked_order(p, order)
+    order = orders.cpd_topo(p).tolist() if order is None else checked_order(p, order)
     b = Builder(p, insertion=True)
     llat, mpb = p.link_latency.tolist(), p.link_ms_per_byte.tolist()
     heaviest = np.zeros(p.n)

@@ -1,5 +1,8 @@
 """``lns``: large-neighbourhood search, re-solving parts of a latency schedule with CP-SAT.
 
+One algorithm in one module (its incumbent, neighbourhoods, sub-model and acceptance
+share the same timing arrays), kept whole although it passes 600 lines.
+
 The incumbent is a mapping and a priority order (a topological order), timed by the
 append decoder (:mod:`mapsched.scheduling.decoder`): each job starts when its data has
 arrived and its device is free, so each device runs its jobs in the order's order.

@@ -1,5 +1,8 @@
 """The schedule decoder: from a mapping and a priority order to the earliest schedule.
 
+One algorithm in one module (the timelines, the builder and the decoder share their
+hot loops' data layout), kept whole although it passes 600 lines.
+
 This is list scheduling. Tasks are taken in the priority order (which must be
 topological); each job starts as soon as its inputs have arrived from its
 parents' jobs, communication included, and its device is free. By default a job

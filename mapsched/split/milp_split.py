@@ -1,5 +1,8 @@
 """``split``: MILP-SPLIT (Ghannane & Abdelfattah, section IV-B).
 
+One algorithm in one module (the module solves, the dynamic programme and the stitching
+share the module chain's tables), kept whole although it passes 600 lines.
+
 Every module of the chain (see :mod:`.modules`) is solved exactly for every pair
 ``(u, v)`` of devices holding its input and its output, and the module solutions
 are combined by dynamic programming::

@@ -1,4 +1,4 @@
-"""Celeritas's placers (mapsched.heuristics.celeritas) and DFS-TOPO (mapsched.scheduling.coarsen.dfs_topo):
+"""Celeritas's placers (mapsched.heuristics.celeritas) and DFS-TOPO (mapsched.scheduling.orders.dfs_topo):
 the Fig. 3 example, the orders, Adjusting Placement's per-step rule (and a case where the paper's
 "never worse than Order-Place" fails in this model), validity under memory, restrictions and
 missing links, dead ends, and the time-limit fallback.
@@ -17,8 +17,9 @@ from mapsched.generators import random_dag
 from mapsched.heuristics.baechi import topo_placement
 from mapsched.heuristics.celeritas import ORDERS, adjusting_placement, celeritas, fill_order, fuse, order_placement
 from mapsched.scheduling import coarsen
-from mapsched.scheduling.coarsen import cpd_topo, dfs_topo, expand
+from mapsched.scheduling.coarsen import expand
 from mapsched.scheduling.decoder import Builder, Decoder
+from mapsched.scheduling.orders import cpd_topo, dfs_topo
 from mapsched.solve import SolveContext
 
 METHODS = ["order-place", "celeritas"]

@@ -19,15 +19,14 @@ from mapsched.learned.giph import (  # noqa: E402
     NODE_FEATURES,
     Config,
     GiphNet,
-    Trainer,
     _slack,
     _Static,
-    advantages,
     gpnet,
     load_policy,
     search,
     shipped_policy,
 )
+from mapsched.learned.giph_training import Trainer, advantages  # noqa: E402
 from mapsched.learned.reinforce import load_checkpoint, one_thread, save_checkpoint  # noqa: E402
 from mapsched.learned.starts import random_placement  # noqa: E402
 from mapsched.scheduling.simulate import simulate  # noqa: E402
