@@ -13,8 +13,9 @@ from strategies import problems
 import mapsched
 from mapsched import InfeasibleError, OptionError, Problem, decode, validate
 from mapsched.generators import random_dag
-from mapsched.scheduling.coarsen import SLACK, coplace, cpd_topo, dfs_topo, expand, fuse_intervals, quotient
+from mapsched.scheduling.coarsen import SLACK, coplace, expand, fuse_intervals, quotient
 from mapsched.scheduling.decoder import Decoder
+from mapsched.scheduling.orders import cpd_topo, dfs_topo
 
 
 def partitions(p: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
