@@ -136,7 +136,7 @@ def solve(
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(
         checks.integer(seed, "--seed", 0, none=True))
     with interrupt.solving():  # a stop requested outside interrupt.graceful() ends with the solves it stops
-        # The bound's LP counts within the time limit (0.4 s at 10,000 tasks), and gets only
+        # The bound's LPs count within the time limit, and get only
         # a share of it: without the LP the critical path and the work still hold.
         bound = lower_bound(problem, None if time_limit is None else BOUND_SHARE * time_limit).value
         ctx = SolveContext(time_limit, rng, threads or os.cpu_count() or 1, callback, log, bound, started=started)

@@ -16,16 +16,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "mapsched"
 
-# Pending: these files still point at BENCHMARKS.md in a comment or docstring, and are being
-# edited by others at the time this test was written; each is to be rewritten the same way
-# (the reason, not the benchmark) and then taken off this set.
-PENDING_BENCHMARKS_POINTERS = {
-    "mapsched/cli.py",
-    "mapsched/harness/calibrate.py",
-    "mapsched/harness/profile.py",
-}
-
-
 def _docstrings(tree: ast.AST) -> list[tuple[int, str]]:
     """The module's, every class's and every function's docstring, with its line."""
     out = []
@@ -52,15 +42,8 @@ def _mentions(path: Path) -> list[str]:
 def test_no_docstring_or_comment_points_at_benchmarks() -> None:
     hits = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.relative_to(ROOT).as_posix() in PENDING_BENCHMARKS_POINTERS:
-            continue
         hits += _mentions(path)
     assert not hits, "docstrings and comments should state the reason, not point at BENCHMARKS.md: " + ", ".join(hits)
-
-
-def test_pending_files_exist() -> None:
-    missing = [name for name in PENDING_BENCHMARKS_POINTERS if not (ROOT / name).is_file()]
-    assert not missing, f"no longer in the tree, take them off PENDING_BENCHMARKS_POINTERS: {missing}"
 
 
 def test_the_check_finds_a_pointer(tmp_path: Path) -> None:

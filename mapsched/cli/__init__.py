@@ -92,8 +92,8 @@ def _stdout_ours() -> None:
 
 def run() -> NoReturn:
     """The ``mapsched`` program: :func:`main`, then an exit that skips the interpreter's
-    teardown of the solver libraries (0.3 s after a CP-SAT or HiGHS solve, past the time
-    limit), which holds nothing of ours: every file is written and closed by then."""
+    teardown of the solver libraries (noticeable after a CP-SAT or HiGHS solve, and past
+    the time limit), which holds nothing of ours: every file is written and closed by then."""
     _stdout_ours()
     if sys.argv[1:2] not in (["solve"], ["adapt"]):  # those stop their solve on it (mapsched.interrupt)
         # SIGTERM (a job scheduler's stop) ends the command as Ctrl-C does: cleaned up, what

@@ -248,8 +248,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         print(result.summary())
     print(f"overheads {problem.calibration.summary()}")
     if args.calibrate:
-        # The profiled times miss how jobs side by side slow each other: 2-4x off on the
-        # example models, against a median 5-20% once fitted.
+        # The profiled times miss how jobs side by side slow each other: a fit to a few
+        # real runs corrects the overhead terms.
         inputs = model_inputs(torch, model, problem, shape, 0, args.input_shape is not None)
         with model_runs("calibrating it"):
             problem, report = harness.calibrate(model, problem, inputs, cluster=not args.no_cluster,

@@ -169,7 +169,7 @@ def _solve_and_write(args: argparse.Namespace, problem: Problem, options: dict[s
     solved (none of them when the solve fails)."""
     with ProgressBar(args.method or "solve", args.time_limit) as bar, interrupt.graceful():
         try:
-            # Kept back: writing the schedule and freeing the process's objects, 20-30 µs a job.
+            # Kept back: writing the schedule and freeing the process's objects, some µs a job.
             result = solve(problem, args.method, left(args, reserve + 0.05 + 3e-5 * problem.n * problem.L), args.seed,
                            threads=args.threads, log=args.log, callback=bar, **options)
         except InfeasibleError:

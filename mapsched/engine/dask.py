@@ -49,12 +49,12 @@ __all__ = ["LOCAL_CLOSE", "LOCAL_LEAST", "LOCAL_PER_CORE", "DaskExecutor", "as_e
 CONNECT_TIMEOUT = 5.0
 """Seconds to reach a scheduler at the start (and to reconnect to one lost mid-run)."""
 LOCAL_CLOSE = 1.5
-"""Seconds kept for closing a ``local:N`` cluster within a command's time limit: 0.4-0.9 s
-measured for ``local:2`` on 2 cores, 1.3-1.4 s with another process busy there."""
+"""Seconds kept for closing a ``local:N`` cluster within a command's time limit: closing its
+worker processes takes the better part of a second, more on a busy machine."""
 
 LOCAL_LEAST = 5.0
-"""The shortest time limit a command takes with ``local:N``: starting the cluster took 1.5-3.5 s
-and closing it 0.4-2.7 s on 2 cores, so a limit of 0.5 s ended after 9.5-10 s."""
+"""The shortest time limit a command takes with ``local:N``: starting and closing the
+cluster's processes take seconds, so a shorter limit could not be kept."""
 
 LOCAL_PER_CORE = 4
 """``local:N`` starts at most this many worker processes per core of the machine
@@ -134,7 +134,7 @@ def as_executor(executor: Any) -> Executor | None:
     if executor is None:
         return None
     # A Client exists only where distributed was imported: importing it here would cost every
-    # other executor a second (0.9-2.4 s on this project's machines) of a solve's time limit.
+    # other executor seconds of a solve's time limit.
     Client = getattr(sys.modules.get("distributed"), "Client", None)
     if Client is not None and isinstance(executor, Client):
         if executor.status != "running":
@@ -351,7 +351,7 @@ def connect(address: str, timeout: float | None = None) -> Iterator[DaskExecutor
             # the workers' statistical profiler samples the task threads every 10 ms, about a
             # tenth of the solves' CPU time, and nobody reads its profiles here; every server
             # checks its event loop every 20 ms and each nanny its worker's memory every
-            # 100 ms, 100-115 ms of CPU a second for an idle local:2 cluster, 25 ms at once a second.
+            # 100 ms: a tenth of a core for an idle cluster, which the solves would lose.
             stack.enter_context(dask.config.set({"distributed.worker.profile.enabled": False,
                                                  "distributed.admin.tick.interval": "1s",
                                                  "distributed.worker.memory.monitor-interval": "1s"}))

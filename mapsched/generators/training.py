@@ -423,7 +423,7 @@ def transformer_train(layers: int = 12, d_model: int = 1024, heads: int = 16, ff
 
     Notes
     -----
-    O(n) to build the ops, then :func:`op_problem` (about 2 s at 35k ops).
+    O(n) to build the ops, then :func:`op_problem`.
 
     Examples
     --------

@@ -3,9 +3,9 @@
 glibc's ``malloc`` serves large blocks (PyTorch's CPU tensors) from fresh ``mmap``
 pages until a freed block raises its threshold, and gives freed memory back to the
 system past a trim threshold; both thresholds move as the process runs. A task whose
-activations come from fresh pages pays their page faults: on a 2-core machine the
-median of 20 runs of one Inception schedule read 63-87 ms by the allocator's state
-alone, against 63.0-64.6 ms with the thresholds fixed (``benchmarks/bench_steady.py``).
+activations come from fresh pages pays their page faults, so the same schedule's time
+depends on the allocator's state unless the thresholds are fixed
+(``benchmarks/bench_steady.py`` measures it).
 :func:`steady` fixes both thresholds high for the process, as the harness's
 measurements assume, so that freed blocks are reused. Memory freed by tensors then
 stays with the process (its peak, not its current use, is what it holds).

@@ -46,8 +46,8 @@ scale of 2 must save over 5% of error somewhere to be chosen."""
 
 ROUNDS = 3
 """Executions of every schedule, in rounds over all of them; the median is fitted. The
-same schedule's executions a minute apart differ by up to 1.4 times on a shared 2-core
-machine, for a whole execution of tens of runs; in rounds, such a spell falls on one
+same schedule's executions a minute apart can differ severalfold on a shared machine, for a
+whole execution of tens of runs; in rounds, such a spell falls on one
 execution of several schedules, not on the only one of a schedule."""
 
 REMEASURE = 0.08
@@ -104,7 +104,7 @@ class CalibrationReport:
         times it, the devices gain nothing from working side by side: with tasks of tens
         of microseconds, Python's dispatch, which holds the interpreter lock, is most of
         the time. Predictions of schedules that use several devices are then optimistic,
-        and no term of the fit can say so (BENCHMARKS.md, fidelity).
+        and no term of the fit can say so.
         """
         one = [k for k, d in enumerate(self.devices) if d == 1]
         many = [k for k, d in enumerate(self.devices) if d > 1]

@@ -153,9 +153,8 @@ def pin(names: Sequence[str]) -> dict[str, frozenset[int]]:
     the others run on any core of this thread's; the cores pinned.
 
     Two emulated devices' threads left to the scheduler share one core at times, for
-    whole executions: eight executions of each of a transformer's throughput schedules
-    on ``cpu:0,cpu:1`` measured up to 1.16 (fx tasks) and 1.31 (jit) times the fastest
-    on average, against 1.06 and 1.07 pinned (``benchmarks/bench_steady.py``).
+    whole executions, which pinning each to its own core prevents
+    (``benchmarks/bench_steady.py`` measures the difference).
     O(|names|), a round trip to each worker.
     """
     chosen = cores(names)

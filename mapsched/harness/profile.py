@@ -257,7 +257,7 @@ def profile_graph(graph: CoarseGraph, example: torch.Tensor | Sequence[torch.Ten
     tdev = {d: torch_device(d) for d in devices}
     shared = default_threads(devices)
     if shared is not None and torch.get_num_threads() > shared:
-        # Measured and then run so, the devices would slow each other (BENCHMARKS.md, fidelity).
+        # Measured and then run so, the devices would slow each other.
         warnings.warn(f"threads: {torch.get_num_threads()} torch intra-op threads on each of the emulated "
                       f"devices {', '.join(host_devices(devices))} put their thread teams "
                       f"on the same cores; use {shared} (torch.set_num_threads({shared}), or mapsched profile's "

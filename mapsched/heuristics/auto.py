@@ -64,9 +64,8 @@ time limit: CP-SAT improves on the list schedulers there within seconds."""
 
 CP_SEARCH_SHARE = 0.1
 """The most of the time left after the list schedulers that ``cp-search`` takes before
-``lns``: with the same limit, ``lns`` alone ended below ``cp-search`` followed by ``lns``
-(with a third of the time for ``cp-search``) on a random DAG of 600 tasks, a GPT
-training step of 863 and one of 34,711 (BENCHMARKS.md, "Large-neighbourhood search")."""
+``lns``: ``cp-search`` stops where no single move helps, and ``lns`` moves many tasks at
+once, so the time is worth more to ``lns`` once the quick single moves are taken."""
 
 
 @register(

@@ -163,8 +163,8 @@ MEMORY_SLACK = 1e-9
 allowance (:attr:`Problem.room`), so that no bound rules out what the validator accepts."""
 MAX_DEVICES = 1024
 """Most devices a problem may have: the link tables are devices x devices, and so are a list
-scheduler's per-edge transfer times (5,000 devices took HEFT 2.3 GB; a 300 KB file of
-20,000 would have taken some 37 GB)."""
+scheduler's per-edge transfer times: their memory grows with the square of the devices, so
+a small file naming tens of thousands of devices would exhaust the machine's memory."""
 
 COMPILE = ("none", "jit", "cuda-graph")
 """How a measurement harness may run each task (``calibration.compile``): ``none``, op by op
