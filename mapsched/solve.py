@@ -25,8 +25,8 @@ DEFAULT_METHOD = "auto"
 """The pipeline of :mod:`mapsched.heuristics.auto`: chosen by the problem's size and the time limit."""
 
 MAX_THREADS = 1024
-"""Most solver threads a solve takes: past it HiGHS spends seconds making threads (13 s
-for 4096) and aborts the process (100,000), and CP-SAT refuses counts past 32 bits."""
+"""Most solver threads a solve takes: past it HiGHS spends seconds making threads and, at
+100,000, aborts the process; CP-SAT refuses counts past 32 bits."""
 BOUND_SHARE = 0.1
 """Share of a time limit that :func:`solve` gives the bound it adds to every result,
 :func:`mapsched.bounds.lower_bound` (the critical path, the work, the load LP, the path with
