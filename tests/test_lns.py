@@ -90,9 +90,9 @@ def test_throughput_is_refused():
 def test_extreme_times_and_sizes(edit):
     # Transfers of 1e21 ms, jobs of 1e12 ms beside ones of a microsecond, memory of 1e18
     # bytes: every coefficient of the sub-models fits CP-SAT's 64 bits.
-    import test_extremes
+    import test_format_limits
 
-    p = test_extremes._edited(random_dag(12, 3, 0), getattr(test_extremes, edit))
+    p = test_format_limits._edited(random_dag(12, 3, 0), getattr(test_format_limits, edit))
     start = solve(p, "met")
     for size in (3, 12):
         r = improve_lns(p, start, SolveContext(rng=np.random.default_rng(1)), steps=10, size=size)

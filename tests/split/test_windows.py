@@ -66,7 +66,7 @@ def test_window_bound_is_for_latency():
 
 @pytest.mark.parametrize("option,value", [("span", 0), ("block", 2.5), ("time_limit", 0), ("window_time_limit", -1)])
 def test_window_bound_names_a_bad_option(option, value):
-    with pytest.raises(ValueError, match=f"^{option}: expected a (whole|positive) number"):
+    with pytest.raises(ValueError, match=f"^{option}: expected (a whole|a positive|an integer)"):
         window_bound(stack(2, 4, 2, seed=0), **{option: value})
 
 
