@@ -103,10 +103,10 @@ from ortools.sat.python import cp_model
 from mapsched.bounds.load import device_prices
 from mapsched.errors import ProblemError
 from mapsched.formulations.common import Plugin, apply_plugins, capped
-from mapsched.formulations.cpsat import default_resolution, horizon_ticks, run_cpsat, start_ticks
+from mapsched.formulations.cpsat import horizon_ticks, run_cpsat
 from mapsched.model.owners import batch_options
 from mapsched.model.problem import Edge, Objective, Problem, System, Task
-from mapsched.model.scales import memory_row
+from mapsched.model.scales import default_resolution, memory_row, start_ticks
 from mapsched.model.schedule import Schedule
 
 __all__ = ["CpSatBatched", "group_size", "grouped", "realise_greedily", "search_form"]

@@ -42,32 +42,13 @@ from mapsched.engine import interrupt
 from mapsched.errors import OptionError
 from mapsched.formulations.common import Plugin, apply_plugins, capped, edge_comm
 from mapsched.model.problem import Problem
-from mapsched.model.scales import memory_row
+from mapsched.model.scales import default_resolution, memory_row, start_ticks
 from mapsched.model.schedule import Schedule
 
-__all__ = ["MAX_TICKS", "CpSatModel", "default_resolution", "horizon_ticks", "portfolio", "run_cpsat"]
+__all__ = ["MAX_TICKS", "CpSatModel", "horizon_ticks", "portfolio", "run_cpsat"]
 
-_TICKS = 1e9
 MAX_TICKS = 2**50
 """Longest horizon of a model in ticks: a user's ``resolution`` past it is refused."""
-
-
-def start_ticks(ms: float, res: float) -> int:
-    """A time of a schedule in ticks, rounded down, but never below a tick it misses by
-    floating-point error alone.
-
-    A start is a sum of times: 93 + 35.2 ms comes out at 128.19999999999999 ms, and at
-    10**6 ticks a ms floors to a tick under the sum of its parts' ticks, so that a hint
-    made of it breaks a precedence the model states in ticks. Within 10**-12 of the
-    value (and 10**-9 of a tick) it counts as the tick above. O(1).
-
-    Examples
-    --------
-    >>> start_ticks(93 + 35.2, 1e6), start_ticks(128.1999, 1e6)
-    (128200000, 128199900)
-    """
-    x = ms * res
-    return math.floor(x + 1e-12 * abs(x) + 1e-9)
 
 
 def horizon_ticks(upper_bound: float, res: float) -> int:
@@ -85,11 +66,6 @@ def horizon_ticks(upper_bound: float, res: float) -> int:
     return math.ceil(ticks)
 
 
-def default_resolution(upper_bound: float) -> float:
-    """Ticks per millisecond: a power of ten putting ``upper_bound`` near 10**9 ticks."""
-    return 10.0 ** math.floor(math.log10(_TICKS / max(upper_bound, 1e-9)))
-
-
 class CpSatModel:
     """The CP-SAT latency model of a problem, built once, solvable with a hint.
 
@@ -99,7 +75,7 @@ class CpSatModel:
     upper_bound : float
         A makespan some schedule reaches; it bounds every start.
     resolution : float, optional
-        Ticks per millisecond (default: :func:`default_resolution`).
+        Ticks per millisecond (default: :func:`~mapsched.model.scales.default_resolution`).
     plugins : tuple of callables
         Constraint plugins (see :class:`~.common.ModelView`).
     load_cut_terms : int
@@ -221,7 +197,8 @@ class CpSatModel:
         self.model.add(constraint)
 
     def hint(self, schedule: Schedule) -> None:
-        """Hint a schedule (its starts rounded down, :func:`start_ticks`, are feasible in the rounded model)."""
+        """Hint a schedule (its starts rounded down, :func:`~mapsched.model.scales.start_ticks`,
+        are feasible in the rounded model)."""
         p = self.problem
         owner, starts = np.zeros(p.n, dtype=np.int64), np.zeros(p.n, dtype=np.int64)
         for j in schedule.jobs:
@@ -241,15 +218,17 @@ class CpSatModel:
             m.add_hint(self.C, int(makespan))
 
     def solve(self, time_limit: float | None, threads: int, seed: int = 0, log: bool = False,
-              on_solution: Any = None, detect_symmetry: bool = True) -> dict[str, Any]:
+              on_solution: Any = None, detect_symmetry: bool = True, stall: float | None = None
+              ) -> dict[str, Any]:
         """Solve; returns ``owner``, ``starts`` (ms), ``bound`` (ms, sound), ``optimal`` and ``log``.
 
         A time limit makes :func:`portfolio` aim for the bound reached by then, unless the
         model has load cuts: with them its default search proves within a minute optima
-        that the lower-bound search leaves open."""
+        that the lower-bound search leaves open. ``stall`` (with ``on_solution``): see
+        :func:`run_cpsat`."""
         solver, status, text = run_cpsat(self, time_limit, threads, seed, log, on_solution,
                                          deadline=time_limit is not None and not self.load_cuts,
-                                         detect_symmetry=detect_symmetry)
+                                         detect_symmetry=detect_symmetry, stall=stall)
         out: dict[str, Any] = {"owner": None, "starts": None, "log": text,
                                "optimal": status == cp_model.OPTIMAL,
                                "bound": solver.best_objective_bound / self.res}
@@ -298,7 +277,8 @@ def portfolio(params: Any, threads: int, deadline: bool = False) -> None:
 def run_cpsat(model: Any, time_limit: float | None, threads: int, seed: int, log: bool,
               on_solution: Any = None, workers: int | None = None, deadline: bool = False,
               detect_symmetry: bool = True, subsolvers: tuple[str, ...] = (),
-              first_within: float | None = None) -> tuple[cp_model.CpSolver, int, str]:
+              first_within: float | None = None, stall: float | None = None
+              ) -> tuple[cp_model.CpSolver, int, str]:
     """Solve ``model.model`` with CP-SAT. ``on_solution(solution, bound)`` gets each solution as
     ``model.read`` gives it and the bound proved so far (ms), and stops the search by returning
     True. ``workers`` replaces :func:`portfolio` by CP-SAT's default search with that many
@@ -306,7 +286,9 @@ def run_cpsat(model: Any, time_limit: float | None, threads: int, seed: int, log
     the log (empty unless asked for). ``detect_symmetry=False`` turns off CP-SAT's own symmetry
     detection (``symmetry_level`` 0). ``subsolvers`` (with ``workers``) names the workers.
     ``first_within`` (with ``on_solution``): seconds after which the search stops if no
-    solution has come yet."""
+    solution has come yet. ``stall`` (with ``on_solution``): seconds without a new solution
+    (counted from the start, then from each solution) after which the search stops, for a
+    caller that has a better use for the time left than a stalled whole model."""
     solver = cp_model.CpSolver()
     prm = solver.parameters
     if time_limit is not None:
@@ -337,13 +319,25 @@ def run_cpsat(model: Any, time_limit: float | None, threads: int, seed: int, log
     if callback is not None and first_within is not None:
         timer = threading.Timer(first_within, lambda: callback.found or solver.stop_search())
         timer.start()
+    done = threading.Event()
+    if callback is not None and stall is not None:
+        threading.Thread(target=_watch, args=(solver, callback, stall, done), daemon=True).start()
     try:
         with interrupt.on_stop(solver.stop_search):
             status = solver.solve(model.model, callback)
     finally:
+        done.set()
         if timer is not None:
             timer.cancel()
     return solver, status, "\n".join(lines)
+
+
+def _watch(solver: cp_model.CpSolver, callback: _Callback, stall: float, done: threading.Event) -> None:
+    """Stop ``solver`` once ``stall`` seconds pass without a new solution, until ``done``."""
+    while not done.wait(min(0.05, max(stall, 0.001))):
+        if time.perf_counter() - callback.last > stall:
+            solver.stop_search()
+            return
 
 
 class _Callback(cp_model.CpSolverSolutionCallback):
@@ -353,8 +347,10 @@ class _Callback(cp_model.CpSolverSolutionCallback):
     def __init__(self, model: CpSatModel, fn: Any) -> None:
         super().__init__()
         self.model, self.fn, self.found = model, fn, False
+        self.last = time.perf_counter()
 
     def on_solution_callback(self) -> None:
         self.found = True
+        self.last = time.perf_counter()
         if self.fn(self.model.read(self), self.best_objective_bound / self.model.res):
             self.stop_search()

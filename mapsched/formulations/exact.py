@@ -29,6 +29,7 @@ from mapsched.errors import InfeasibleError
 from mapsched.formulations.batched_cpsat import CpSatBatched, search_form
 from mapsched.formulations.common import retime, retime_jobs
 from mapsched.formulations.cpsat import CpSatModel
+from mapsched.heuristics.lns import improve_lns
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
 from mapsched.model.symmetry import lex_relabelled, symmetry_plugins
@@ -37,6 +38,16 @@ from mapsched.scheduling.best_list import best_start
 
 if TYPE_CHECKING:
     from mapsched.formulations.batched_milp import MilpBatched
+
+STALL_TASKS = 60
+"""Latency problems of more tasks than this, solved with a time limit, hand over from the
+whole CP-SAT model to large-neighbourhood search (:mod:`mapsched.heuristics.lns`) once the
+model has found no new schedule for :data:`STALL_SHARE` of the time: on graphs of a
+hundred tasks and more the whole model often keeps its warm start for the whole limit,
+while re-solving parts of it keeps improving. Smaller models are left to prove."""
+
+STALL_SHARE = 0.25
+"""The share of the time left after which a stalled whole model hands over (:data:`STALL_TASKS`)."""
 
 PROBE_SHARE = 0.25
 """Share of the time left that a large batched CP-SAT model gets, built for search and not
@@ -59,11 +70,14 @@ hinted, to find a schedule of its own before the hinted model takes over (see
                "(CP-SAT symmetry_level, HiGHS mip_detect_symmetry)"),
         Option("load_cuts", int, LOAD_CUT_TERMS, "budget of redundant load cuts, in task-device terms: a graph "
                "gets all or none (0: none; latency only)"),
+        Option("lns", bool, True, "with a time limit, hand a latency model of over 60 tasks that finds no new "
+               "schedule for a quarter of the time over to large-neighbourhood search (false: the whole model "
+               "to the end, for its bound)"),
         Option("plugins", tuple, (), "constraint plugins (Python API only)", cli=False),
     ),
 )
 def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, symmetry: str,
-          solver_symmetry: bool, load_cuts: int, plugins: tuple) -> Schedule:
+          solver_symmetry: bool, load_cuts: int, lns: bool, plugins: tuple) -> Schedule:
     """Solve the latency problem exactly; see :mod:`.milp` and :mod:`.cpsat`.
 
     Plugins may cut off the warm start, so with plugins it is only a hint, and the
@@ -93,7 +107,7 @@ def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, 
     start = best_start(problem, ctx.initial, ctx)  # with ctx: not all four schedulers where time is short
     hint = lex_relabelled(problem, start) if cuts and symmetry == "lex" else start
     s = improve(problem, hint, ctx, backend, resolution, tuple(plugins) + cuts,
-                hint_only=bool(plugins), solver_symmetry=solver_symmetry, load_cut_terms=load_cuts)
+                hint_only=bool(plugins), solver_symmetry=solver_symmetry, load_cut_terms=load_cuts, lns=lns)
     if hint is not start and not plugins and s.makespan >= start.makespan:
         s.jobs = list(start.jobs)  # unimproved: the start keeps its devices (an initial placement moves for nothing)
     if cuts:
@@ -103,13 +117,16 @@ def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, 
 
 def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str = "cpsat", resolution: float = 0.0,
             plugins: tuple = (), hint_only: bool = False, solver_symmetry: bool = True,
-            load_cut_terms: int = 0) -> Schedule:
+            load_cut_terms: int = 0, lns: bool = True) -> Schedule:
     """The exact model of the whole problem, started from ``start``, solved until proved or
     out of time; returns the best schedule found (``start`` itself if nothing better) with
     the solver's proved bound. ``hint_only``: the plugins may cut off ``start``, so it is
     neither kept nor used as the horizon (the serial bound is). ``solver_symmetry``: let the
     solver detect symmetries itself. ``load_cut_terms``: the budget of the latency models'
-    load cuts (none by default).
+    load cuts (none by default). ``lns``: with a time limit, a CP-SAT latency model of over
+    :data:`STALL_TASKS` tasks that finds no new schedule for :data:`STALL_SHARE` of the time
+    hands its best schedule over to :func:`~mapsched.heuristics.lns.improve_lns` for the
+    rest, keeping the bound it proved.
 
     CP-SAT's own solutions are not left-justified, and with fine ticks it may improve
     one by a single tick at a time; every solution is therefore re-timed as it comes,
@@ -124,6 +141,7 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
         return _finish(start, 0.0, "the start ends at 0 ms: nothing is shorter\n")
     upper = serial_bound(problem) if hint_only else start.makespan
     best: list[Schedule] = [] if hint_only else [start]
+    stall = None  # seconds without a new schedule after which the whole latency model hands over to lns
     if best:
         ctx.improved(start.makespan)
 
@@ -204,13 +222,24 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
         except TimeoutError:
             return _out_of_time(best)
         model_c.hint(start)
+        if lns and ctx.time_limit is not None and problem.n > STALL_TASKS and not hint_only:
+            stall = STALL_SHARE * ctx.remaining()
         out = model_c.solve(ctx.remaining_or_none(), ctx.threads, seed, ctx.log,
                             lambda sol, bound: keep(retime(problem, sol[0][:, None], sol[1]), bound),
-                            solver_symmetry)
+                            solver_symmetry, stall=stall)
         log = f"resolution {model_c.res:g} ticks/ms\n" + out["log"]
         final = retime(problem, out["owner"][:, None], out["starts"]) if out["owner"] is not None else None
     if final is not None:
         keep(final, out["bound"])
+    if stall is not None and best and not out["optimal"] and not ctx.expired() \
+            and not meets(best[0].makespan, max(out["bound"], ctx.fast_bound)):
+        # The whole model stopped before the limit without a proof: it stalled. Large-
+        # neighbourhood search re-solves parts of its best schedule for the time left.
+        log += (f"whole model: no new schedule in {stall:.3g} s, at {best[0].makespan:.6g} ms; "
+                f"lns for the {ctx.remaining():.3g} s left\n")
+        ctx.fast_bound = max(ctx.fast_bound, out["bound"])
+        best[:] = [improve_lns(problem, best[0], ctx)]
+        log += best[0].log.splitlines()[-1] + "\n"
     if not best:
         raise InfeasibleError("exact: no schedule satisfies the plugins' constraints "
                               + ("(proved)" if out["optimal"] else "(none found within the time limit)"))

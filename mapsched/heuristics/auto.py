@@ -1,7 +1,9 @@
 """``auto``: the default method, a pipeline chosen by the problem's size and the time limit.
 
 - With a time limit, a problem of at most :data:`EXACT_JOBS` jobs (tasks times inputs)
-  goes to ``exact``, which starts from the best list schedule and proves what it can.
+  goes to ``exact``, which starts from the best list schedule and proves what it can; on
+  a latency graph of over :data:`~mapsched.formulations.exact.STALL_TASKS` tasks, a whole
+  model that stalls hands its best schedule over to ``lns`` for the rest of the time.
 - Otherwise the best of the fast list schedulers (``heft``, ``peft``, ``cpop``, ``m-etf``;
   ``bheft`` for throughput) is taken, and for latency improved by the critical-path
   search of ``cp-search`` on the full graph, for ``moves`` moves without a time limit;

@@ -66,9 +66,8 @@ from mapsched.engine import interrupt
 from mapsched.engine.context import SolveContext
 from mapsched.engine.registry import Option, register
 from mapsched.errors import OptionError
-from mapsched.formulations.cpsat import default_resolution, start_ticks
 from mapsched.model.problem import Problem
-from mapsched.model.scales import memory_row
+from mapsched.model.scales import default_resolution, memory_row, start_ticks
 from mapsched.model.schedule import Schedule
 from mapsched.scheduling.best_list import best_start
 from mapsched.scheduling.decoder import _to_schedule, as_owner

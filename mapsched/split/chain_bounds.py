@@ -116,7 +116,8 @@ main thread's 8 MB stack); past it the chain bound gives the quick bounds."""
 
 def _solved_bound(problem: Problem, tasks: list[int], time_limit: float) -> float:
     """The proved bound of an exact solve of ``tasks`` alone (on a worker)."""
-    return float(solve(problem.restrict(tasks), "exact", time_limit=time_limit, threads=1).lower_bound)
+    return float(solve(problem.restrict(tasks), "exact", time_limit=time_limit, threads=1,
+                       lns=False).lower_bound)
 
 
 class _Recursion:
@@ -346,7 +347,7 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
         solved = []
         if latency and problem.n <= EXACT_BOUND_TASKS and problem.E <= EXACT_BOUND_EDGES:
             # The exact model's own proved bound (its dual bound, or the optimum it proves).
-            result = solve(problem, "exact", time_limit=EXACT_BOUND_SHARE * time_limit)
+            result = solve(problem, "exact", time_limit=EXACT_BOUND_SHARE * time_limit, lns=False)
             exact = Bound(float(result.lower_bound or 0.0), "exact")
             if result.status == "optimal":  # nothing proves more
                 return exact

@@ -78,9 +78,10 @@ from ortools.sat.python import cp_model
 from mapsched.engine.context import SolveContext
 from mapsched.formulations.batched_cpsat import CpSatBatched, group_size, grouped
 from mapsched.formulations.common import retime_jobs
-from mapsched.formulations.cpsat import MAX_TICKS, default_resolution, run_cpsat, start_ticks
+from mapsched.formulations.cpsat import MAX_TICKS, run_cpsat
 from mapsched.formulations.exact import improve
 from mapsched.model.problem import Problem
+from mapsched.model.scales import default_resolution, start_ticks
 from mapsched.model.schedule import Schedule
 from mapsched.split.modules import ModuleChain, step_problem
 

@@ -28,9 +28,10 @@ from ortools.sat.python import cp_model
 
 from mapsched.engine.context import SolveContext
 from mapsched.formulations.common import capped, retime_jobs
-from mapsched.formulations.cpsat import CpSatModel, default_resolution, run_cpsat
+from mapsched.formulations.cpsat import CpSatModel, run_cpsat
 from mapsched.formulations.exact import serial_bound
 from mapsched.model.problem import Problem
+from mapsched.model.scales import default_resolution
 from mapsched.model.schedule import Schedule
 from mapsched.split.modules import ModuleChain, step_problem
 

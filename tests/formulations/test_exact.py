@@ -457,3 +457,33 @@ def test_a_plugin_that_adds_nothing_changes_no_throughput_solve(backend, table):
     plain = exact(p, backend, time_limit=10)
     plugged = exact(p, backend, time_limit=10, plugins=[lambda view: None])
     assert plugged.makespan == plain.makespan == 10.0
+
+
+def test_a_stalled_whole_model_hands_over_to_lns():
+    """Past STALL_TASKS tasks, the whole model stops once it finds nothing new for a share of
+    the limit; lns then works on from its best schedule: valid, never above the list
+    schedule, with the whole model's proved bound. ``lns=False`` keeps the whole model."""
+    from mapsched.formulations.exact import STALL_TASKS
+
+    p = instances.load("real/gnmt-layer")
+    assert p.n > STALL_TASKS
+    start = min(solve(p, m).makespan for m in ("heft", "peft", "cpop", "m-etf"))
+    r = solve(p, "exact", time_limit=4, threads=1)
+    assert validate(p, r) == []
+    assert r.makespan <= start and r.lower_bound <= r.makespan
+    assert "lns for the" in r.log and "lns:" in r.log
+    whole = solve(p, "exact", time_limit=4, threads=1, lns=False)
+    assert validate(p, whole) == [] and "lns" not in whole.log
+
+
+def test_cpsat_stops_a_search_that_stalls():
+    """run_cpsat's ``stall``: no new solution for that long stops the search, long before its limit."""
+    import time
+
+    p = instances.load("real/gnmt-layer")
+    s = solve(p, "heft")
+    model = CpSatModel(p, s.makespan)
+    model.hint(s)
+    began = time.perf_counter()
+    out = model.solve(60.0, 1, 0, on_solution=lambda sol, bound: False, stall=0.2)
+    assert time.perf_counter() - began < 30 and not out["optimal"]
