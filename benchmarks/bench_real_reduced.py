@@ -4,9 +4,9 @@ schedule, the default at a short limit, the quick bound and ``bound`` at the sam
 
 A reduced instance is the first ``k`` tasks of the graph in topological order (the
 subgraph they induce) on the same system, with each accelerator's memory cut in the same
-proportion as the model: the accelerators together hold ``share`` of the reduced model's
+proportion as the model: the accelerators (the devices that cannot hold the whole model) together hold ``share`` of the reduced model's
 memory (weights and outputs, as the format charges them), as in the full instance (60%),
-so memory still decides where the tail goes and transfers through host memory still cost
+but each at least the largest task it runs, so memory still decides where the tail goes and transfers through host memory still cost
 more than compute. Prints a markdown table.
 
     python benchmarks/bench_real_reduced.py --tasks 16 --time-limit 10 --exact-limit 120
@@ -31,10 +31,13 @@ def reduced(p: Problem, k: int, share: float) -> Problem:
     sub = p.restrict([int(i) for i in p.topo[:k]], name=f"{p.name} first {k}")
     d = sub.to_dict()
     need = float((sub.weight + sub.act).sum())
-    finite = [x for x in d["devices"] if math.isfinite(float(x.get("memory", math.inf)))]
-    total = sum(float(x["memory"]) for x in finite)
-    for x in finite:
-        x["memory"] = math.floor(share * need * float(x["memory"]) / total)
+    whole = float((p.weight + p.act).sum())  # the CPUs hold the whole model and keep their memory
+    finite = [(j, x) for j, x in enumerate(d["devices"]) if float(x.get("memory", math.inf)) < whole]
+    total = sum(float(x["memory"]) for _, x in finite)
+    for j, x in finite:  # but never below the largest task the device runs, which must still fit
+        largest = max((float(sub.weight[i] + sub.act[i]) for i in range(sub.n) if math.isfinite(sub.lat[i, j, 0])),
+                      default=0.0)
+        x["memory"] = max(math.floor(share * need * float(x["memory"]) / total), math.ceil(largest))
     return Problem.from_dict(d)
 
 
