@@ -15,7 +15,7 @@ Symmetry breaking (the ``symmetry`` option of ``exact`` and ``split``)
     makes devices of a class enter in order: a task may use device k + 1 of a class
     only if it or an earlier task (topological order) uses device k (with batching,
     one task may open several devices at once); servers of a class likewise, by any
-    of their devices. None of these cuts
+    of their devices, for the first :data:`LEX_TASKS` tasks. None of these cuts
     off every optimum: permuting the identical servers, then inside each server its
     identical devices, of an optimal schedule into that order keeps it optimal, since
     the permutation is a symmetry and the keys are computed by the model itself (and
@@ -39,9 +39,15 @@ from mapsched.model.problem import Problem
 if TYPE_CHECKING:
     from mapsched.model.schedule import Schedule
 
-__all__ = ["CRITERIA", "Symmetry", "find_symmetry", "lex_relabelled", "symmetry_plugins"]
+__all__ = ["CRITERIA", "LEX_TASKS", "Symmetry", "find_symmetry", "lex_relabelled", "symmetry_plugins"]
 
 CRITERIA = ("none", "task", "batch", "time", "lex")
+
+LEX_TASKS = 500
+"""The ``lex`` cuts cover the first this many tasks in topological order. The cut at a
+task sums the uses of all tasks before it, so cuts at every task would be O(n^2) terms: at
+19,000 tasks, minutes and gigabytes to build. Fewer cuts keep every schedule the full set
+keeps, and the first tasks decide which device of a class opens first."""
 
 
 def _same(p: Problem, perm: np.ndarray) -> bool:
@@ -239,7 +245,7 @@ def symmetry_plugins(problem: Problem, spec: str) -> tuple[Callable[[Any], None]
 
     def plugin(view: Any) -> None:
         if crit == ["lex"]:
-            order = problem.topo.tolist()
+            order = problem.topo[:LEX_TASKS].tolist()
             for a, b in pairs:
                 opened: Any = 0  # tasks up to i that group a runs, summed as i advances
                 for i in order:
