@@ -3,11 +3,12 @@ real-model instances that ``exact`` can close, with the proved optimum beside th
 schedule, the default at a short limit, the quick bound and ``bound`` at the same limit.
 
 A reduced instance is the first ``k`` tasks of the graph in topological order (the
-subgraph they induce) on the same system, with each accelerator's memory cut in the same
-proportion as the model: the accelerators (the devices that cannot hold the whole model) together hold ``share`` of the reduced model's
-memory (weights and outputs, as the format charges them), as in the full instance (60%),
-but each at least the largest task it runs, so memory still decides where the tail goes and transfers through host memory still cost
-more than compute. Prints a markdown table.
+subgraph they induce) on the same system. The accelerators (the devices that cannot hold
+the whole model) hold ``share`` of the reduced model's memory between them (weights and
+outputs, as the format charges them), as in the full instance (60%), each in the
+proportion it had but at least the largest task it runs; the CPUs keep theirs. So memory
+still decides where the tail goes, and transfers through host memory still cost more than
+compute. Prints a markdown table.
 
     python benchmarks/bench_real_reduced.py --tasks 16 --time-limit 10 --exact-limit 120
 """

@@ -31,6 +31,7 @@ from mapsched.formulations.common import retime, retime_jobs
 from mapsched.formulations.cpsat import CpSatModel
 from mapsched.heuristics.lns import improve_lns
 from mapsched.model.problem import Problem
+from mapsched.model.scales import default_resolution
 from mapsched.model.schedule import Schedule
 from mapsched.model.symmetry import lex_relabelled, symmetry_plugins
 from mapsched.model.validate import meets
@@ -231,6 +232,15 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
         final = retime(problem, out["owner"][:, None], out["starts"]) if out["owner"] is not None else None
     if final is not None:
         keep(final, out["bound"])
+    if backend == "cpsat" and problem.L == 1 and not resolution and not hint_only and out["optimal"] and best \
+            and not meets(best[0].makespan, max(out["bound"], ctx.fast_bound)) and not ctx.expired() \
+            and default_resolution(best[0].makespan) > model_c.res:
+        # Proved in ticks sized for a far longer start: the times rounded down to them leave the
+        # proof a few ticks short of the schedule found. Ticks sized for that schedule close it.
+        s = improve(problem, best[0], ctx, backend, resolution, plugins, hint_only, solver_symmetry,
+                    load_cut_terms, lns)
+        s.log = log + s.log
+        return s
     if stall is not None and best and not out["optimal"] and not ctx.expired() \
             and not meets(best[0].makespan, max(out["bound"], ctx.fast_bound)):
         # The whole model stopped before the limit without a proof: it stalled. Large-

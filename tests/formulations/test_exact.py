@@ -487,3 +487,22 @@ def test_cpsat_stops_a_search_that_stalls():
     began = time.perf_counter()
     out = model.solve(60.0, 1, 0, on_solution=lambda sol, bound: False, stall=0.2)
     assert time.perf_counter() - began < 30 and not out["optimal"]
+
+
+def test_a_proof_in_ticks_sized_for_a_far_longer_start_is_refined():
+    """The list schedulers end at 1421.5 ms here (slow links), so the first model counts
+    in ticks of 1e-5 ms; its times, rounded down to them, left its proof three ticks below
+    the 18.11089 ms optimum it found, which came back unproved."""
+    latency = {"t0": {"d0": 5.7191138025220125}, "t1": {"d0": 4.146698988880304, "d1": 4.139019510922854},
+               "t2": {"d0": 1.3630883633587467, "d1": 1.3605639922701913},
+               "t3": {"d0": 6.881988972324049, "d1": 6.869243874896408}}
+    p = Problem.from_dict({
+        "format": "mapsched.problem/1", "objective": {"kind": "latency"},
+        "devices": [{"name": "d0"}, {"name": "d1"}], "links": [{"a": "d0", "b": "d1", "bandwidth": 100.0, "latency": 0.5}],
+        "tasks": [{"name": t, "latency": lat, "output_bytes": 8.0} for t, lat in latency.items()],
+        "edges": [{"src": a, "dst": b, "bytes": v} for a, b, v in
+                  (("t0", "t2", 52.0), ("t0", "t3", 181.0), ("t1", "t2", 133.0), ("t1", "t3", 141.0))]})
+    assert solve(p, "heft").makespan > 1000
+    r = exact(p, "cpsat")
+    assert r.status == "optimal"
+    assert r.makespan == pytest.approx(exact(p, "highs").makespan, rel=1e-6)
