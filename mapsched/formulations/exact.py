@@ -71,9 +71,9 @@ hinted, to find a schedule of its own before the hinted model takes over (see
                "(CP-SAT symmetry_level, HiGHS mip_detect_symmetry)"),
         Option("load_cuts", int, LOAD_CUT_TERMS, "budget of redundant load cuts, in task-device terms: a graph "
                "gets all or none (0: none; latency only)"),
-        Option("lns", bool, True, "with a time limit, hand a latency model of over 60 tasks that finds no new "
-               "schedule for a quarter of the time over to large-neighbourhood search (false: the whole model "
-               "to the end, for its bound)"),
+        Option("lns", bool, True, f"with a time limit, hand a latency model of over {STALL_TASKS} tasks that "
+               f"finds no new schedule for {STALL_SHARE:.0%} of the time left over to large-neighbourhood search "
+               "(false: the whole model to the end, for its bound)"),
         Option("plugins", tuple, (), "constraint plugins (Python API only)", cli=False),
     ),
 )
@@ -232,8 +232,9 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
         final = retime(problem, out["owner"][:, None], out["starts"]) if out["owner"] is not None else None
     if final is not None:
         keep(final, out["bound"])
-    if backend == "cpsat" and problem.L == 1 and not resolution and not hint_only and out["optimal"] and best \
-            and not meets(best[0].makespan, max(out["bound"], ctx.fast_bound)) and not ctx.expired() \
+    # A best schedule that its proof does not meet, with time left to close the gap.
+    short = bool(best) and not ctx.expired() and not meets(best[0].makespan, max(out["bound"], ctx.fast_bound))
+    if short and out["optimal"] and backend == "cpsat" and problem.L == 1 and not resolution and not hint_only \
             and default_resolution(best[0].makespan) > model_c.res:
         # Proved in ticks sized for a far longer start: the times rounded down to them leave the
         # proof a few ticks short of the schedule found. Ticks sized for that schedule close it.
@@ -241,8 +242,7 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
                     load_cut_terms, lns)
         s.log = log + s.log
         return s
-    if stall is not None and best and not out["optimal"] and not ctx.expired() \
-            and not meets(best[0].makespan, max(out["bound"], ctx.fast_bound)):
+    if short and stall is not None and not out["optimal"]:
         # The whole model stopped before the limit without a proof: it stalled. Large-
         # neighbourhood search re-solves parts of its best schedule for the time left.
         log += (f"whole model: no new schedule in {stall:.3g} s, at {best[0].makespan:.6g} ms; "
