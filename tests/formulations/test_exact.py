@@ -506,3 +506,19 @@ def test_a_proof_in_ticks_sized_for_a_far_longer_start_is_refined():
     r = exact(p, "cpsat")
     assert r.status == "optimal"
     assert r.makespan == pytest.approx(exact(p, "highs").makespan, rel=1e-6)
+
+
+@settings(max_examples=5, deadline=None)
+@given(st.sampled_from([1.0, 20.0]).flatmap(
+    lambda transfers: problems(max_tasks=80, min_tasks=61, max_devices=3, transfers=transfers, tight=True)))
+def test_the_hand_over_to_lns_gives_valid_schedules_on_random_problems(p):
+    """With a stall of a hundredth of the time the hand-over runs unless the whole model
+    proves its optimum first; what it returns is valid (``exact`` checks), never above the
+    list schedule, and above its bound."""
+    import mapsched.formulations.exact as exact_module
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(exact_module, "STALL_SHARE", 0.01)
+        r = exact(p, "cpsat", time_limit=2)
+    assert "lns for the" in r.log or r.status == "optimal"
+    assert r.makespan <= solve(p, "heft").makespan * (1 + 1e-9)
