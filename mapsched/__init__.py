@@ -17,7 +17,7 @@ from mapsched import _imports, instances
 from mapsched.engine.registry import methods
 from mapsched.errors import HarnessError, InfeasibleError, MapschedError, OptionError, ProblemError, ScheduleError
 from mapsched.model.problem import Calibration, Device, Edge, Link, Objective, Problem, System, Task
-from mapsched.model.schedule import Job, Result, Schedule
+from mapsched.model.schedule import Job, Result, Schedule, Transfer
 from mapsched.model.validate import Violation, validate
 from mapsched.scheduling.decoder import decode
 from mapsched.solve import solve
@@ -51,6 +51,6 @@ __version__ = "0.1.0"
 __all__ = [
     "Calibration", "Device", "Edge", "HarnessError", "InfeasibleError", "Job", "Link", "MapschedError", "Objective",
     "OptionError", "Problem", "ProblemError", "Result", "Schedule", "ScheduleError",
-    "System", "Task", "Violation", "bounds", "decode", "formulations", "generators", "heuristics",
+    "System", "Task", "Transfer", "Violation", "bounds", "decode", "formulations", "generators", "heuristics",
     "instances", "lower_bound", "methods", "solve", "split", "validate",
 ]

@@ -20,6 +20,8 @@
   quick.
 - With a relocation cost (:mod:`mapsched.engine.relocation`), ``sa``, which weighs it, within
   the time limit or its iterations.
+- Where transfers take turns (:mod:`mapsched.scheduling.contention`): the best of the list
+  schedulers and Baechi's contiguous fills, improved by ``sa`` (see :func:`_contended`).
 
 Every stage starts from the best schedule so far, so the result is never worse than
 ``heft``'s (``bheft``'s). Its ``method`` names the stages that ran, as
@@ -57,6 +59,8 @@ from mapsched.heuristics.lns import improve_lns
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
 from mapsched.scheduling.best_list import best_start
+from mapsched.scheduling.construct import topo_placement
+from mapsched.scheduling.decoder import Decoder
 
 __all__ = ["CP_SEARCH_SHARE", "EXACT_JOBS"]
 
@@ -86,6 +90,8 @@ def auto(problem: Problem, ctx: SolveContext, moves: int) -> Schedule:
         s = m.fn(p, ctx, **m.parse_options({}))
         s.method = "auto: sa"
         return s
+    if p.contended:
+        return _contended(p, ctx, moves)
     if ctx.time_limit is not None and p.n * p.L <= EXACT_JOBS:
         m = get("exact")
         s = m.fn(p, ctx, **m.parse_options({}))
@@ -108,5 +114,32 @@ def auto(problem: Problem, ctx: SolveContext, moves: int) -> Schedule:
             if not ctx.optimal(s.makespan) and not ctx.expired():
                 s = improve_lns(p, s, ctx)
                 ran.append("lns")
+    s.method = "auto: " + ", ".join(ran)
+    return s
+
+
+def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
+    """Where transfers take turns: the best of the list schedulers and the contiguous fills of
+    m-TOPO (each device filled in topological order up to its memory, or to an even share),
+    all timed with contention, then ``sa`` over the mapping with the contended decoder as
+    fitness, for the rest of the time limit (``moves`` moves without one). ``exact``, ``lns``
+    and ``cp-search`` time transfers without contention, so they do not run here."""
+    s = best_start(p, ctx.initial, ctx)
+    ran = [s.method]
+    if p.L == 1:
+        for cap in ("memory", "uniform"):
+            placed = topo_placement(p, cap)
+            if (placed.owner >= 0).all():
+                t = Decoder(p, placed.order, insertion=True).schedule(placed.owner[:, None])
+                if t.makespan < s.makespan:
+                    s, ran = t, [f"m-topo ({cap})"]
+    ctx.improved(s.makespan)
+    if not ctx.expired() and not ctx.optimal(s.makespan):
+        m = get("sa")
+        opts = m.parse_options({"iterations": moves if ctx.time_limit is None else 2**62})
+        t = m.fn(p, replace(ctx, initial=s), **opts)
+        if t.makespan < s.makespan:
+            s = t
+        ran.append("sa")
     s.method = "auto: " + ", ".join(ran)
     return s

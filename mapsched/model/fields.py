@@ -19,6 +19,7 @@ from mapsched.model.records import (
     MAX_BATCH,
     MAX_BYTES,
     MAX_DEVICES,
+    MAX_LANES,
     MAX_MS,
     MAX_SCALE,
     Calibration,
@@ -127,7 +128,9 @@ def system(system: System) -> tuple[System, dict[str, int]]:
             raise ProblemError(f"devices[{k}].batch_sizes: expected at least one batch size")
         if d.node is not None and not isinstance(d.node, str):
             raise ProblemError(f"devices[{k}].node: expected a string, got {shown(d.node)}")
-        checked.append(Device(d.name, mem, bs, d.node))
+        engines = None if d.copy_engines is None else checks.integer(
+            d.copy_engines, f"devices[{k}].copy_engines", 0, MAX_LANES, err=ProblemError)
+        checked.append(Device(d.name, mem, bs, d.node, engines))
     links, seen = [], set()
     for k, ln in enumerate(system.links):
         for end in ("a", "b"):
@@ -145,7 +148,11 @@ def system(system: System) -> tuple[System, dict[str, int]]:
             if pair in seen:
                 raise ProblemError(f"links[{k}]: duplicate link from {shown(pair[0])} to {shown(pair[1])}")
             seen.add(pair)
-        links.append(Link(ln.a, ln.b, bw, lt, bool(ln.directed)))
+        lanes = None if ln.concurrency is None else checks.integer(
+            ln.concurrency, f"links[{k}].concurrency", 1, MAX_LANES, err=ProblemError)
+        if not isinstance(ln.duplex, bool):
+            raise ProblemError(f"links[{k}].duplex: expected true or false, got {shown(ln.duplex)}")
+        links.append(Link(ln.a, ln.b, bw, lt, bool(ln.directed), lanes, ln.duplex))
     return System(tuple(checked), tuple(links)), device_index
 
 

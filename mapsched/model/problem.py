@@ -97,6 +97,11 @@ class Problem(Edits, Serialized, Builders):
         zero on the diagonal, ``inf`` latency where no link exists.
     topo : ndarray of int, shape (n,)
         A breadth-first topological order (Kahn's algorithm with a FIFO queue).
+    contended : bool
+        Whether transfers take turns: some link has a ``concurrency`` or some device
+        ``copy_engines`` (:mod:`mapsched.scheduling.contention`). Then ``channel[u][v]``
+        is the channel of transfers from u to v (-1: unlimited), ``channel_lanes[c]``
+        channel c's capacity and ``copy_engines[u]`` device u's (None: unlimited).
 
     Examples
     --------
@@ -257,6 +262,24 @@ class Problem(Edits, Serialized, Builders):
                 mpb[u, v] = 1000.0 / ln.bandwidth
         self.link_latency = _readonly(llat)
         self.link_ms_per_byte = _readonly(mpb)
+        # Contention (mapsched.scheduling.contention): a channel per link direction, or one for
+        # both directions of a link that is not duplex; -1 where transfers take no turns.
+        channel = [[-1] * self.m for _ in range(self.m)]
+        lanes: list[int] = []
+        for ln in self.system.links:
+            if ln.concurrency is None:
+                continue
+            a, b = self.device_index[ln.a], self.device_index[ln.b]
+            channel[a][b] = len(lanes)
+            lanes.append(ln.concurrency)
+            if not ln.directed:
+                if ln.duplex:
+                    lanes.append(ln.concurrency)
+                channel[b][a] = len(lanes) - 1
+        self.channel = tuple(map(tuple, channel))
+        self.channel_lanes = tuple(lanes)
+        self.copy_engines = tuple(d.copy_engines for d in devs)
+        self.contended = bool(lanes) or any(k is not None for k in self.copy_engines)
 
         self.pred: tuple[tuple[int, ...], ...]
         self.succ: tuple[tuple[int, ...], ...]

@@ -13,29 +13,36 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["BANDWIDTH", "COMPILE", "MAX_BATCH", "MAX_BYTES", "MAX_DEVICES", "MAX_MS", "MAX_SCALE", "MEMORY_SLACK",
-           "Calibration", "Device", "Edge", "Link", "Objective", "System", "Task"]
+__all__ = ["BANDWIDTH", "COMPILE", "MAX_BATCH", "MAX_BYTES", "MAX_DEVICES", "MAX_LANES", "MAX_MS", "MAX_SCALE",
+           "MEMORY_SLACK", "Calibration", "Device", "Edge", "Link", "Objective", "System", "Task"]
 
 
 @dataclass(frozen=True)
 class Device:
-    """A processor: its memory in bytes, the batch sizes it runs, the server it sits in."""
+    """A processor: its memory in bytes, the batch sizes it runs, the server it sits in, and
+    how many copies it runs at once (``copy_engines``: None, unlimited; 0, its copies occupy
+    the device itself, as its jobs do; k, at most k copies at once, beside its jobs)."""
 
     name: str
     memory: float = math.inf
     batch_sizes: tuple[int, ...] = (1,)
     node: str | None = None
+    copy_engines: int | None = None
 
 
 @dataclass(frozen=True)
 class Link:
-    """A link between two devices; undirected unless ``directed``."""
+    """A link between two devices; undirected unless ``directed``. ``concurrency`` is how many
+    transfers it carries at once (None: any number), each at the full bandwidth; ``duplex``
+    whether an undirected link carries that many each way (True) or in both together."""
 
     a: str
     b: str
     bandwidth: float
     latency: float = 0.0
     directed: bool = False
+    concurrency: int | None = None
+    duplex: bool = True
 
 
 @dataclass(frozen=True)
@@ -172,3 +179,6 @@ from Python; ``jit``, a frozen TorchScript trace per task and batch size; ``cuda
 that trace captured as a CUDA graph on a GPU (``jit`` on the CPU)."""
 MAX_SCALE = 1e6
 """Largest kernel-time factor a calibration may give."""
+MAX_LANES = 1024
+"""Largest ``concurrency`` of a link and ``copy_engines`` of a device: past it a resource is
+as good as unlimited, and the timelines keep one list per unit."""

@@ -17,14 +17,15 @@ from mapsched.model.jsonio import check_fields, check_format, check_list, dumps,
 if TYPE_CHECKING:
     from mapsched.model.problem import Problem
 
-__all__ = ["Job", "Result", "Schedule"]
+__all__ = ["Job", "Result", "Schedule", "Transfer"]
 
 SCHEDULE_FORMAT = "mapsched.schedule/1"
 _SCHEDULE_KEYS = {
     "format", "problem", "method", "status", "makespan", "throughput",
-    "lower_bound", "solve_seconds", "interrupted", "relocation_cost", "jobs",
+    "lower_bound", "solve_seconds", "interrupted", "relocation_cost", "jobs", "transfers",
 }
 _JOB_KEYS = {"task", "device", "start", "end", "inputs"}
+_TRANSFER_KEYS = {"src", "dst", "inputs", "start", "end"}
 
 
 def _finite(value: Any, where: str, least: float = -math.inf, none: bool = False) -> float | None:
@@ -42,6 +43,19 @@ class Job:
 
     task: str
     device: str
+    start: float
+    end: float
+    inputs: tuple[int, ...] = (0,)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """The data of edge ``src -> dst`` for ``inputs`` crossing devices, from ``start`` to ``end``
+    (ms): where a problem declares contention, each cross-device transfer is a job of its own,
+    on the link between the devices of the two tasks' jobs holding those inputs."""
+
+    src: str
+    dst: str
     start: float
     end: float
     inputs: tuple[int, ...] = (0,)
@@ -74,6 +88,9 @@ class Schedule:
         With ``solve(..., relocation=...)``: the cost of the tasks moved away from the
         initial placement (ms, :mod:`mapsched.engine.relocation`), which the solve minimised
         together with the makespan; None otherwise.
+    transfers : list of Transfer
+        Where the problem declares contention (:mod:`mapsched.scheduling.contention`), every
+        transfer between devices; otherwise empty.
     """
 
     problem: str
@@ -88,6 +105,7 @@ class Schedule:
     log: str = field(default="", repr=False)
     history: list[tuple[float, float]] = field(default_factory=list, repr=False)
     relocation_cost: float | None = None
+    transfers: list[Transfer] = field(default_factory=list)
 
     @classmethod
     def from_jobs(cls, problem: Problem, jobs: list[Job], **kwargs: Any) -> Schedule:
@@ -138,6 +156,9 @@ class Schedule:
             out["interrupted"] = True
         if self.relocation_cost is not None:
             out["relocation_cost"] = self.relocation_cost
+        if self.transfers:  # written only where there are: a schedule of a problem without contention reads as before
+            out["transfers"] = [{"src": t.src, "dst": t.dst, "inputs": list(t.inputs), "start": t.start, "end": t.end}
+                                for t in self.transfers]
         Schedule.from_dict(out)
         return out
 
@@ -171,6 +192,17 @@ class Schedule:
                 raise err(f"jobs[{k}].inputs: expected non-negative integer input indices, got {shown(inputs)}")
             jobs.append(Job(j["task"], j["device"], _finite(j["start"], f"jobs[{k}].start"),
                             _finite(j["end"], f"jobs[{k}].end"), tuple(inputs)))
+        transfers = []
+        for k, t in enumerate(check_list(data.get("transfers", []), "transfers", err)):
+            t = check_fields(t, f"transfers[{k}]", _TRANSFER_KEYS, tuple(sorted(_TRANSFER_KEYS)), err)
+            for key in ("src", "dst"):
+                if not isinstance(t[key], str):
+                    raise err(f"transfers[{k}].{key}: expected a task name, got {shown(t[key])}")
+            inputs = check_list(t["inputs"], f"transfers[{k}].inputs", err)
+            if not inputs or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in inputs):
+                raise err(f"transfers[{k}].inputs: expected non-negative integer input indices, got {shown(inputs)}")
+            transfers.append(Transfer(t["src"], t["dst"], _finite(t["start"], f"transfers[{k}].start"),
+                                      _finite(t["end"], f"transfers[{k}].end"), tuple(inputs)))
         interrupted = data.get("interrupted", False)
         if not isinstance(interrupted, bool):
             raise err(f"interrupted: expected true or false, got {shown(interrupted)}")
@@ -191,6 +223,7 @@ class Schedule:
             solve_seconds=_finite(data.get("solve_seconds", 0.0), "solve_seconds", 0.0),
             interrupted=interrupted,
             relocation_cost=_finite(data.get("relocation_cost"), "relocation_cost", 0.0, none=True),
+            transfers=transfers,
         )
 
     @classmethod

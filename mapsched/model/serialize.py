@@ -20,8 +20,8 @@ __all__ = ["PROBLEM_FORMAT", "Serialized", "calibration_dict", "calibration_from
 
 PROBLEM_FORMAT = "mapsched.problem/1"
 _PROBLEM_KEYS = {"format", "name", "objective", "devices", "links", "tasks", "edges", "calibration"}
-_DEVICE_KEYS = {"name", "memory", "batch_sizes", "node"}
-_LINK_KEYS = {"a", "b", "bandwidth", "latency", "directed"}
+_DEVICE_KEYS = {"name", "memory", "batch_sizes", "node", "copy_engines"}
+_LINK_KEYS = {"a", "b", "bandwidth", "latency", "directed", "concurrency", "duplex"}
 _TASK_KEYS = {"name", "latency", "weight_bytes", "input_bytes", "output_bytes"}
 _EDGE_KEYS = {"src", "dst", "bytes"}
 _CALIBRATION_KEYS = {"threads", "interop_threads", "overhead", "sync", "scale", "fitted", "compile"}
@@ -79,12 +79,18 @@ class Serialized:
                 dev["memory"] = d.memory
             if d.node is not None:
                 dev["node"] = d.node
+            if d.copy_engines is not None:  # written only when declared: older readers take the file as before
+                dev["copy_engines"] = d.copy_engines
             devices.append(dev)
         links = []
         for ln in p.system.links:
             link: dict[str, Any] = {"a": ln.a, "b": ln.b, "bandwidth": ln.bandwidth, "latency": ln.latency}
             if ln.directed:
                 link["directed"] = True
+            if ln.concurrency is not None:
+                link["concurrency"] = ln.concurrency
+            if not ln.duplex:
+                link["duplex"] = False
             links.append(link)
         tasks = []
         for t in p.tasks:
@@ -134,14 +140,15 @@ class Serialized:
             if "memory" in d and isinstance(memory, float) and math.isinf(memory):  # Infinity or 1e400
                 raise err(f"devices[{k}].memory: expected a finite number of bytes, got {shown(memory)}; "
                           "leave memory out for unlimited memory")
-            devices.append(Device(d["name"], memory, tuple(sizes), d.get("node")))
+            devices.append(Device(d["name"], memory, tuple(sizes), d.get("node"), d.get("copy_engines")))
         links = []
         for k, ln in enumerate(check_list(data.get("links", []), "links", err)):
             ln = check_fields(ln, f"links[{k}]", _LINK_KEYS, ("a", "b", "bandwidth"), err)
             directed = ln.get("directed", False)
             if not isinstance(directed, bool):
                 raise err(f"links[{k}].directed: expected true or false, got {shown(directed)}")
-            links.append(Link(ln["a"], ln["b"], ln["bandwidth"], ln.get("latency", 0.0), directed))
+            links.append(Link(ln["a"], ln["b"], ln["bandwidth"], ln.get("latency", 0.0), directed,
+                              ln.get("concurrency"), ln.get("duplex", True)))
         tasks = []
         for k, t in enumerate(check_list(data["tasks"], "tasks", err)):
             t = check_fields(t, f"tasks[{k}]", _TASK_KEYS, ("name", "latency"), err)

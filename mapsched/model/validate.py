@@ -11,6 +11,7 @@ Examples
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ def meets(makespan: float, bound: float) -> bool:
 
 @dataclass(frozen=True)
 class Violation:
-    """A broken rule (1 to 7, numbered as in FORMAT.md) and what broke it."""
+    """A broken rule (1 to 9, numbered as in docs/format.md) and what broke it."""
 
     rule: int
     message: str
@@ -56,13 +57,14 @@ class Violation:
 
 
 def validate(problem: Problem, schedule: Schedule) -> list[Violation]:
-    """Check a schedule against the seven rules of FORMAT.md.
+    """Check a schedule against the rules of docs/format.md: FORMAT.md's seven, and where the
+    problem declares contention (or the schedule lists transfers) rules 8 and 9 on transfers.
 
     Returns every violation found, in rule order; an empty list means valid.
 
     Notes
     -----
-    O(J log J + E L) for J jobs, E edges and L inputs.
+    O(J log J + E L) for J jobs and transfers, E edges and L inputs.
     """
     p = arguments.problem(problem)
     arguments.schedule(schedule)
@@ -146,6 +148,9 @@ def validate(problem: Problem, schedule: Schedule) -> list[Violation]:
             if last is None or j.end > last.end:
                 last = j
 
+    if p.contended or schedule.transfers:
+        out += _transfers(p, schedule, holder, [(u, j) for _, u, j in jobs])
+
     # Rule 6: memory.
     counts = np.zeros((p.n, p.m))
     for i, u, j in jobs:
@@ -169,3 +174,100 @@ def validate(problem: Problem, schedule: Schedule) -> list[Violation]:
         out.append(Violation(7, f"lower_bound {schedule.lower_bound:g} is above what this valid schedule reaches, "
                                 f"{reached:g}: it bounds nothing"))
     return out
+
+
+def _transfers(p: Problem, schedule: Schedule, holder: dict[tuple[int, int], tuple[int, Job]],
+               jobs: list[tuple[int, Job]]) -> list[Violation]:
+    """Rules 8 (each transfer's edge, inputs, devices and times; where the problem declares
+    contention, one transfer for every input of an edge whose jobs are on two devices) and 9
+    (no resource carries more transfers at once than its capacity: a link's channel, a
+    device's copy engines, or a device without copy engines, where its jobs count too)."""
+    out: list[Violation] = []
+    edge_index = {(p.task_names[a], p.task_names[b]): e for e, (a, b) in enumerate(zip(p.src.tolist(), p.dst.tolist()))}
+    covered: dict[tuple[int, int], int] = defaultdict(int)
+    busy: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
+    for k, t in enumerate(schedule.transfers):
+        what = f"transfers[{k}] ({shown(t.src)} -> {shown(t.dst)})"
+        e = edge_index.get((t.src, t.dst))
+        if e is None:
+            out.append(Violation(8, f"{what}: no such edge"))
+            continue
+        a, b = int(p.src[e]), int(p.dst[e])
+        pairs = set()
+        for lo in t.inputs:
+            if (a, lo) not in holder or (b, lo) not in holder:
+                out.append(Violation(8, f"{what}: input {lo} has no job of both tasks"))
+                continue
+            (ua, ja), (ub, jb) = holder[(a, lo)], holder[(b, lo)]
+            pairs.add((ua, ub))
+            covered[(e, lo)] += 1
+            if t.start < ja.end - tolerance(ja.end):
+                out.append(Violation(8, f"{what}: input {lo} leaves at {t.start:g}, before its source ends at "
+                                        f"{ja.end:g}"))
+            if jb.start < t.end - tolerance(t.end):
+                out.append(Violation(8, f"{what}: input {lo} arrives at {t.end:g}, after its destination starts at "
+                                        f"{jb.start:g}"))
+        if len(pairs) != 1:
+            if len(pairs) > 1:
+                out.append(Violation(8, f"{what}: its inputs are held by jobs on different devices; one transfer "
+                                        "joins one pair of devices"))
+            continue
+        ((ua, ub),) = pairs
+        if ua == ub:
+            out.append(Violation(8, f"{what}: both jobs are on {shown(p.device_names[ua])}; a transfer crosses "
+                                    "devices"))
+            continue
+        want = p.link_latency[ua, ub] + len(t.inputs) * p.nbytes[e] * p.link_ms_per_byte[ua, ub]
+        if np.isfinite(want) and abs((t.end - t.start) - want) > tolerance(want) + 4 * math.ulp(t.end):
+            out.append(Violation(8, f"{what}: lasts {t.end - t.start:g} ms, its {len(t.inputs)} input(s) take "
+                                    f"{want:g} ms from {shown(p.device_names[ua])} to {shown(p.device_names[ub])}"))
+        c = p.channel[ua][ub]
+        if c >= 0:
+            busy[("channel", c)].append((t.start, t.end))
+        for w in (ua, ub):
+            engines = p.copy_engines[w]
+            if engines is not None:
+                busy[("device" if engines == 0 else "engines", w)].append((t.start, t.end))
+    if p.contended:
+        for e in range(p.E):
+            a, b = int(p.src[e]), int(p.dst[e])
+            for lo in range(p.L):
+                if (a, lo) in holder and (b, lo) in holder and holder[(a, lo)][0] != holder[(b, lo)][0] \
+                        and covered[(e, lo)] != 1:
+                    out.append(Violation(8, f"edge {shown(p.task_names[a])} -> {shown(p.task_names[b])}, input {lo}: "
+                                            f"crosses devices in {covered[(e, lo)]} transfers; it needs one"))
+    for u, j in jobs:
+        if ("device", u) in busy:
+            busy[("device", u)].append((j.start, j.end))
+    lanes = {("channel", c): cap for c, cap in enumerate(p.channel_lanes)}
+    for (kind, r), intervals in sorted(busy.items()):
+        cap = 1 if kind == "device" else lanes[(kind, r)] if kind == "channel" else p.copy_engines[r]
+        most, when = _most_at_once(intervals)
+        if most > cap:
+            if kind == "channel":
+                ends = [(u, v) for u in range(p.m) for v in range(p.m) if p.channel[u][v] == r]
+                name = "link " + " and ".join(f"{shown(p.device_names[u])} -> {shown(p.device_names[v])}"
+                                              for u, v in ends)
+                out.append(Violation(9, f"{name} carries {most} transfers at {when:g}, its concurrency is {cap}"))
+            elif kind == "engines":
+                out.append(Violation(9, f"device {shown(p.device_names[r])} runs {most} copies at {when:g}, it has "
+                                        f"{cap} copy engine(s)"))
+            else:
+                out.append(Violation(9, f"device {shown(p.device_names[r])} has no copy engines, and runs {most} "
+                                        f"jobs and copies at once at {when:g}"))
+    return out
+
+
+def _most_at_once(intervals: list[tuple[float, float]]) -> tuple[int, float]:
+    """The most intervals that overlap at one time (touching ends, within :func:`tolerance`, do
+    not), and the first time it happens. O(k log k)."""
+    ends: list[float] = []
+    most, when = 0, 0.0
+    for s, e in sorted(intervals):
+        while ends and ends[0] <= s + tolerance(s):
+            heapq.heappop(ends)
+        if e > s + tolerance(s):  # a zero-length copy occupies nothing
+            heapq.heappush(ends, e)
+        if len(ends) > most:
+            most, when = len(ends), s
+    return most, when

@@ -39,7 +39,8 @@ import numpy as np
 from mapsched.errors import InfeasibleError, OptionError, shown
 from mapsched.model.owners import as_owner, memory_use, owner_counts
 from mapsched.model.problem import MEMORY_SLACK, Problem
-from mapsched.model.schedule import Job, Schedule
+from mapsched.model.schedule import Job, Schedule, Transfer
+from mapsched.scheduling.contention import Resources
 
 __all__ = [
     "Builder", "Decoder", "Timeline", "as_owner", "checked_order", "decode", "memory_use", "owner_counts",
@@ -436,6 +437,9 @@ class Builder:
         self.finish = 0.0
         self._order: list[int] = []
         self._pred_edges, self._llat, self._mpb, self._nbytes = _hot_lists(p)
+        # Where transfers take turns, jobs and transfers share the resources' lanes instead
+        self.resources = Resources(p, insertion) if p.contended else None
+        self.transfers: list[tuple[int, int, float, float]] = []  # (edge, input mask, start, end)
 
     def ready(self, i: int, u: int, mask: int) -> float:
         """When the inputs in ``mask`` of task i can all be on device u (``inf``: no link)."""
@@ -452,6 +456,8 @@ class Builder:
     def trial(self, i: int, jobs: list[tuple[int, int]]) -> list[tuple[int, int, float, float, int]] | None:
         """Where jobs ``(device, mask)`` of task i would start and end: ``(u, mask, start, end, slot)``."""
         p = self.p
+        if self.resources is not None:
+            return self._contended_trial(i, jobs)
         out = []
         for u, mask in jobs:
             c = mask.bit_count()
@@ -472,10 +478,64 @@ class Builder:
         if not self.placed[i]:  # a task may be committed job by job
             self._order.append(i)
         for u, mask, s, e, slot in trial:
-            self.timeline.reserve(u, s, e, slot)
+            if self.resources is None:
+                self.timeline.reserve(u, s, e, slot)
+            else:
+                picked, moves = slot
+                for edge, share, ts, te, rs, lanes in moves:
+                    self.resources.reserve(rs, lanes, ts, te)
+                    self.transfers.append((edge, share, ts, te))
+                self.resources.reserve((u,), picked, s, e)
             self.placed[i].append((u, mask, s, e))
             self.mem_left[u] -= p.weight[i] + p.act[i] * mask.bit_count()
             self.finish = max(self.finish, e)
+
+    def _contended_trial(self, i: int, jobs: list[tuple[int, int]]) -> list[tuple[int, int, float, float, Any]] | None:
+        """:meth:`trial` where transfers take turns: each cross-device transfer into the jobs goes
+        on its resources (earliest source first) as early as they are all free, and the job
+        after the last arrival. The slot is ``(device lane, transfers)``. What is tried is
+        reserved while trying, so that the task's own transfers and jobs take turns too, and
+        released after."""
+        p, res = self.p, self.resources
+        llat, mpb, nb = self._llat, self._mpb, self._nbytes
+        held = []
+        out = []
+        try:
+            for u, mask in jobs:
+                c = mask.bit_count()
+                k = p.batch_pos[c] if c < len(p.batch_pos) else -1
+                d = float(p.lat[i, u, k]) if k >= 0 else np.inf
+                if self.check and (d == np.inf or p.weight[i] + p.act[i] * c > self.mem_left[u] * (1 + MEMORY_SLACK)):
+                    return None
+                ready = 0.0
+                arriving = []
+                for q, e in self._pred_edges[i]:
+                    for v, qmask, _, qend in self.placed[q]:
+                        share = qmask & mask
+                        if not share:
+                            continue
+                        if v == u:
+                            ready = max(ready, qend)
+                        elif llat[v][u] == np.inf:
+                            return None
+                        else:
+                            arriving.append((qend, e, v, share, llat[v][u] + share.bit_count() * nb[e] * mpb[v][u]))
+                moves = []
+                for qend, e, v, share, dt in sorted(arriving):
+                    rs = res.route(v, u)
+                    ts, lanes = res.earliest(rs, qend, dt)
+                    res.reserve(rs, lanes, ts, ts + dt)
+                    held.append((rs, lanes, ts, ts + dt))
+                    moves.append((e, share, ts, ts + dt, rs, lanes))
+                    ready = max(ready, ts + dt)
+                s, picked = res.earliest((u,), ready, d)
+                res.reserve((u,), picked, s, s + d)
+                held.append(((u,), picked, s, s + d))
+                out.append((u, mask, s, s + d, (picked, moves)))
+            return out
+        finally:
+            for rs, lanes, ts, te in reversed(held):
+                res.release(rs, lanes, ts, te)
 
     def jobs(self) -> list[tuple[int, int, float, float, int]]:
         """Committed jobs ``(task, device, start, end, mask)`` in commit order."""
@@ -492,13 +552,17 @@ class Builder:
         return owner
 
     def schedule(self, **kwargs: Any) -> Schedule:
-        return _to_schedule(self.p, self.jobs(), **kwargs)
+        return _to_schedule(self.p, self.jobs(), self.transfers, **kwargs)
 
 
-def _to_schedule(p: Problem, jobs: list[tuple[int, int, float, float, int]], **kwargs: Any) -> Schedule:
-    tn, dn = p.task_names, p.device_names
-    out = [Job(tn[i], dn[u], s, e, tuple(lo for lo in range(p.L) if mask >> lo & 1)) for i, u, s, e, mask in jobs]
-    return Schedule.from_jobs(p, out, **kwargs)
+def _to_schedule(p: Problem, jobs: list[tuple[int, int, float, float, int]],
+                 transfers: Sequence[tuple[int, int, float, float]] = (), **kwargs: Any) -> Schedule:
+    tn, dn, L = p.task_names, p.device_names, p.L
+    out = [Job(tn[i], dn[u], s, e, tuple(lo for lo in range(L) if mask >> lo & 1)) for i, u, s, e, mask in jobs]
+    s = Schedule.from_jobs(p, out, **kwargs)
+    s.transfers = [Transfer(tn[p.src[e]], tn[p.dst[e]], ts, te, tuple(lo for lo in range(L) if mask >> lo & 1))
+                   for e, mask, ts, te in transfers]
+    return s
 
 
 class Decoder:
@@ -557,9 +621,9 @@ class Decoder:
     # ------------------------------------------------------------------ timing
     def times(self, owner: np.ndarray) -> list[tuple[int, int, float, float, int]]:
         """Jobs ``(task, device, start, end, input bitmask)`` of a feasible mapping."""
-        if self.p.L == 1:
+        if self.p.L == 1 and not self.p.contended:
             return self._times_single(owner[:, 0].tolist())
-        return self._times_batched(owner)
+        return self._built(owner).jobs()
 
     def _times_single(self, dev: list[int]) -> list[tuple[int, int, float, float, int]]:
         n = self.p.n
@@ -582,11 +646,12 @@ class Decoder:
             jobs.append((i, u, s, end[i], 1))
         return jobs
 
-    def _times_batched(self, owner: np.ndarray) -> list[tuple[int, int, float, float, int]]:
+    def _built(self, owner: np.ndarray) -> Builder:
+        """The mapping committed task by task (batched jobs, or transfers that take turns)."""
         b = Builder(self.p, self.insertion, check=False)
         for i in self.order:
             b.commit(i, b.trial(i, owner_masks(owner[i])))
-        return b.jobs()
+        return b
 
     # ------------------------------------------------------------------ public
     def makespan(self, owner: np.ndarray) -> float:
@@ -600,6 +665,8 @@ class Decoder:
         reason = self.infeasibility(owner)
         if reason is not None:
             raise InfeasibleError(f"mapping is infeasible: {reason}")
+        if self.p.contended:
+            return self._built(owner).schedule(**kwargs)
         return _to_schedule(self.p, self.times(owner), **kwargs)
 
 

@@ -11,7 +11,11 @@ dispatches at run time, under these rules:
   processed, each idle device starts its queued ready task with the earliest ready
   time, ties to the task listed first in the problem.
 - A device runs one task at a time, to its end (non-preemptive); transfers occupy
-  nothing (contention-free, any number at once).
+  nothing (contention-free, any number at once), unless the problem declares contention:
+  then a transfer is ready when its source ends, and ready jobs and transfers start in the
+  order they became ready wherever each resource they use has room
+  (:mod:`mapsched.scheduling.contention`; a transfer that cannot start does not hold up
+  those behind it).
 
 So a device never idles while a task mapped to it is ready. The result is a
 :class:`~mapsched.model.schedule.Schedule` that passes the validator, since every job
@@ -49,6 +53,7 @@ import numpy as np
 from mapsched.errors import InfeasibleError, OptionError, shown
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
+from mapsched.scheduling.contention import Resources
 from mapsched.scheduling.decoder import Decoder, _to_schedule, as_owner
 
 __all__ = ["MAX_NOISE", "simulate"]
@@ -167,6 +172,10 @@ def simulate(
         else:
             dur = dur * np.exp(noise * gen.standard_normal(n) - noise * noise / 2)
     dur = dur.tolist()
+    if p.contended:
+        jobs, moves = _contended(p, dev, dur, comm)
+        kwargs.setdefault("method", "simulate")
+        return _to_schedule(p, jobs, moves, **kwargs)
     llat, mpb, nb = p.link_latency.tolist(), p.link_ms_per_byte.tolist(), p.nbytes.tolist()
     out = [[(int(p.dst[e]), e) for e in p.out_edges[i]] for i in range(n)]
     missing = np.bincount(p.dst, minlength=n).tolist()
@@ -224,3 +233,68 @@ def simulate(
         raise InfeasibleError("simulate: some tasks never became ready")
     kwargs.setdefault("method", "simulate")
     return _to_schedule(p, jobs, **kwargs)
+
+
+def _contended(p: Problem, dev: list[int], dur: list[float], factor: list[float] | None
+               ) -> tuple[list[tuple[int, int, float, float, int]], list[tuple[int, int, float, float]]]:
+    """The work-conserving run where transfers take turns (:mod:`mapsched.scheduling.contention`):
+    a transfer is ready when its source ends, a job when its data has arrived; at each event
+    time the ready jobs and transfers start in the order they became ready (transfers first,
+    then by index) wherever every resource they use has room, and the others wait, without
+    blocking those behind them. O((n + E) (log n + w)) for w waiting at once."""
+    res = Resources(p)
+    free = [len(lanes.starts) for lanes in res.lanes]
+    llat, mpb, nb = p.link_latency.tolist(), p.link_ms_per_byte.tolist(), p.nbytes.tolist()
+    src, dst = p.src.tolist(), p.dst.tolist()
+    missing = np.bincount(p.dst, minlength=p.n).tolist()
+    ready = [0.0] * p.n
+    waiting = [(0.0, 1, i) for i in range(p.n) if not missing[i]]  # (ready, 0 transfer / 1 job, index), sorted
+    events: list[tuple[float, int, int]] = []  # (end, kind, index)
+    jobs, moves = [], []
+    t = 0.0
+    while True:
+        kept = []
+        for key in waiting:  # dispatch in order of readiness; what cannot start waits
+            _, kind, k = key
+            rs = (dev[k],) if kind else res.route(dev[src[k]], dev[dst[k]])
+            if all(free[r] for r in rs):
+                for r in rs:
+                    free[r] -= 1
+                if kind:
+                    end = t + dur[k]
+                    jobs.append((k, dev[k], t, end, 1))
+                else:
+                    u, v = dev[src[k]], dev[dst[k]]
+                    c = llat[u][v] + nb[k] * mpb[u][v]
+                    end = t + (c if factor is None else c * factor[k])
+                    moves.append((k, 1, t, end))
+                heapq.heappush(events, (end, kind, k))
+            else:
+                kept.append(key)
+        waiting = kept
+        if not events:
+            break
+        t = events[0][0]
+        arrived = []
+        while events and events[0][0] == t:  # every end at time t
+            _, kind, k = heapq.heappop(events)
+            rs = (dev[k],) if kind else res.route(dev[src[k]], dev[dst[k]])
+            for r in rs:
+                free[r] += 1
+            if not kind:
+                arrived.append(dst[k])
+                continue
+            for e in p.out_edges[k]:
+                if dev[dst[e]] == dev[k]:
+                    arrived.append(dst[e])
+                else:
+                    waiting.append((t, 0, e))
+        for j in arrived:
+            ready[j] = t
+            missing[j] -= 1
+            if not missing[j]:
+                waiting.append((t, 1, j))
+        waiting.sort()
+    if len(jobs) != p.n:  # cannot happen for a DAG with a full mapping
+        raise InfeasibleError("simulate: some tasks never became ready")
+    return jobs, moves
