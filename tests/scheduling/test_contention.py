@@ -1,0 +1,174 @@
+"""Transfers that take turns (issue 69): the format's fields, the validator's rules 8 and 9,
+and every method's schedule valid under contention."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import mapsched
+from mapsched import Device, Edge, Link, Problem, ProblemError, System, Task, Transfer, solve, validate
+from mapsched.bounds import lower_bound
+from mapsched.model.schedule import Schedule
+from mapsched.scheduling.decoder import decode
+from mapsched.scheduling.simulate import simulate
+from tests.strategies import problems, random_owner
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def contended(p: Problem, concurrency: int | None, engines: int | None, duplex: bool = True) -> Problem:
+    """``p`` with every link's concurrency and every device's copy engines set."""
+    d = p.to_dict()
+    for dev in d["devices"]:
+        if engines is not None:
+            dev["copy_engines"] = engines
+    for ln in d["links"]:
+        if concurrency is not None:
+            ln["concurrency"] = concurrency
+        ln["duplex"] = duplex
+    return Problem.from_dict(d)
+
+
+KINDS = st.sampled_from([(1, 0, True), (1, None, True), (None, 0, True), (2, 1, True), (1, 2, False), (None, 1, True)])
+
+
+def two_copies() -> Problem:
+    """x and y on a, z on b, 4 ms copies of each into z over one link."""
+    return Problem([Task("x", {"a": 1}), Task("y", {"a": 1}), Task("z", {"b": 1})],
+                   [Edge("x", "z", 4000), Edge("y", "z", 4000)],
+                   System((Device("a", copy_engines=0), Device("b")), (Link("a", "b", 1e6, concurrency=1),)))
+
+
+def test_fields_round_trip_and_stay_out_when_absent():
+    p = two_copies()
+    d = p.to_dict()
+    assert d["devices"][0]["copy_engines"] == 0 and "copy_engines" not in d["devices"][1]
+    assert d["links"][0]["concurrency"] == 1 and "duplex" not in d["links"][0]
+    assert Problem.from_dict(d) == p and Problem.from_dict(d).contended
+    plain = mapsched.instances.load("topcuoglu2002")
+    assert not plain.contended
+    text = str(plain.to_dict())
+    assert "copy_engines" not in text and "concurrency" not in text and "duplex" not in text
+
+
+@pytest.mark.parametrize(("where", "value", "field"), [
+    ("link", {"concurrency": 0}, "links[0].concurrency"),
+    ("link", {"concurrency": 1.5}, "links[0].concurrency"),
+    ("link", {"concurrency": True}, "links[0].concurrency"),
+    ("link", {"duplex": "yes"}, "links[0].duplex"),
+    ("device", {"copy_engines": -1}, "devices[0].copy_engines"),
+    ("device", {"copy_engines": 10**6}, "devices[0].copy_engines"),
+])
+def test_bad_fields_name_the_field(where, value, field):
+    d = two_copies().to_dict()
+    (d["links"][0] if where == "link" else d["devices"][0]).update(value)
+    with pytest.raises(ProblemError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        Problem.from_dict(d)
+
+
+def test_copies_take_turns_on_the_link_and_the_device():
+    p = two_copies()
+    s = decode(p, [0, 0, 1])
+    assert validate(p, s) == []
+    assert sorted((t.src, t.start, t.end) for t in s.transfers) == [("x", 2.0, 6.0), ("y", 6.0, 10.0)]
+    assert s.makespan == 11.0  # y's copy waits for x's, and both wait for y's job on a
+    free = Problem.from_dict({**p.to_dict(), "devices": [{"name": "a"}, {"name": "b"}],
+                              "links": [{"a": "a", "b": "b", "bandwidth": 1e6}]})
+    assert decode(free, [0, 0, 1]).makespan == 7.0 and not decode(free, [0, 0, 1]).transfers
+    assert Schedule.from_dict(s.to_dict()).transfers == s.transfers
+
+
+def test_validator_catches_each_break():
+    p = two_copies()
+    s = decode(p, [0, 0, 1])
+    jobs = {j.task: j for j in s.jobs}
+    assert jobs["x"].end == 1.0
+
+    def broken(transfers):
+        return [v.rule for v in validate(p, Schedule(p.name, s.jobs, s.makespan, transfers=transfers))]
+
+    # the two copies at once on a link of concurrency 1, and beside x's job on a device without copy engines
+    both = [Transfer("x", "z", 1.0, 5.0), Transfer("y", "z", 2.0, 6.0)]
+    assert 9 in broken(both)
+    assert broken([Transfer("x", "z", 1.0, 5.0), Transfer("y", "z", 6.0, 10.0)]) == [9]  # x's copy while y runs
+    assert broken([Transfer("x", "z", 2.0, 6.0)]) == [8]  # y's copy missing
+    assert 8 in broken([Transfer("x", "z", 2.0, 5.0), Transfer("y", "z", 6.0, 10.0)])  # too short
+    assert 8 in broken([Transfer("x", "z", 0.5, 4.5), Transfer("y", "z", 6.0, 10.0)])  # leaves before x ends
+    assert 8 in broken([*s.transfers, Transfer("x", "y", 0.0, 1.0)])  # no such edge
+    assert broken(s.transfers) == []
+
+
+def test_engines_and_channels_have_their_capacity():
+    """Two copies from two devices into one with one copy engine take turns; with two they overlap."""
+    for engines, want in ((1, 9.0), (2, 5.0)):
+        p = Problem([Task("x", {"a": 1}), Task("y", {"b": 1}), Task("z", {"c": 0})],
+                    [Edge("x", "z", 4000), Edge("y", "z", 4000)],
+                    System((Device("a"), Device("b"), Device("c", copy_engines=engines)),
+                           (Link("a", "c", 1e6), Link("b", "c", 1e6))))
+        s = decode(p, [0, 1, 2])
+        assert validate(p, s) == [] and s.makespan == want
+        assert simulate(p, [0, 1, 2]).makespan == want
+
+
+@SETTINGS
+@given(problems(max_tasks=9, max_devices=3, transfers=20.0), KINDS, st.booleans(), st.integers(0, 2**16))
+def test_decoder_builder_and_simulate_are_valid(p0, kind, insertion, seed):
+    p = contended(p0, *kind)
+    owner = random_owner(p0, np.random.default_rng(seed))
+    if decode_ok(p, owner):
+        s = decode(p, owner, insertion=insertion)
+        assert validate(p, s) == []
+        assert s.makespan >= decode(p0, owner, insertion=insertion).makespan - 1e-9 or insertion
+        assert validate(p, simulate(p, owner)) == []
+    for method in ("heft", "peft", "cpop", "m-etf", "random"):
+        r = solve(p, method)
+        assert validate(p, r) == [], method
+        assert r.lower_bound <= r.makespan + 1e-6
+
+
+def decode_ok(p: Problem, owner: np.ndarray) -> bool:
+    from mapsched.scheduling.decoder import Decoder
+
+    return Decoder(p).infeasibility(owner) is None
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_tasks=8, max_devices=3, transfers=20.0, tight=True), KINDS)
+def test_every_method_is_valid_under_contention(p0, kind):
+    """Methods that time without contention are re-timed by solve; every result is valid and
+    keeps a sound bound."""
+    p = contended(p0, *kind)
+    for method in ("auto", "exact", "split", "lns", "sa", "cp-search"):
+        r = solve(p, method, time_limit=2, threads=1)
+        assert validate(p, r) == [], method
+        assert r.lower_bound <= r.makespan + 1e-6
+    assert lower_bound(p).value <= solve(p, "heft").makespan + 1e-6
+
+
+@SETTINGS
+@given(problems(max_tasks=9, max_devices=3, transfers=20.0), st.integers(0, 2**16))
+def test_capacity_that_never_binds_gives_todays_schedule(p0, seed):
+    """The contended timing with more lanes than transfers is today's, bit for bit: the same
+    first-fit insertion, and simulate's same dispatch."""
+    p = contended(p0, 1024, 1024)
+    owner = random_owner(p0, np.random.default_rng(seed))
+    if not decode_ok(p0, owner):
+        return
+    for insertion in (False, True):
+        a, b = decode(p0, owner, insertion=insertion), decode(p, owner, insertion=insertion)
+        assert [(j.task, j.start, j.end) for j in a.jobs] == [(j.task, j.start, j.end) for j in b.jobs]
+    assert simulate(p0, owner).makespan == pytest.approx(simulate(p, owner).makespan, rel=1e-12)
+
+
+@SETTINGS
+@given(problems(max_tasks=7, max_devices=3, throughput=True, transfers=20.0), KINDS, st.integers(0, 2**16))
+def test_batched_transfers_are_valid(p0, kind, seed):
+    """A transfer of k inputs carries k times the bytes; batched jobs' copies take turns too."""
+    p = contended(p0, *kind)
+    owner = random_owner(p0, np.random.default_rng(seed))  # p0 carries the planted mapping
+    if decode_ok(p, owner):
+        assert validate(p, decode(p, owner, insertion=True)) == []
+    assert validate(p, solve(p, "bheft")) == []
