@@ -62,6 +62,38 @@ def load_problem(ref: str) -> Problem:
     return Problem.read(ref)
 
 
+CONTENTION_HELP = ("transfers that take turns: 'none' (none), or comma-separated copy_engines=K (every device; 0: "
+                   "its copies occupy it), concurrency=C (every link), duplex=true|false")
+
+
+def contention_arg(text: str) -> dict[str, Any]:
+    """An argparse type: ``--contention``'s value as :meth:`Problem.with_contention
+    <mapsched.model.edits.Edits.with_contention>`'s arguments (``{}`` for ``none``; ``hardware``
+    is ``{"hardware": True}``, which ``generate`` resolves from its preset)."""
+    if text in ("none", "hardware"):
+        return {} if text == "none" else {"hardware": True}
+    out: dict[str, Any] = {}
+    for part in text.split(","):
+        key, eq, value = part.partition("=")
+        key = key.strip()
+        if not eq or key not in ("copy_engines", "concurrency", "duplex") or key in out:
+            raise argparse.ArgumentTypeError(f"expected none, or copy_engines=K, concurrency=C and duplex=true|false "
+                                             f"separated by commas (each once), got {text!r}")
+        if key == "duplex":
+            if value not in ("true", "false"):
+                raise argparse.ArgumentTypeError(f"duplex: expected true or false, got {value!r}")
+            out[key] = value == "true"
+        else:
+            low = 0 if key == "copy_engines" else 1
+            try:
+                out[key] = int(value)
+            except ValueError:
+                out[key] = -1
+            if not low <= out[key] <= 1024:
+                raise argparse.ArgumentTypeError(f"{key}: expected an integer from {low} to 1024, got {value!r}")
+    return out
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A plain-text table: the first column left-aligned, the others right-aligned."""
     cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]

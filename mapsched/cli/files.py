@@ -7,8 +7,8 @@ import argparse
 from typing import Any
 
 from mapsched.checks import count_arg, range_arg
-from mapsched.cli.common import PROBLEM_HELP, fmt, load_problem
-from mapsched.errors import shown
+from mapsched.cli.common import CONTENTION_HELP, PROBLEM_HELP, contention_arg, fmt, load_problem
+from mapsched.errors import OptionError, shown
 from mapsched.model.files import check_output
 from mapsched.model.problem import MAX_DEVICES
 from mapsched.model.schedule import Schedule
@@ -36,7 +36,8 @@ def add_simulate(sub: Any) -> None:
     sm = sub.add_parser("simulate", help="re-time a schedule's mapping under the work-conserving runtime model",
                         description="Keep the schedule's mapping and re-time it as a work-conserving runtime runs "
                                     "it: each idle device starts its ready task that became ready first (ties: "
-                                    "the task listed first), transfers take no resource. Latency problems only.")
+                                    "the task listed first), transfers take no resource unless the problem or "
+                                    "--contention says they take turns. Latency problems only.")
     sm.add_argument("problem", help=PROBLEM_HELP)
     sm.add_argument("schedule")
     sm.add_argument("-o", "--output", required=True, help="schedule file to write")
@@ -46,6 +47,8 @@ def add_simulate(sub: Any) -> None:
     sm.add_argument("--noise-model", choices=("lognormal", "giph"), default="lognormal",
                     help="giph: durations U(w(1-s), w(1+s)), transfers normal(c, s c) clipped to c(1 +- s)")
     sm.add_argument("--seed", type=count_arg(0), default=0, help="seed of the noise")
+    sm.add_argument("--contention", type=contention_arg, default=None,
+                    help=CONTENTION_HELP + "; default: as the problem declares")
     sm.set_defaults(handler=cmd_simulate)
 
 
@@ -92,6 +95,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     check_output(args.output, [args.problem, args.schedule])
     problem = load_problem(args.problem)
     schedule = Schedule.read(args.schedule)
+    if args.contention is not None:
+        if args.contention.get("hardware"):
+            raise OptionError("--contention: 'hardware' is generate's (a preset's own); give none or "
+                              "copy_engines=K,concurrency=C")
+        problem = problem.with_contention(**args.contention)
     result = simulate(problem, schedule.mapping(), args.noise, args.seed, args.noise_model,
                       method=f"simulate: {schedule.method or 'schedule'}")
     # The schedule's bound is this problem's only if it was solved for it, and one above the
@@ -100,7 +108,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             and schedule.lower_bound <= result.makespan + tolerance(result.makespan):
         result.lower_bound = schedule.lower_bound
     result.write(args.output)
-    print(f"static makespan {fmt(schedule.makespan, 6)} ms, work-conserving {fmt(result.makespan, 6)} ms"
+    turns = " with transfers taking turns" if problem.contended else ""
+    print(f"static makespan {fmt(schedule.makespan, 6)} ms, work-conserving{turns} {fmt(result.makespan, 6)} ms"
           f"{f' (noise {args.noise:g}, seed {args.seed}; durations drawn)' if args.noise else ''}; "
           f"wrote {args.output}")
     return 0

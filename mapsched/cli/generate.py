@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from mapsched.checks import count_arg, number_arg, probability_arg
+from mapsched.cli.common import CONTENTION_HELP, contention_arg
 from mapsched.errors import OptionError, ProblemError, shown
 from mapsched.model.files import check_output
 from mapsched.model.problem import MAX_DEVICES, Objective
@@ -47,6 +48,10 @@ def add_generate(sub: Any) -> None:
     g.add_argument("--devices", type=count_arg(1, MAX_DEVICES), default=None,
                    help="random-dag: devices (default 4); chainmm, ffnn, llama-block, llama-layer: the GPUs they are "
                         "sharded over (identical GPUs unless --system; default 4); giph: devices (default 20)")
+    g.add_argument("--contention", type=contention_arg, default=None,
+                   help=CONTENTION_HELP + "; or 'hardware', the contention of the --system preset's hardware "
+                                          "(PCIe and NVLink links one transfer per direction, GPUs two copy "
+                                          "engines); default none")
     g.add_argument("--alpha", type=number_arg(), default=0.3, help="giph: graph shape (0.1 deep .. 0.3 wider)")
     g.add_argument("--conn-prob", type=probability_arg, default=0.1, help="giph: edge probability to earlier levels")
     g.add_argument("--type-prob", type=probability_arg, default=0.2,
@@ -107,6 +112,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
             raise OptionError(f"--batch: the generated devices cannot run {args.batch} inputs of every task "
                               f"({exc}); give a smaller --batch") from None
         raise
+    if args.contention:
+        if args.contention.get("hardware"):
+            from mapsched.generators.costs import hardware_contention
+
+            p = hardware_contention(p)
+        else:
+            p = p.with_contention(**args.contention)
     p.write(args.output)
     print(f"wrote {p!r} to {shown(args.output, quote=False)}")
     return 0

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from mapsched.errors import shown
-from mapsched.model.problem import Device, Link, System
+from mapsched.model.problem import Device, Link, Problem, System
 
-__all__ = ["DeviceProfile", "Platform", "PRESETS", "cpu_t4_a100", "gpu_server", "multi_node", "platform"]
+__all__ = ["GPU_COPY_ENGINES", "DeviceProfile", "Platform", "PRESETS", "cpu_t4_a100", "gpu_server",
+           "hardware_contention", "multi_node", "platform"]
 
 GB = 1e9
 
@@ -33,6 +34,7 @@ class DeviceProfile:
     batch_exponent: float
     memory: float
     node: str | None = None
+    copy_engines: int | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,11 @@ class Platform:
         return out
 
 
+GPU_COPY_ENGINES = 2
+"""Copy engines of the presets' GPUs: a T4's and an A100's asynchronous copies run one per
+direction at a time beside their kernels. The CPUs' copies are left unlimited."""
+
+
 def _pcie(a: str, b: str) -> Link:
     # PCIe 4.0 x16: 32 GB/s nominal, about 25 GB/s achieved, ~10 us per transfer.
     return Link(a, b, 25 * GB, 0.01)
@@ -74,8 +81,8 @@ def cpu_t4_a100() -> Platform:
     relative speeds 7.1x / 1.26x / 1x (its Table II, RWNN row)."""
     devs = (
         DeviceProfile("cpu", 7.1, 0.9, 64 * GB, "host0"),
-        DeviceProfile("t4", 1.26, 0.6, 16 * GB, "host0"),
-        DeviceProfile("a100", 1.0, 0.55, 40 * GB, "host0"),
+        DeviceProfile("t4", 1.26, 0.6, 16 * GB, "host0", GPU_COPY_ENGINES),
+        DeviceProfile("a100", 1.0, 0.55, 40 * GB, "host0", GPU_COPY_ENGINES),
     )
     return Platform("cpu-t4-a100", devs, (_pcie("cpu", "t4"), _pcie("cpu", "a100"), _pcie("t4", "a100")))
 
@@ -83,7 +90,7 @@ def cpu_t4_a100() -> Platform:
 def gpu_server(gpus: int = 4, node: str = "host0", prefix: str = "") -> Platform:
     """A CPU and ``gpus`` identical A100s; GPUs joined by NVLink (300 GB/s), the CPU by PCIe."""
     cpu = DeviceProfile(f"{prefix}cpu", 7.1, 0.9, 256 * GB, node)
-    gs = tuple(DeviceProfile(f"{prefix}gpu{k}", 1.0, 0.55, 40 * GB, node) for k in range(gpus))
+    gs = tuple(DeviceProfile(f"{prefix}gpu{k}", 1.0, 0.55, 40 * GB, node, GPU_COPY_ENGINES) for k in range(gpus))
     links = [_pcie(cpu.name, g.name) for g in gs]
     links += [Link(a.name, b.name, 300 * GB, 0.005) for k, a in enumerate(gs) for b in gs[k + 1:]]
     return Platform(f"{gpus}-gpu-server", (cpu, *gs), tuple(links))
@@ -102,6 +109,23 @@ def multi_node(servers: int = 6, gpus: int = 4) -> Platform:
 
 
 PRESETS = {"cpu-t4-a100": cpu_t4_a100, "4-gpu-server": gpu_server, "multi-node": multi_node}
+
+
+def hardware_contention(problem: Problem) -> Problem:
+    """``problem`` on a preset's hardware with that hardware's contention: every link carries one
+    transfer at a time in each direction (a PCIe link's one stream, an NVLink pair's, a
+    network path's), and each GPU has :data:`GPU_COPY_ENGINES` copy engines. Refuses in one
+    line a device that is no preset's."""
+    from mapsched.errors import OptionError
+
+    engines: dict[str, int | None] = {}
+    for make in PRESETS.values():
+        engines |= {d.name: d.copy_engines for d in make().devices}
+    for d in problem.device_names:
+        if d not in engines:
+            raise OptionError(f"--contention: device {shown(d)} is of no system preset, so its hardware is not known; "
+                              "give copy_engines=K,concurrency=C instead of hardware")
+    return problem.with_contention({d: engines[d] for d in problem.device_names}, 1)
 
 
 def platform(name: str) -> Platform:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -153,3 +153,40 @@ class Edits:
                                                              if old in cal.overhead}}, sync=sync)
         name = f"{p.name} with {', '.join(like)}"  # another problem: see without_devices
         return p._derived(tasks, p.edges, System(devices, tuple(links)), p.objective, name, cal)
+
+    def with_contention(self: P, copy_engines: int | None | Mapping[str, int | None] = None,
+                        concurrency: int | None | Mapping[tuple[str, str], int | None] = None,
+                        duplex: bool = True) -> P:
+        """The problem whose transfers take turns (:mod:`mapsched.scheduling.contention`): every
+            device's ``copy_engines`` and every link's ``concurrency`` set to the value given, or
+            to its entry in a mapping by device name or by a link's ``(a, b)`` (None: unlimited;
+            names left out: unlimited), and every link's ``duplex``. With neither given, the
+            problem without contention. Its name is this one's with ``" (contended)"``, or the
+            original name when nothing is contended. O((n + E) m).
+
+            Examples
+            --------
+            >>> from mapsched import instances
+            >>> p = instances.load("topcuoglu2002").with_contention(copy_engines=0)
+            >>> p.contended, p.name, p.with_contention().name
+            (True, 'topcuoglu-2002 (contended)', 'topcuoglu-2002')
+            """
+        p = self
+
+        def value(table: Any, key: Any) -> Any:
+            return table.get(key) if isinstance(table, Mapping) else table
+
+        if isinstance(copy_engines, Mapping):
+            for d in copy_engines:
+                if d not in p.device_index:
+                    raise ProblemError(f"copy_engines: unknown device {shown(d)}; expected one of "
+                                       f"{sorted(p.device_index)}")
+        devices = tuple(replace(d, copy_engines=value(copy_engines, d.name))
+                        for d in p.system.devices)
+        links = tuple(replace(ln, concurrency=value(concurrency, (ln.a, ln.b)), duplex=duplex)
+                      for ln in p.system.links)
+        base = p.name.removesuffix(" (contended)")
+        q = p._derived(p.tasks, p.edges, System(devices, links), p.objective, base, p.calibration)
+        if q.contended:
+            q.name = f"{base} (contended)"
+        return q
