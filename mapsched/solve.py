@@ -153,7 +153,9 @@ def solve(
         with interrupt.until(started + time_limit if time_limit is not None else math.inf):
             result: Schedule = m.fn(problem, ctx, **opts)
         if problem.contended:
-            result = _under_contention(problem, result)
+            from mapsched.scheduling.contention import retimed
+
+            result = retimed(problem, result)
         # This solve's, never one a returned initial schedule brought from an earlier solve.
         result.relocation_cost = None if ctx.relocation is None else ctx.relocation.of(result)
         if start is not None:
@@ -182,25 +184,3 @@ def solve(
             result.status, result.interrupted = "feasible", True
         return result
 
-
-def _under_contention(problem: Problem, result: Schedule) -> Schedule:
-    """``result``, or where its transfers do not take turns as the problem declares (a method
-    that times without contention), its mapping re-timed by the decoder in its start order,
-    with insertion, every transfer on its resources. Its proved bound stays: contention only
-    adds constraints, so a bound without it holds. O(J log J + E L), plus a decode."""
-    from mapsched.model.validate import validate
-    from mapsched.scheduling.decoder import Decoder, as_owner, ready_order
-
-    if not [v for v in validate(problem, result) if v.rule >= 8]:
-        return result
-    first = np.full(problem.n, np.inf)
-    for j in result.jobs:
-        i = problem.task_index[j.task]
-        first[i] = min(first[i], j.start)
-    order = ready_order(problem, -first)
-    s = Decoder(problem, order, insertion=True).schedule(as_owner(problem, result.mapping()), method=result.method,
-                                                         lower_bound=result.lower_bound)
-    s.log = (result.log + f"{result.method} times transfers without contention: its makespan {result.makespan:.6g} "
-             f"re-timed with transfers taking turns, {s.makespan:.6g}\n")
-    s.interrupted = result.interrupted
-    return s

@@ -52,6 +52,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from mapsched.engine.context import SolveContext
 from mapsched.engine.registry import Option, get, register
 from mapsched.heuristics.critical_path_search import improve
@@ -60,13 +62,18 @@ from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
 from mapsched.scheduling.best_list import best_start
 from mapsched.scheduling.construct import topo_placement
+from mapsched.scheduling.contention import retimed
 from mapsched.scheduling.decoder import Decoder
 
-__all__ = ["CP_SEARCH_SHARE", "EXACT_JOBS"]
+__all__ = ["CP_SEARCH_SHARE", "EXACT_JOBS", "FREE_SHARE"]
 
 EXACT_JOBS = 300
 """Problems of at most this many jobs (tasks times inputs) go to ``exact`` when there is a
 time limit: CP-SAT improves on the list schedulers there within seconds."""
+
+FREE_SHARE = 0.5
+"""Where transfers take turns, the share of the time left after the list schedulers that the
+pipeline of the problem without contention takes before ``sa``."""
 
 CP_SEARCH_SHARE = 0.1
 """The most of the time left after the list schedulers that ``cp-search`` takes before
@@ -120,20 +127,34 @@ def auto(problem: Problem, ctx: SolveContext, moves: int) -> Schedule:
 
 def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
     """Where transfers take turns: the best of the list schedulers and the contiguous fills of
-    m-TOPO (each device filled in topological order up to its memory, or to an even share),
+    m-TOPO (each device filled in topological order up to its memory, or to an even share; the
+    devices by index, and fastest first),
     all timed with contention, then ``sa`` over the mapping with the contended decoder as
     fitness, for the rest of the time limit (``moves`` moves without one). ``exact``, ``lns``
-    and ``cp-search`` time transfers without contention, so they do not run here."""
+    and ``cp-search`` time transfers without contention: with a time limit, they run as the
+    pipeline of the problem without contention for :data:`FREE_SHARE` of the time left, and
+    its placement is re-timed with transfers taking turns and kept where it is better."""
     s = best_start(p, ctx.initial, ctx)
     ran = [s.method]
     if p.L == 1:
-        for cap in ("memory", "uniform"):
-            placed = topo_placement(p, cap)
+        work = np.where(np.isfinite(p.dur), p.dur, 0.0).sum(axis=0)
+        fills = [(cap, order) for cap in ("memory", "uniform")
+                 for order in (None, np.argsort(work, kind="stable").tolist())]  # by index, fastest first
+        for cap, devices in fills:
+            placed = topo_placement(p, cap, devices=devices)
             if (placed.owner >= 0).all():
                 t = Decoder(p, placed.order, insertion=True).schedule(placed.owner[:, None])
                 if t.makespan < s.makespan:
                     s, ran = t, [f"m-topo ({cap})"]
     ctx.improved(s.makespan)
+    if p.L == 1 and ctx.time_limit is not None and not ctx.expired() and not ctx.optimal(s.makespan):
+        # The contention-free pipeline's placement, re-timed: its search moves many tasks at once
+        free = replace(ctx, time_limit=ctx.elapsed() + FREE_SHARE * ctx.remaining(), initial=None, callback=None,
+                       history=[])  # its makespans are not this problem's
+        t = retimed(p, auto(p.with_contention(), free, moves))
+        if t.makespan < s.makespan:
+            s, ran = t, [*ran, "free " + t.method.removeprefix("auto: ")]
+            ctx.improved(s.makespan)
     if not ctx.expired() and not ctx.optimal(s.makespan):
         m = get("sa")
         opts = m.parse_options({"iterations": moves if ctx.time_limit is None else 2**62})

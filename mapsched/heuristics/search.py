@@ -41,6 +41,11 @@ class MappingSpace:
         p = self.p
         if p.L == 1:
             others = self.runnable[i][counts[i, self.runnable[i]] == 0]
+            if p.contended and rng.random() < 0.5:  # where copies take turns, join a neighbour's device
+                near = [int(np.argmax(counts[j])) for j in (*p.pred[i], *p.succ[i])]
+                near = [u for u in near if p.can_run[i, u] and counts[i, u] == 0]
+                if near:
+                    others = np.array(near)
             if len(others):
                 counts[i] = 0
                 counts[i, rng.choice(others)] = 1
