@@ -155,3 +155,64 @@ def _append_jobs(p: Problem, jobs: list[tuple[int, float]], deps: list[set[tuple
             free[u] = saved
 
     rec(0, 0.0)
+
+
+def contended_optimum(p: Problem) -> float:
+    """The latency optimum where transfers take turns (:mod:`mapsched.scheduling.contention`).
+
+    Every valid schedule shifts left into one that appends its jobs and transfers, in the
+    order they start, each to the lane of each resource it uses that frees first, as soon as
+    its predecessors end; so the minimum over all mappings that fit memory and links and all
+    such orders is the optimum. Tiny problems only (a depth-first search over orders)."""
+    import itertools
+
+    from mapsched.scheduling.contention import Resources
+
+    assert p.L == 1
+    res = Resources(p)
+    caps = [len(lanes.starts) for lanes in res.lanes]
+    need = (p.weight + p.act).tolist()
+    best = [math.inf]
+    choices = [np.flatnonzero(p.can_run[i]).tolist() for i in range(p.n)]
+    for dev in itertools.product(*choices):
+        used = np.zeros(p.m)
+        for i, u in enumerate(dev):
+            used[u] += need[i]
+        if (used > p.room).any():
+            continue
+        cross = [e for e in range(p.E) if dev[p.src[e]] != dev[p.dst[e]]]
+        if any(not math.isfinite(p.comm[e, dev[p.src[e]], dev[p.dst[e]]]) for e in cross):
+            continue
+        acts = [(float(p.dur[i, dev[i]]), (dev[i],)) for i in range(p.n)]
+        acts += [(float(p.comm[e, dev[p.src[e]], dev[p.dst[e]]]), res.route(dev[p.src[e]], dev[p.dst[e]]))
+                 for e in cross]
+        before = [[] for _ in acts]
+        for k, e in enumerate(cross):
+            before[p.n + k].append(int(p.src[e]))
+            before[int(p.dst[e])].append(p.n + k)
+        for e in range(p.E):
+            if e not in cross:
+                before[int(p.dst[e])].append(int(p.src[e]))
+        end = [0.0] * len(acts)
+        lanes = [[0.0] * c for c in caps]
+
+        def rec(done: int, makespan: float) -> None:
+            if done == (1 << len(acts)) - 1:
+                best[0] = min(best[0], makespan)
+                return
+            for a, (d, rs) in enumerate(acts):
+                if done >> a & 1 or any(not done >> b & 1 for b in before[a]):
+                    continue
+                start = max([0.0, *(end[b] for b in before[a]), *(min(lanes[r]) for r in rs)])
+                if max(makespan, start + d) >= best[0]:
+                    continue
+                saved = [(r, lanes[r].index(min(lanes[r])), min(lanes[r])) for r in rs]
+                for r, k, _ in saved:
+                    lanes[r][k] = start + d
+                end[a] = start + d
+                rec(done | 1 << a, max(makespan, start + d))
+                for r, k, old in saved:
+                    lanes[r][k] = old
+
+        rec(0, 0.0)
+    return best[0]

@@ -115,11 +115,17 @@ def edge_comm(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     return cmin, extra
 
 
-def retime(problem: Problem, owner: np.ndarray, starts: np.ndarray, **kwargs: Any) -> Schedule:
+def retime(problem: Problem, owner: np.ndarray, starts: np.ndarray, transfer_starts: dict[int, float] | None = None,
+           **kwargs: Any) -> Schedule:
     """Re-time a solver's answer exactly: decode its mapping in the order of its start
     times (ties in topological order), each job in the first gap of its device that fits
     it. Each job then starts no later than the solver put it, up to the solver's rounding
-    and tolerances."""
+    and tolerances. Where transfers take turns and the solver gives their starts, jobs and
+    transfers go in the order of those starts instead (:func:`~mapsched.scheduling.contention.in_order`)."""
+    if problem.contended and transfer_starts is not None:
+        from mapsched.scheduling.contention import in_order
+
+        return in_order(problem, np.asarray(owner)[:, 0].tolist(), starts, transfer_starts, **kwargs)
     # Taking the ready task that starts first is the start order whenever that order is
     # topological, and stays topological when solver tolerances blur zero-length jobs. Of
     # jobs that start together (to 1e-9 ms: HiGHS's starts differ by 1e-15), zero-length ones

@@ -4,7 +4,8 @@ Each task has one start ``s[i]`` and, per device u that can run it, an optional
 interval of length ``t[i, u]`` present iff ``x[i, u]``; ``AddNoOverlap`` per device
 replaces the MILP's disjunctions. Communication is a precedence enforced only when
 both end devices are chosen; a missing link forbids the pair; memory is a linear
-constraint per device. Redundant constraints speed up the proofs: device loads, a
+constraint per device. Where transfers take turns, each is an optional interval on the
+resources it uses (:meth:`CpSatModel._contention`). Redundant constraints speed up the proofs: device loads, a
 cumulative of shortest jobs, device-aware time windows and, on request, the work each
 device does between two tasks with the transfers around it (:func:`~mapsched.bounds.cuts.load_cuts`).
 
@@ -45,10 +46,28 @@ from mapsched.model.problem import Problem
 from mapsched.model.scales import default_resolution, memory_row, start_ticks
 from mapsched.model.schedule import Schedule
 
-__all__ = ["MAX_TICKS", "CpSatModel", "horizon_ticks", "portfolio", "run_cpsat"]
+__all__ = ["MAX_TICKS", "TRANSFER_INTERVALS", "CpSatModel", "horizon_ticks", "portfolio", "run_cpsat"]
 
 MAX_TICKS = 2**50
 """Longest horizon of a model in ticks: a user's ``resolution`` past it is refused."""
+
+
+TRANSFER_INTERVALS = 20_000
+"""Most transfer intervals a model states where transfers take turns (one per edge and pair of
+devices that can run its ends and whose transfers use a resource of limited capacity). Past
+it CP-SAT loads the model for longer than a time limit of seconds (70,000 intervals of a
+700-task graph: 5 s past a 15 s limit), so the model leaves the turns out: a relaxation, whose
+bound holds, and whose schedules are re-timed with the turns."""
+
+
+def _transfer_pairs(p: Problem) -> int:
+    """How many transfer intervals :meth:`CpSatModel._contention` would state. O(E m^2)."""
+    from mapsched.scheduling.contention import Resources
+
+    routes = Resources(p)
+    limited = np.array([[u != v and bool(routes.route(u, v)) for v in range(p.m)] for u in range(p.m)])
+    pairs = p.can_run[p.src][:, :, None] & p.can_run[p.dst][:, None, :] & limited[None] & np.isfinite(p.comm)
+    return int(pairs.sum())
 
 
 def horizon_ticks(upper_bound: float, res: float) -> int:
@@ -160,6 +179,11 @@ class CpSatModel:
                         m.add(self.s[j] >= self.end[i] + int(math.floor(p.comm[e, u, v] * res))).only_enforce_if(
                             [self.x[i, u], self.x[j, v]])
 
+        self.transfer_start: dict[int, cp_model.IntVar] = {}  # per edge whose transfers take turns
+        self.turns = p.contended and _transfer_pairs(p) <= TRANSFER_INTERVALS
+        if self.turns:
+            self._contention(p, horizon)
+
         self.load_cuts = 0  # how many were stated: the worker set-up depends on it (see solve)
         for i, k, v, runs, first, last in device_load_cuts(p, load_cut_terms):
             self._check_time()
@@ -179,6 +203,49 @@ class CpSatModel:
                 m.add(cp_model.LinearExpr.weighted_sum([self.x[i, u] for i in on], sizes) <= room)
         apply_plugins(self, plugins)
         m.minimize(self.C)
+
+    def _contention(self, p: Problem, horizon: int) -> None:
+        """Transfers that take turns (:mod:`mapsched.scheduling.contention`): per edge a start
+        ``ts[e]`` after its source ends, and per pair of devices whose transfers use a resource
+        of limited capacity an optional interval of the pair's time from ``ts[e]``, present
+        iff the ends sit on that pair, which the destination waits for; each resource takes
+        its intervals with a no-overlap (capacity 1, a device's jobs included where it has no
+        copy engines) or a cumulative. Times are rounded down as the jobs' are, so the
+        rounded model still relaxes the real one."""
+        from mapsched.scheduling.contention import Resources
+
+        m, res = self.model, self.res
+        resources = Resources(p)
+        capacity = [len(lanes.starts) for lanes in resources.lanes]
+        using: list[list[cp_model.IntervalVar]] = [[] for _ in capacity]
+        for e in range(p.E):
+            self._check_time()
+            i, j = int(p.src[e]), int(p.dst[e])
+            on_i, on_j = np.flatnonzero(p.can_run[i]).tolist(), np.flatnonzero(p.can_run[j]).tolist()
+            pairs = [(u, v) for u in on_i for v in on_j
+                     if u != v and resources.route(u, v) and math.isfinite(p.comm[e, u, v])]
+            if not pairs:
+                continue
+            ts = self.transfer_start[e] = m.new_int_var(0, horizon, f"ts{e}")
+            m.add(ts >= self.end[i])
+            for u, v in pairs:
+                on = m.new_bool_var(f"y{e}_{u}_{v}")
+                m.add_bool_and([self.x[i, u], self.x[j, v]]).only_enforce_if(on)
+                m.add_bool_or([self.x[i, u].Not(), self.x[j, v].Not(), on])
+                dt = int(math.floor(p.comm[e, u, v] * res))
+                m.add(self.s[j] >= ts + dt).only_enforce_if(on)
+                interval = m.new_optional_fixed_size_interval_var(ts, dt, on, f"tr{e}_{u}_{v}")
+                for r in resources.route(u, v):
+                    using[r].append(interval)
+        for r, intervals in enumerate(using):
+            if not intervals:
+                continue
+            if r < p.m:  # a device without copy engines: its copies and its jobs take turns
+                m.add_no_overlap(intervals + self.intervals[r])
+            elif capacity[r] == 1:
+                m.add_no_overlap(intervals)
+            else:
+                m.add_cumulative(intervals, [1] * len(intervals), capacity[r])
 
     def _check_time(self) -> None:
         if time.perf_counter() > self.deadline:
@@ -229,20 +296,22 @@ class CpSatModel:
         solver, status, text = run_cpsat(self, time_limit, threads, seed, log, on_solution,
                                          deadline=time_limit is not None and not self.load_cuts,
                                          detect_symmetry=detect_symmetry, stall=stall)
-        out: dict[str, Any] = {"owner": None, "starts": None, "log": text,
+        out: dict[str, Any] = {"owner": None, "starts": None, "transfer_starts": None, "log": text,
                                "optimal": status == cp_model.OPTIMAL,
                                "bound": solver.best_objective_bound / self.res}
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            out["owner"], out["starts"] = self.read(solver)
+            out["owner"], out["starts"], out["transfer_starts"] = self.read(solver)
         return out
 
-    def read(self, solver: Any) -> tuple[np.ndarray, np.ndarray]:
+    def read(self, solver: Any) -> tuple[np.ndarray, np.ndarray, dict[int, float]]:
+        """Each task's device and start (ms), and the start (ms) of each edge's transfer where
+        transfers take turns."""
         owner = np.full(self.problem.n, -1, dtype=np.int64)
         for (i, u), x in self.x.items():
             if solver.boolean_value(x):
                 owner[i] = u
         starts = np.array([solver.value(s) for s in self.s], dtype=float) / self.res
-        return owner, starts
+        return owner, starts, {e: solver.value(t) / self.res for e, t in self.transfer_start.items()}
 
 
 def portfolio(params: Any, threads: int, deadline: bool = False) -> None:

@@ -25,10 +25,10 @@ import numpy as np
 from mapsched.bounds.cuts import LOAD_CUT_TERMS
 from mapsched.engine.context import SolveContext
 from mapsched.engine.registry import Option, register
-from mapsched.errors import InfeasibleError
+from mapsched.errors import InfeasibleError, OptionError
 from mapsched.formulations.batched_cpsat import CpSatBatched, search_form
 from mapsched.formulations.common import retime, retime_jobs
-from mapsched.formulations.cpsat import CpSatModel
+from mapsched.formulations.cpsat import TRANSFER_INTERVALS, CpSatModel
 from mapsched.heuristics.lns import improve_lns
 from mapsched.model.problem import Problem
 from mapsched.model.scales import default_resolution
@@ -99,6 +99,9 @@ def exact(problem: Problem, ctx: SolveContext, backend: str, resolution: float, 
     over identical devices that ``none`` leaves open. HiGHS, which detects the symmetry
     itself, is slowed by the extra rows, so it keeps ``none``.
     """
+    if backend == "highs" and problem.contended:
+        raise OptionError("--backend: highs's model lets transfers overlap; where the problem declares contention "
+                          "(copy_engines, concurrency) use --backend cpsat")
     if symmetry == "auto":
         symmetry = "lex" if backend == "cpsat" else "none"
     # Symmetry cuts keep an optimum (see mapsched.model.symmetry), and the warm start's makespan
@@ -223,13 +226,18 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
         except TimeoutError:
             return _out_of_time(best)
         model_c.hint(start)
-        if lns and ctx.time_limit is not None and problem.n > STALL_TASKS and not hint_only:
+        # lns times transfers without contention: where they take turns the whole model keeps going
+        if lns and ctx.time_limit is not None and problem.n > STALL_TASKS and not hint_only and not problem.contended:
             stall = STALL_SHARE * ctx.remaining()
         out = model_c.solve(ctx.remaining_or_none(), ctx.threads, seed, ctx.log,
-                            lambda sol, bound: keep(retime(problem, sol[0][:, None], sol[1]), bound),
+                            lambda sol, bound: keep(retime(problem, sol[0][:, None], sol[1], sol[2]), bound),
                             solver_symmetry, stall=stall)
         log = f"resolution {model_c.res:g} ticks/ms\n" + out["log"]
-        final = retime(problem, out["owner"][:, None], out["starts"]) if out["owner"] is not None else None
+        if problem.contended and not model_c.turns:
+            log += (f"transfers take turns, but the model would need over {TRANSFER_INTERVALS:,} intervals for them: "
+                    "it leaves them out (its bound holds), and its schedules are re-timed with them\n")
+        final = (retime(problem, out["owner"][:, None], out["starts"], out["transfer_starts"])
+                 if out["owner"] is not None else None)
     if final is not None:
         keep(final, out["bound"])
     # A best schedule that its proof does not meet, with time left to close the gap.

@@ -21,7 +21,8 @@
 - With a relocation cost (:mod:`mapsched.engine.relocation`), ``sa``, which weighs it, within
   the time limit or its iterations.
 - Where transfers take turns (:mod:`mapsched.scheduling.contention`): the best of the list
-  schedulers and Baechi's contiguous fills, improved by ``sa`` (see :func:`_contended`).
+  schedulers, Baechi's contiguous fills and the contention-free pipeline's placement
+  re-timed, improved by ``exact`` or ``sa`` (see :func:`_contended`).
 
 Every stage starts from the best schedule so far, so the result is never worse than
 ``heft``'s (``bheft``'s). Its ``method`` names the stages that ran, as
@@ -64,6 +65,7 @@ from mapsched.scheduling.best_list import best_start
 from mapsched.scheduling.construct import topo_placement
 from mapsched.scheduling.contention import retimed
 from mapsched.scheduling.decoder import Decoder
+from mapsched.scheduling.simulate import simulate
 
 __all__ = ["CP_SEARCH_SHARE", "EXACT_JOBS", "FREE_SHARE"]
 
@@ -71,7 +73,7 @@ EXACT_JOBS = 300
 """Problems of at most this many jobs (tasks times inputs) go to ``exact`` when there is a
 time limit: CP-SAT improves on the list schedulers there within seconds."""
 
-FREE_SHARE = 0.5
+FREE_SHARE = 0.7
 """Where transfers take turns, the share of the time left after the list schedulers that the
 pipeline of the problem without contention takes before ``sa``."""
 
@@ -128,12 +130,17 @@ def auto(problem: Problem, ctx: SolveContext, moves: int) -> Schedule:
 def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
     """Where transfers take turns: the best of the list schedulers and the contiguous fills of
     m-TOPO (each device filled in topological order up to its memory, or to an even share; the
-    devices by index, and fastest first),
-    all timed with contention, then ``sa`` over the mapping with the contended decoder as
-    fitness, for the rest of the time limit (``moves`` moves without one). ``exact``, ``lns``
-    and ``cp-search`` time transfers without contention: with a time limit, they run as the
-    pipeline of the problem without contention for :data:`FREE_SHARE` of the time left, and
-    its placement is re-timed with transfers taking turns and kept where it is better."""
+    devices by index, and fastest first), all timed with contention; then
+
+    - with a time limit, for latency, the pipeline of the problem without contention (its
+      ``lns`` and ``cp-search`` time transfers without it) for :data:`FREE_SHARE` of the time
+      left, or all of it on problems of over :data:`EXACT_JOBS` jobs; its placement,
+      re-timed with transfers taking turns in its start order or run by ``simulate``
+      (whichever ends first), is kept where it is better;
+    - with a time limit, on problems of at most :data:`EXACT_JOBS` jobs, ``exact`` for the
+      rest, whose CP-SAT model has the transfers take turns, started from the best so far;
+    - otherwise ``sa`` with the contended decoder as its fitness, for ``moves`` moves
+      without a time limit, or to the limit for a large throughput problem."""
     s = best_start(p, ctx.initial, ctx)
     ran = [s.method]
     if p.L == 1:
@@ -147,20 +154,29 @@ def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
                 if t.makespan < s.makespan:
                     s, ran = t, [f"m-topo ({cap})"]
     ctx.improved(s.makespan)
-    if p.L == 1 and ctx.time_limit is not None and not ctx.expired() and not ctx.optimal(s.makespan):
-        # The contention-free pipeline's placement, re-timed: its search moves many tasks at once
-        free = replace(ctx, time_limit=ctx.elapsed() + FREE_SHARE * ctx.remaining(), initial=None, callback=None,
-                       history=[])  # its makespans are not this problem's
-        t = retimed(p, auto(p.with_contention(), free, moves))
-        if t.makespan < s.makespan:
-            s, ran = t, [*ran, "free " + t.method.removeprefix("auto: ")]
-            ctx.improved(s.makespan)
-    if not ctx.expired() and not ctx.optimal(s.makespan):
-        m = get("sa")
-        opts = m.parse_options({"iterations": moves if ctx.time_limit is None else 2**62})
-        t = m.fn(p, replace(ctx, initial=s), **opts)
+    small = p.n * p.L <= EXACT_JOBS
+
+    def better(t: Schedule, stage: str) -> None:
+        nonlocal s
         if t.makespan < s.makespan:
             s = t
-        ran.append("sa")
+            ctx.improved(s.makespan)
+        ran.append(stage)
+
+    def open_() -> bool:
+        return not ctx.expired() and not ctx.optimal(s.makespan)
+
+    if ctx.time_limit is not None and p.L == 1 and open_():
+        share = FREE_SHARE if small else 1.0
+        free = replace(ctx, time_limit=ctx.elapsed() + share * ctx.remaining(), initial=None, callback=None,
+                       history=[])  # its makespans are not this problem's
+        found = auto(p.with_contention(), free, moves)
+        t = min(retimed(p, found), simulate(p, found.mapping(), method=found.method), key=lambda x: x.makespan)
+        better(t, "without contention: " + found.method.removeprefix("auto: "))
+    if open_() and (ctx.time_limit is None or small or p.L > 1):
+        name = "exact" if ctx.time_limit is not None and small else "sa"
+        m = get(name)
+        opts = m.parse_options({} if name == "exact" else {"iterations": moves if ctx.time_limit is None else 2**62})
+        better(m.fn(p, replace(ctx, initial=s), **opts), name)
     s.method = "auto: " + ", ".join(ran)
     return s

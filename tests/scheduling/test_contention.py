@@ -172,3 +172,101 @@ def test_batched_transfers_are_valid(p0, kind, seed):
     if decode_ok(p, owner):
         assert validate(p, decode(p, owner, insertion=True)) == []
     assert validate(p, solve(p, "bheft")) == []
+
+
+def test_with_contention_per_device_and_link():
+    p = mapsched.instances.load("topcuoglu2002")
+    q = p.with_contention({"p1": 0}, {("p1", "p2"): 1}, duplex=False)
+    assert q.copy_engines == (0, None, None) and q.channel_lanes == (1,)
+    assert q.channel[0][1] == q.channel[1][0] == 0 and q.channel[0][2] == -1
+    assert not q.with_contention().contended and q.with_contention().name == p.name
+    with pytest.raises(ProblemError, match="copy_engines: unknown device 'gpu'"):
+        p.with_contention({"gpu": 0})
+
+
+def test_retimed_keeps_the_bound_and_marks_the_log():
+    from mapsched.scheduling.contention import retimed
+
+    p = mapsched.instances.load("topcuoglu2002")
+    q = p.with_contention(0, 1)
+    free = solve(p, "heft")
+    free.lower_bound = 42.0
+    r = retimed(q, free)
+    assert validate(q, r) == [] and r.lower_bound == 42.0 and r.makespan >= free.makespan
+    assert "re-timed with transfers taking turns" in r.log
+    assert retimed(q, r) is r  # already valid under contention: kept
+
+
+def test_auto_is_never_worse_than_the_contiguous_fill():
+    """The default takes m-TOPO's fills among its starts, so it never loses to them."""
+    from mapsched.scheduling.construct import topo_placement
+    from mapsched.scheduling.decoder import Decoder
+
+    p = mapsched.generators.random_dag(60, 4, seed=3).with_contention(0, 1)
+    r = solve(p, time_limit=2)
+    assert validate(p, r) == [] and r.method.startswith("auto: ")
+    placed = topo_placement(p, "memory")
+    fill = Decoder(p, placed.order, insertion=True).schedule(placed.owner[:, None])
+    assert r.makespan <= fill.makespan + 1e-9
+
+
+def test_cli_simulate_and_generate_with_contention(tmp_path, capsys):
+    from mapsched.cli import main
+
+    sched, out, prob = tmp_path / "s.json", tmp_path / "o.json", tmp_path / "p.json"
+    assert main(["solve", "builtin:topcuoglu2002", "-m", "heft", "-o", str(sched)]) == 0
+    assert main(["simulate", "builtin:topcuoglu2002", str(sched), "-o", str(out),
+                 "--contention", "copy_engines=0,concurrency=1"]) == 0
+    assert "with transfers taking turns" in capsys.readouterr().out
+    p = mapsched.instances.load("topcuoglu2002").with_contention(0, 1)
+    s = Schedule.read(str(out))
+    assert validate(p, s) == [] and s.transfers and s.makespan > Schedule.read(str(sched)).makespan
+    assert main(["generate", "vgg", "--system", "4-gpu-server", "--contention", "hardware", "-o", str(prob)]) == 0
+    q = Problem.read(str(prob))
+    assert q.contended and q.copy_engines[q.device_index["gpu0"]] == 2 and q.copy_engines[q.device_index["cpu"]] is None
+    assert set(q.channel_lanes) == {1}
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["simulate", "builtin:topcuoglu2002", "s.json", "-o", "o.json", "--contention", "copy_engines=-1"],
+     "copy_engines: expected an integer from 0 to 1024"),
+    (["simulate", "builtin:topcuoglu2002", "s.json", "-o", "o.json", "--contention", "lanes=2"], "expected none"),
+    (["simulate", "builtin:topcuoglu2002", "s.json", "-o", "o.json", "--contention", "duplex=maybe"],
+     "duplex: expected true or false"),
+    (["generate", "random-dag", "-o", "p.json", "--contention", "hardware"], "is of no system preset"),
+])
+def test_cli_refuses_bad_contention_in_one_line(tmp_path, monkeypatch, capsys, argv, message):
+    from mapsched.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's refusal
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code != 0 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "p.json").exists() and not (tmp_path / "o.json").exists()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_tasks=5, max_devices=3, transfers=20.0), KINDS)
+def test_exact_meets_the_exhaustive_contended_optimum(p0, kind):
+    """exact's model of transfers taking turns, re-timed in the solver's order, reaches the
+    optimum of exhaustive search; the bound stays below it and every heuristic above."""
+    from tests.exhaustive import contended_optimum
+
+    p = contended(p0, *kind)
+    opt = contended_optimum(p)
+    r = solve(p, "exact", threads=1)
+    assert validate(p, r) == []
+    assert r.makespan == pytest.approx(opt, rel=1e-6, abs=1e-9)
+    assert r.status == "optimal" and r.lower_bound <= opt + 1e-6 * max(1.0, opt)
+    assert lower_bound(p).value <= opt + 1e-6 * max(1.0, opt)
+    for method in ("heft", "peft", "cpop", "m-etf"):
+        assert solve(p, method).makespan >= opt - 1e-6 * max(1.0, opt), method
+
+
+def test_highs_backend_refuses_contention():
+    p = two_copies()
+    with pytest.raises(mapsched.OptionError, match="--backend: highs's model lets transfers overlap"):
+        solve(p, "exact", backend="highs")
