@@ -6,12 +6,14 @@ and :func:`mapsched.split.full_bound` combines them with these. The throughput b
 that see pipelining are in :mod:`mapsched.bounds.batched`."""
 
 from mapsched.bounds.batched import batched_relaxation_bound, stage_bound, two_part_bound
+from mapsched.bounds.contention import copy_load_bound
 from mapsched.bounds.interval import interval_load_bound
 from mapsched.bounds.load import load_bound
 from mapsched.bounds.lower import Bound, lower_bound
 from mapsched.bounds.memory import memory_chain_bound, memory_load_bound, transfer_path_bound
 from mapsched.bounds.simple import SubsetBound, critical_path_bound, min_work, slr, work_bound
 
-__all__ = ["Bound", "SubsetBound", "batched_relaxation_bound", "critical_path_bound", "interval_load_bound",
+__all__ = ["Bound", "SubsetBound", "batched_relaxation_bound", "copy_load_bound", "critical_path_bound",
+           "interval_load_bound",
            "load_bound", "lower_bound", "memory_chain_bound", "memory_load_bound", "min_work", "slr", "stage_bound",
            "transfer_path_bound", "two_part_bound", "work_bound"]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from mapsched import checks
 from mapsched.bounds.batched import BATCHED_TASKS, batched_relaxation_bound
+from mapsched.bounds.contention import copy_load_bound
 from mapsched.bounds.interval import interval_load_bound
 from mapsched.bounds.load import load_bound
 from mapsched.bounds.memory import memory_binds, memory_chain_bound, memory_load_bound, transfer_path_bound
@@ -53,7 +54,9 @@ def lower_bound(problem: Problem, time_limit: float | None = None, *, batched: b
     hold all it can run, two longest paths cut into runs that fit the devices' memory
     (:func:`~mapsched.bounds.memory.memory_chain_bound`) and the load LP with memory rows
     (:func:`~mapsched.bounds.memory.memory_load_bound`, with the time left, or
-    :data:`MEMORY_SECONDS`); for latency the interval load LP
+    :data:`MEMORY_SECONDS`); where transfers take turns, the load LP that counts the copies
+    forced onto devices whose copies take turns (:func:`~mapsched.bounds.contention.copy_load_bound`,
+    with the time left, or :data:`MEMORY_SECONDS`); for latency the interval load LP
     (:func:`~mapsched.bounds.interval.interval_load_bound`, which sees the load between the
     critical path's tasks: the time left of ``time_limit``, if enough to build it
     (:data:`INTERVAL_SETUP`), or :data:`INTERVAL_SECONDS`);
@@ -95,6 +98,10 @@ def lower_bound(problem: Problem, time_limit: float | None = None, *, batched: b
         left = MEMORY_SECONDS if time_limit is None else time_limit - (time.perf_counter() - started)
         if left > 0:
             add(memory_load_bound(problem, left), "memory-load")
+    if problem.contended and problem.L == 1:
+        left = MEMORY_SECONDS if time_limit is None else time_limit - (time.perf_counter() - started)
+        if left > 0:
+            add(copy_load_bound(problem, left), "copy-load")
     if time_limit is None:
         left = INTERVAL_SECONDS if problem.L == 1 else BATCHED_SECONDS
     else:

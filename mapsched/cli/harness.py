@@ -73,6 +73,9 @@ def add_profile(sub: Any) -> None:
     pr.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=True,
                     help="then run a few schedules for real and fit the overheads to them, as 'mapsched "
                          "calibrate' with its defaults does (default); --no-calibrate writes the profiled times")
+    pr.add_argument("--contention", action="store_true",
+                    help="also time copies alone and side by side, and write which links carry one at a time "
+                         "(concurrency 1, duplex) and which devices' copies occupy them (copy_engines 0)")
     pr.add_argument("-o", "--output", help="the problem file to write (required unless --check)")
     pr.set_defaults(handler=cmd_profile)
 
@@ -255,6 +258,13 @@ def cmd_profile(args: argparse.Namespace) -> int:
             problem, report = harness.calibrate(model, problem, inputs, cluster=not args.no_cluster,
                                                 compile=args.compile)
         _report(report)
+    if args.contention:
+        from mapsched.harness.contention import measure_contention
+
+        found = measure_contention(devices, warmup=args.warmup, repeats=args.repeats)
+        problem = found.apply(problem)
+        print("contention: " + ", ".join(f"{k} {v:.2f}x" for k, v in found.ratios.items())
+              + f"; {'transfers take turns' if problem.contended else 'copies overlap: no contention written'}")
     problem.write(args.output)
     print(f"wrote {'the calibrated ' if args.calibrate else ''}{problem!r} to {shown(args.output, quote=False)}")
     return 0

@@ -18,6 +18,9 @@ Needs the optional extra ``mapsched[torch]``.
   size (:mod:`mapsched.harness.lean`); the problem records the setting;
 - :func:`calibrate` runs a few schedules and fits the overhead terms to their measured
   makespans by least squares, returning the calibrated problem and the fit;
+- :func:`measure_contention` times copies alone and side by side, and says which links
+  carry one at a time and which devices' copies occupy them (``mapsched profile
+  --contention`` writes it into the problem);
 - :func:`trace_step` traces a whole training step op by op with ``make_fx`` in fake
   mode (no weights, data or memory) and costs each op with a roofline;
 - :mod:`mapsched.harness.models` has example models: small ones to profile, and GPT
@@ -26,6 +29,7 @@ Needs the optional extra ``mapsched[torch]``.
 
 from mapsched.harness.aten import trace_step
 from mapsched.harness.calibrate import CalibrationReport, calibrate
+from mapsched.harness.contention import Contention, measure_contention
 from mapsched.harness.devices import available, default_threads
 from mapsched.harness.execute import Execution, execute, outputs_match
 from mapsched.harness.graph import CoarseGraph, Segment, trace
@@ -41,8 +45,9 @@ from mapsched.harness.profile import (
 )
 
 __all__ = [
-    "COMPILE", "CalibrationReport", "CoarseGraph", "Execution", "NoisyMeasurementWarning", "Profiled", "Segment",
-    "Spread", "available", "calibrate", "check_threads", "default_threads", "execute", "measure_links",
-    "measure_overheads", "outputs_match", "prepare", "profile", "profile_report", "recorded_compile",
+    "COMPILE", "CalibrationReport", "CoarseGraph", "Contention", "Execution", "NoisyMeasurementWarning", "Profiled",
+    "Segment", "Spread", "available", "calibrate", "check_threads", "default_threads", "execute",
+    "measure_contention", "measure_links", "measure_overheads", "outputs_match", "prepare", "profile",
+    "profile_report", "recorded_compile",
     "thread_settings", "trace", "trace_step",
 ]

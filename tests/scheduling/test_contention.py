@@ -270,3 +270,36 @@ def test_highs_backend_refuses_contention():
     p = two_copies()
     with pytest.raises(mapsched.OptionError, match="--backend: highs's model lets transfers overlap"):
         solve(p, "exact", backend="highs")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_tasks=5, max_devices=3, transfers=20.0, tight=True), KINDS)
+def test_copy_load_bound_is_below_the_exhaustive_optimum(p0, kind):
+    from mapsched.bounds import copy_load_bound
+    from tests.exhaustive import contended_optimum
+
+    p = contended(p0, *kind)
+    opt = contended_optimum(p)
+    assert copy_load_bound(p) <= opt + 1e-6 * max(1.0, opt)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(min_tasks=8, max_tasks=25, max_devices=4, transfers=20.0, tight=True), KINDS)
+def test_copy_load_bound_is_below_every_heuristic(p0, kind):
+    from mapsched.bounds import copy_load_bound
+
+    p = contended(p0, *kind)
+    b = copy_load_bound(p)
+    for method in ("heft", "peft", "m-etf", "sa"):
+        assert b <= solve(p, method).makespan + 1e-6
+
+
+def test_copy_load_bound_sees_the_copies_memory_forces():
+    """The docstring's case: the load bound and the memory rules see 1 ms; the copy-load 5."""
+    from mapsched.bounds import copy_load_bound, load_bound
+
+    p = Problem([Task("x", {"a": 1}, 0, 0, 1), Task("y", {"a": 1, "b": 1}, 0, 0, 1)], [Edge("x", "y", 4000)],
+                System((Device("a", memory=1, copy_engines=0), Device("b")), (Link("a", "b", 1e6),)))
+    assert copy_load_bound(p) == pytest.approx(5.0, rel=1e-6) and load_bound(p) < 2.0
+    assert lower_bound(p).rule in ("copy-load", "transfer-path") and lower_bound(p).value >= 5.0 - 1e-6
+    assert copy_load_bound(p.with_contention()) == 0.0
