@@ -139,8 +139,8 @@ def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
       (whichever ends first), is kept where it is better;
     - with a time limit, on problems of at most :data:`EXACT_JOBS` jobs, ``exact`` for the
       rest, whose CP-SAT model has the transfers take turns, started from the best so far;
-    - otherwise ``sa`` with the contended decoder as its fitness, for ``moves`` moves
-      without a time limit, or to the limit for a large throughput problem."""
+    - otherwise (no time limit, or a large throughput problem) ``sa`` with the contended
+      decoder as its fitness, for ``moves`` moves."""
     s = best_start(p, ctx.initial, ctx)
     ran = [s.method]
     if p.L == 1:
@@ -176,7 +176,7 @@ def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
     if open_() and (ctx.time_limit is None or small or p.L > 1):
         name = "exact" if ctx.time_limit is not None and small else "sa"
         m = get(name)
-        opts = m.parse_options({} if name == "exact" else {"iterations": moves if ctx.time_limit is None else 2**62})
+        opts = m.parse_options({} if name == "exact" else {"iterations": moves})
         better(m.fn(p, replace(ctx, initial=s), **opts), name)
     s.method = "auto: " + ", ".join(ran)
     return s

@@ -3,8 +3,7 @@
 A move gives one random task another device (or, for throughput, a new random
 split of its inputs). Worse moves are accepted with probability
 ``exp(-delta / T)``; the temperature falls geometrically from ``t0`` times the
-starting makespan to a thousandth of that over the iteration budget, or over the time
-limit where that runs out first. The best
+starting makespan to a thousandth of that over the iteration budget. The best
 mapping seen is returned (or the starting heuristic's own schedule when that is
 better), so the result is never worse than the start; the search stops once the best
 meets the solve's proved bound. With a relocation cost
@@ -57,7 +56,7 @@ def sa(problem: Problem, ctx: SolveContext, iterations: int, t0: float, init: st
     for k in range(iterations):
         if ctx.expired() or ctx.optimal(min(f_best, f_start)):
             break
-        temp = temp0 * 1e-3 ** max(k / iterations, ctx.elapsed() / ctx.time_limit if ctx.time_limit else 0.0)
+        temp = temp0 * 1e-3 ** (k / iterations)
         i = int(rng.integers(problem.n))
         cand = cur.copy()
         space.mutate_gene(cand, i, rng)
