@@ -97,8 +97,8 @@ def placeto(problem: Problem, ctx: Any, policy: str, episodes: int | None, hidde
 @register(
     "giph",
     "GiPH's learned placement improvement (a policy over gpNet moves one task per step, |V| x ratio steps "
-    "from a random or the --initial placement, each run by the work-conserving model); best placement seen "
-    "(needs torch)",
+    "from the best list schedule's, a random or the --initial placement, each run by the work-conserving "
+    "model); the best placement seen, or the start where it is better (needs torch)",
     objectives=("latency",),
     requires=("torch",),
     initial=True,
@@ -110,8 +110,9 @@ def placeto(problem: Problem, ctx: Any, policy: str, episodes: int | None, hidde
         Option("noise", float, 0.0, "GiPH's noise on every run of the search (its noisy runs: 0.2); the best "
                                     "noisy run's placement is returned as the noiseless model runs it", most=1.0),
         Option("greedy", bool, False, "take the policy's most likely move instead of sampling (GiPH samples)"),
-        Option("start", str, "random", "the start placement without --initial: random (GiPH) or heft's",
-               choices=("random", "heft")),
+        Option("start", str, "best-list", "the start placement without --initial: the better of heft's and "
+               "peft's (best-list), heft's, or random (GiPH's protocol); the result is never worse than it",
+               choices=("best-list", "heft", "random")),
     ),
 )
 def giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: float, greedy: bool, start: str) -> Schedule:

@@ -539,15 +539,15 @@ def solve_doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None,
     p = problem
     names = parse_stages(stages)
 
-    def fallback() -> Schedule:
-        """Critical Path's assignment (one run; repaired where it dead-ends on memory or links),
-        on a generator of its own, so that finding it does not change the training's draws."""
+    def fallback(runs: int) -> Schedule:
+        """Critical Path's assignment (its best of ``runs``; repaired where it dead-ends on memory
+        or links), on a generator of its own, so that finding it does not change the training's draws."""
         from mapsched.heuristics.critical_path import critical_path
 
-        return critical_path(p, fallback_ctx(ctx), runs=1)
+        return critical_path(p, fallback_ctx(ctx), runs=runs)
 
-    # Under a time limit the fallback is found first, so that it is in hand at the deadline.
-    first = None if ctx.time_limit is None else fallback()
+    # Under a time limit one run is found first, so that it is in hand at the deadline.
+    first = None if ctx.time_limit is None else fallback(1)
     if first is not None and no_time_to_load(ctx, train=True):  # its repair took the time (tight memory)
         first.log += (f"doppler: finding Critical Path's assignment left less than the {load_seconds(True):g} s "
                       "that loading the optimizer may take; that assignment, with no learning\n")
@@ -556,14 +556,17 @@ def solve_doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None,
                          Config(hidden=hidden, rounds=rounds), DEFAULT_EPISODES)
     assignment, note = trainer.best_assignment, None
     if assignment is None:  # no rollout finished: the time limit, or memory and links left an op no device
-        assignment = (first if first is not None else fallback()).mapping()
+        assignment = (first if first is not None else fallback(1)).mapping()
         note = "no rollout of the policy finished; Critical Path's assignment"
+    if not ctx.expired():  # never worse than the teacher: Critical Path's best of its method's runs
+        best = fallback(CRITICAL_PATH_RUNS)
+        first = best if first is None or best.makespan <= first.makespan else first
     try:
-        s = simulate(p, assignment if isinstance(assignment, dict) else np.asarray(assignment), method="doppler")
-        if first is not None and note is None and trainer.cut:
-            # Cut short by the limit, the best rollout can be far worse than the start in hand
-            # (an untrained policy's one greedy rollout at 2,000 tasks: 4.3 times Critical
-            # Path's); a limit that does not bind trains and answers as no limit does.
+        placed = assignment if isinstance(assignment, dict) else np.asarray(assignment)
+        s = simulate(p, placed, method="doppler")
+        if first is not None and note is None:
+            # The best rollout can be worse than the teacher (an untrained policy's one greedy
+            # rollout at 2,000 tasks, cut short by a limit: 4.3 times Critical Path's).
             start = simulate(p, first.mapping(), method="doppler")
             if start.makespan < s.makespan:
                 s, note = start, "Critical Path's assignment beat every rollout of the policy"
@@ -575,6 +578,11 @@ def solve_doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None,
               f"best assignment {s.makespan:.6g}\n" + (f"{note}\n" if note else "")
               + diverged_note(trainer, "doppler"))
     return s
+
+
+CRITICAL_PATH_RUNS = 50
+"""Runs of Critical Path (its method's default) that ``doppler`` is never worse than (issue 70),
+where its training leaves time for them."""
 
 
 DEFAULT_EPISODES = 100

@@ -93,21 +93,28 @@ def random_placement(p: Problem, rng: np.random.Generator) -> np.ndarray:
     return repaired_owner(p)
 
 
-def giph_start(p: Problem, ctx: Any, start: str) -> tuple[np.ndarray, str]:
-    """GiPH's start placement as a device index per task, and its name for the log: the
-    solve's initial placement if it has one, else HEFT's (``start="heft"``) or a random one."""
+def giph_start(p: Problem, ctx: Any, start: str) -> tuple[np.ndarray, str, Schedule | None]:
+    """GiPH's start placement as a device index per task, its name for the log, and the
+    start's own schedule where it has one: the solve's initial placement if it has one, else
+    the better of ``heft``'s and ``peft``'s (``start="best-list"``), ``heft``'s
+    (``start="heft"``) or a random one (GiPH's protocol)."""
     from mapsched.scheduling.decoder import as_owner
 
     if ctx.initial is not None:
-        return as_owner(p, ctx.initial.mapping())[:, 0], "the initial"
-    if start == "heft":
-        from mapsched.heuristics.heft import heft
+        return as_owner(p, ctx.initial.mapping())[:, 0], "the initial", ctx.initial
+    if start in ("heft", "best-list"):
+        from mapsched.engine.registry import get
 
-        return as_owner(p, heft(p, ctx).mapping())[:, 0], "heft's"
-    return random_placement(p, ctx.rng), "a random"
+        found = []
+        for name in ("heft",) if start == "heft" else ("heft", "peft"):
+            m = get(name)
+            found.append((m.fn(p, ctx, **m.parse_options({})), name))
+        best, name = min(found, key=lambda sn: sn[0].makespan)  # the first of equals
+        return as_owner(p, best.mapping())[:, 0], f"{name}'s", best
+    return random_placement(p, ctx.rng), "a random", None
 
 
-def before_loading(p: Problem, ctx: Any, method: str, policy: str, start: str = "random") -> Schedule | None:
+def before_loading(p: Problem, ctx: Any, method: str, policy: str, start: str = "best-list") -> Schedule | None:
     """What a learned method does before it loads PyTorch: refuse a missing ``policy`` file,
     then return its placement before learning (:func:`unlearned`) where the time limit
     leaves no time to load; None where it goes on to load and run."""
@@ -115,7 +122,7 @@ def before_loading(p: Problem, ctx: Any, method: str, policy: str, start: str = 
     return unlearned(p, ctx, method, start) if no_time_to_load(ctx, method in TRAINING) else None
 
 
-def unlearned(p: Problem, ctx: Any, method: str, start: str = "random") -> Schedule:
+def unlearned(p: Problem, ctx: Any, method: str, start: str = "best-list") -> Schedule:
     """``method``'s placement before any learning, found without PyTorch (see the module
     docstring), with a log line saying why."""
     if method == "doppler":
@@ -123,8 +130,8 @@ def unlearned(p: Problem, ctx: Any, method: str, start: str = "random") -> Sched
 
         s, what = critical_path(p, ctx, runs=50), "Critical Path's assignment (its imitation teacher)"
     elif method == "giph":
-        owner, origin = giph_start(p, ctx, start)
-        s = ctx.initial if ctx.initial is not None else simulate(p, owner, method=method)
+        owner, origin, own = giph_start(p, ctx, start)
+        s = own if own is not None else simulate(p, owner, method=method)
         what = f"{origin} placement it starts from"
     else:
         s, what = simulate(p, random_placement(p, ctx.rng), method=method), "a random placement"

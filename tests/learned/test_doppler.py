@@ -312,3 +312,13 @@ def test_without_torch_the_method_says_how_to_install_it():
             "    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "pip install 'mapsched[torch]'" in out and out.count("\n") == 1
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_doppler_is_never_worse_than_critical_path(seed):
+    """Issue 70: without a time limit, the result is never above Critical Path's best run (the
+    teacher), even after two episodes of an untrained policy."""
+    p = random_dag(25, 3, seed=seed)
+    r = solve(p, "doppler", seed=seed, episodes=2, hidden=16, rounds=2)
+    assert validate(p, r) == []
+    assert r.makespan <= solve(p, "critical-path", seed=0).makespan + 1e-9  # its draws: see fallback_ctx

@@ -137,6 +137,20 @@ def test_shipped_policy_is_deterministic_and_warm_start_never_worse():
     assert s.makespan <= simulate(p, h.mapping()).makespan and validate(p, s) == []
 
 
+@settings(max_examples=15, deadline=None)
+@given(problems(max_tasks=9, max_devices=4, transfers=5.0), st.integers(0, 100), st.sampled_from(["best-list", "heft"]))
+def test_giph_is_never_worse_than_its_start(p, seed, start):
+    """Issue 70: the result is never above the start's own schedule (the better of heft's and
+    peft's by default), nor above the start's placement as the runtime model runs it."""
+    starts = [solve(p, "heft")] + ([solve(p, "peft")] if start == "best-list" else [])
+    first = min(starts, key=lambda s: s.makespan)
+    r = solve(p, "giph", seed=seed, start=start, ratio=0.5)
+    assert validate(p, r) == []
+    assert r.makespan <= first.makespan + 1e-9
+    assert r.makespan <= simulate(p, first.mapping()).makespan + 1e-9
+    assert "returned " in r.log
+
+
 @pytest.mark.parametrize("variant,rounds,features", [("giph", 0, NODE_FEATURES), ("giph", 3, NODE_FEATURES),
                                                      ("ne", 0, NODE_FEATURES), ("task-eft", 0, NODE_FEATURES),
                                                      ("giph", 0, GIPH_NODE_FEATURES)])
@@ -264,7 +278,7 @@ def test_giph_when_every_task_takes_no_time():
     p = Problem([Task("t0", {"d0": 0.0}), Task("t1", {"d0": 0.0, "d1": 0.0})], [],
                 System((Device("d0"), Device("d1")), ()))
     s = solve(p, "giph", seed=0, time_limit=5)
-    assert validate(p, s) == [] and s.makespan == 0.0 and "SLR 1\n" in s.log
+    assert validate(p, s) == [] and s.makespan == 0.0 and "SLR 1;" in s.log
 
 
 def test_a_requested_stop_ends_the_search_with_the_best_so_far():
