@@ -193,26 +193,34 @@ def contended_optimum(p: Problem) -> float:
         for e in range(p.E):
             if e not in cross:
                 before[int(p.dst[e])].append(int(p.src[e]))
-        end = [0.0] * len(acts)
-        lanes = [[0.0] * c for c in caps]
-
-        def rec(done: int, makespan: float) -> None:
-            if done == (1 << len(acts)) - 1:
-                best[0] = min(best[0], makespan)
-                return
-            for a, (d, rs) in enumerate(acts):
-                if done >> a & 1 or any(not done >> b & 1 for b in before[a]):
-                    continue
-                start = max([0.0, *(end[b] for b in before[a]), *(min(lanes[r]) for r in rs)])
-                if max(makespan, start + d) >= best[0]:
-                    continue
-                saved = [(r, lanes[r].index(min(lanes[r])), min(lanes[r])) for r in rs]
-                for r, k, _ in saved:
-                    lanes[r][k] = start + d
-                end[a] = start + d
-                rec(done | 1 << a, max(makespan, start + d))
-                for r, k, old in saved:
-                    lanes[r][k] = old
-
-        rec(0, 0.0)
+        _best_order(acts, before, caps, best)
     return best[0]
+
+
+def _best_order(acts: list[tuple[float, tuple[int, ...]]], before: list[list[int]], caps: list[int],
+                best: list[float]) -> None:
+    """Lower ``best[0]`` to the least makespan of appending the activities ``(duration,
+    resources)`` in any order that keeps ``before``, each to the lane of each resource that
+    frees first (see :func:`contended_optimum`)."""
+    end = [0.0] * len(acts)
+    lanes = [[0.0] * c for c in caps]
+
+    def rec(done: int, makespan: float) -> None:
+        if done == (1 << len(acts)) - 1:
+            best[0] = min(best[0], makespan)
+            return
+        for a, (d, rs) in enumerate(acts):
+            if done >> a & 1 or any(not done >> b & 1 for b in before[a]):
+                continue
+            start = max([0.0, *(end[b] for b in before[a]), *(min(lanes[r]) for r in rs)])
+            if max(makespan, start + d) >= best[0]:
+                continue
+            saved = [(r, lanes[r].index(min(lanes[r])), min(lanes[r])) for r in rs]
+            for r, k, _ in saved:
+                lanes[r][k] = start + d
+            end[a] = start + d
+            rec(done | 1 << a, max(makespan, start + d))
+            for r, k, old in saved:
+                lanes[r][k] = old
+
+    rec(0, 0.0)
