@@ -3,7 +3,8 @@ compute. The module-chain recursion, which needs exact solves of module pieces, 
 :func:`mapsched.split.chain_bound`; the relaxation of the latency model with separated
 load cuts is :func:`mapsched.bounds.relaxation.relaxation_bound`; both take longer
 and :func:`mapsched.split.full_bound` combines them with these. The throughput bounds
-that see pipelining are in :mod:`mapsched.bounds.batched`."""
+that see pipelining are in :mod:`mapsched.bounds.batched`; where transfers take turns,
+:func:`~mapsched.bounds.contention.copy_load_bound` counts the copies they force."""
 
 from mapsched.bounds.batched import batched_relaxation_bound, stage_bound, two_part_bound
 from mapsched.bounds.contention import copy_load_bound

@@ -453,17 +453,25 @@ class Builder:
                         r = t
         return r
 
+    def _length(self, i: int, u: int, mask: int) -> float | None:
+        """How long the job of task i on device u for the inputs in ``mask`` lasts (``inf`` where
+        it cannot run); None where ``check`` rules it out: no such batch, or no memory left."""
+        p = self.p
+        c = mask.bit_count()
+        k = p.batch_pos[c] if c < len(p.batch_pos) else -1
+        d = float(p.lat[i, u, k]) if k >= 0 else np.inf
+        if self.check and (d == np.inf or p.weight[i] + p.act[i] * c > self.mem_left[u] * (1 + MEMORY_SLACK)):
+            return None
+        return d
+
     def trial(self, i: int, jobs: list[tuple[int, int]]) -> list[tuple[int, int, float, float, int]] | None:
         """Where jobs ``(device, mask)`` of task i would start and end: ``(u, mask, start, end, slot)``."""
-        p = self.p
         if self.resources is not None:
             return self._contended_trial(i, jobs)
         out = []
         for u, mask in jobs:
-            c = mask.bit_count()
-            k = p.batch_pos[c] if c < len(p.batch_pos) else -1
-            d = float(p.lat[i, u, k]) if k >= 0 else np.inf
-            if self.check and (d == np.inf or p.weight[i] + p.act[i] * c > self.mem_left[u] * (1 + MEMORY_SLACK)):
+            d = self._length(i, u, mask)
+            if d is None:
                 return None
             r = self.ready(i, u, mask)
             if r == np.inf:
@@ -496,16 +504,14 @@ class Builder:
         after the last arrival. The slot is ``(device lane, transfers)``. What is tried is
         reserved while trying, so that the task's own transfers and jobs take turns too, and
         released after."""
-        p, res = self.p, self.resources
+        res = self.resources
         llat, mpb, nb = self._llat, self._mpb, self._nbytes
         held = []
         out = []
         try:
             for u, mask in jobs:
-                c = mask.bit_count()
-                k = p.batch_pos[c] if c < len(p.batch_pos) else -1
-                d = float(p.lat[i, u, k]) if k >= 0 else np.inf
-                if self.check and (d == np.inf or p.weight[i] + p.act[i] * c > self.mem_left[u] * (1 + MEMORY_SLACK)):
+                d = self._length(i, u, mask)
+                if d is None:
                     return None
                 ready = 0.0
                 arriving = []
