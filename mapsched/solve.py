@@ -31,10 +31,12 @@ BOUND_SHARE = 0.1
 """Share of a time limit that :func:`solve` gives the bound it adds to every result,
 :func:`mapsched.bounds.lower_bound` (the critical path, the work, the load LP, the path with
 transfers and memory, the load LP with memory rows where memory binds, and the interval load
-LP or the batched relaxation in what is left of the share). It is spent before the method
-starts, and counts within the time limit: with ``time_limit=T`` the method has ``0.9 T`` or
-more left (the LPs stop at their share; the rules without an LP, O(n m nb L + E m^2), run
-whatever the share). Without a time limit the bound's LPs run to their optimum. The result's
+LP or the batched relaxation in what is left of the share; then, with a time limit, for
+latency, the relaxation over classes of identical devices folded into one,
+:func:`~mapsched.bounds.relaxation.folded_bound`, in what is left of it). It is spent before
+the method starts, and counts within the time limit: with ``time_limit=T`` the method has
+``0.9 T`` or more left (the LPs stop at their share; the rules without an LP, O(n m nb L + E
+m^2), run whatever the share). Without a time limit the bound's LPs run to their optimum. The result's
 ``lower_bound`` is the larger of this and the method's own proved bound (``exact``'s dual
 bound)."""
 
@@ -139,6 +141,11 @@ def solve(
         # The bound's LPs count within the time limit, and get only
         # a share of it: without the LP the critical path and the work still hold.
         bound = lower_bound(problem, None if time_limit is None else BOUND_SHARE * time_limit).value
+        left = 0.0 if time_limit is None else BOUND_SHARE * time_limit - (time.perf_counter() - loaded)
+        if left > 0 and problem.L == 1:  # what the share leaves: the relaxation over identical devices folded
+            from mapsched.bounds.relaxation import folded_bound
+
+            bound = max(bound, folded_bound(problem, left))
         ctx = SolveContext(time_limit, rng, threads or os.cpu_count() or 1, callback, log, bound, started=started)
         start = None
         if initial is not None:

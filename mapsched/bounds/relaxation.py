@@ -47,7 +47,7 @@ from mapsched.model.scales import highs_time_scale
 from mapsched.model.validate import floating_bound
 from mapsched.scheduling.best_list import makespan_cap
 
-__all__ = ["MARGIN_TASKS", "RELAXATION_TASKS", "relaxation_bound"]
+__all__ = ["MARGIN_TASKS", "QUOTIENT_COLUMNS", "RELAXATION_TASKS", "folded_bound", "relaxation_bound"]
 
 RELAXATION_TASKS = 2_000
 """Largest graph :func:`relaxation_bound` takes on: separation multiplies dense n-by-n
@@ -306,6 +306,30 @@ def relaxation_bound(problem: Problem, time_limit: float = 10.0, integral: bool 
         return folded
     return max(folded, _solved(p, np.ones(p.m), cap, time.perf_counter(), start + time_limit, integral,
                                cuts_per_round))
+
+
+def folded_bound(problem: Problem, time_limit: float) -> float:
+    """The relaxation's LP over classes of identical devices folded into one (:func:`_quotient`),
+    with separated load cuts, within ``time_limit`` seconds: what :func:`mapsched.solve` adds to
+    a latency result's bound in what its bound's share leaves. 0 where no two devices are
+    alike, past :data:`RELAXATION_TASKS` tasks, or where the time is too short to build it.
+
+    >>> from mapsched import instances
+    >>> folded_bound(instances.load("topcuoglu2002"), 5.0)  # three different processors
+    0.0
+    """
+    p = arguments.problem(problem)
+    time_limit = checks.seconds(time_limit, "time_limit", none=False)
+    if p.L > 1 or p.n > RELAXATION_TASKS:
+        return 0.0
+    start = time.perf_counter()
+    q, mult = _quotient(p)
+    if q is p or time_limit < 2 * SETUP * (q.n * q.m + q.E * q.m * q.m):
+        return 0.0
+    cap = makespan_cap(p, start + time_limit)
+    if time.perf_counter() >= start + time_limit:
+        return 0.0
+    return _solved(q, mult, cap, time.perf_counter(), start + time_limit, False, 200)
 
 
 def _solved(p: Problem, mult: np.ndarray, cap: float, start: float, deadline: float, integral: bool,

@@ -197,3 +197,15 @@ def test_folded_relaxation_proves_more_than_the_quick_rules_on_a_real_model():
     folded, mult = relaxation._quotient(p)
     assert folded.m == 2 and sorted(mult.tolist()) == [4, 12]
     assert relaxation_bound(p, time_limit=10, integral=False) > 2 * lower_bound(p).value
+
+
+def test_a_timed_solve_carries_the_folded_relaxation():
+    """Issue 68: a list scheduler's result under a time limit carries the relaxation over the
+    identical accelerators and CPUs folded, within the bound's share: far above the quick rules."""
+    from mapsched import instances
+    from mapsched.bounds.relaxation import folded_bound
+
+    p = instances.load("real/gnmt-layer")
+    r = solve(p, "heft", time_limit=10)
+    assert r.lower_bound > 5 * lower_bound(p).value and r.solve_seconds < 10
+    assert r.lower_bound <= r.makespan and folded_bound(p, 5.0) <= r.makespan
