@@ -72,7 +72,7 @@ def main() -> None:
         free = solve(p0, time_limit=args.time_limit)
         mapping = free.mapping()
         free_sim = simulate(p, mapping).makespan
-        from mapsched.scheduling.contention import retimed as _under_contention
+        from mapsched.scheduling.retime import retimed as _under_contention
 
         free_ct = _under_contention(p, free).makespan
         c = solve(p, time_limit=args.time_limit)

@@ -160,7 +160,7 @@ def solve(
         with interrupt.until(started + time_limit if time_limit is not None else math.inf):
             result: Schedule = m.fn(problem, ctx, **opts)
         if problem.contended:
-            from mapsched.scheduling.contention import retimed
+            from mapsched.scheduling.retime import retimed
 
             result = retimed(problem, result)
         # This solve's, never one a returned initial schedule brought from an earlier solve.

@@ -121,9 +121,9 @@ def retime(problem: Problem, owner: np.ndarray, starts: np.ndarray, transfer_sta
     times (ties in topological order), each job in the first gap of its device that fits
     it. Each job then starts no later than the solver put it, up to the solver's rounding
     and tolerances. Where transfers take turns and the solver gives their starts, jobs and
-    transfers go in the order of those starts instead (:func:`~mapsched.scheduling.contention.in_order`)."""
+    transfers go in the order of those starts instead (:func:`~mapsched.scheduling.retime.in_order`)."""
     if problem.contended and transfer_starts is not None:
-        from mapsched.scheduling.contention import in_order
+        from mapsched.scheduling.retime import in_order
 
         return in_order(problem, np.asarray(owner)[:, 0].tolist(), starts, transfer_starts, **kwargs)
     # Taking the ready task that starts first is the start order whenever that order is

@@ -63,8 +63,8 @@ from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
 from mapsched.scheduling.best_list import best_start
 from mapsched.scheduling.construct import topo_placement
-from mapsched.scheduling.contention import retimed
 from mapsched.scheduling.decoder import Decoder
+from mapsched.scheduling.retime import retimed
 from mapsched.scheduling.simulate import simulate
 
 __all__ = ["CP_SEARCH_SHARE", "EXACT_JOBS", "FREE_SHARE"]

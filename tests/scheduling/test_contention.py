@@ -185,7 +185,7 @@ def test_with_contention_per_device_and_link():
 
 
 def test_retimed_keeps_the_bound_and_marks_the_log():
-    from mapsched.scheduling.contention import retimed
+    from mapsched.scheduling.retime import retimed
 
     p = mapsched.instances.load("topcuoglu2002")
     q = p.with_contention(0, 1)
