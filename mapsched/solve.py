@@ -19,7 +19,7 @@ from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
 from mapsched.model.validate import meets
 
-__all__ = ["DEFAULT_METHOD", "SolveContext", "solve"]
+__all__ = ["DEFAULT_METHOD", "FOLDED_SECONDS", "SolveContext", "solve"]
 
 DEFAULT_METHOD = "auto"
 """The pipeline of :mod:`mapsched.heuristics.auto`: chosen by the problem's size and the time limit."""
@@ -33,12 +33,19 @@ BOUND_SHARE = 0.1
 transfers and memory, the load LP with memory rows where memory binds, and the interval load
 LP or the batched relaxation in what is left of the share; then, with a time limit, for
 latency, the relaxation over classes of identical devices folded into one,
-:func:`~mapsched.bounds.relaxation.folded_bound`, in what is left of it). It is spent before
+:func:`~mapsched.bounds.relaxation.folded_bound`, in what is left of it, where that is at least
+:data:`FOLDED_SECONDS`). It is spent before
 the method starts, and counts within the time limit: with ``time_limit=T`` the method has
 ``0.9 T`` or more left (the LPs stop at their share; the rules without an LP, O(n m nb L + E
 m^2), run whatever the share). Without a time limit the bound's LPs run to their optimum. The result's
 ``lower_bound`` is the larger of this and the method's own proved bound (``exact``'s dual
 bound)."""
+
+FOLDED_SECONDS = 0.5
+"""Least time the bound's share must still have for :func:`solve` to add the folded relaxation
+(:data:`BOUND_SHARE`): finding the classes and building the programme take tenths of a second
+at a thousand tasks, which a share of a second's limit does not have."""
+
 
 def solve(
     problem: Problem,
@@ -142,7 +149,7 @@ def solve(
         # a share of it: without the LP the critical path and the work still hold.
         bound = lower_bound(problem, None if time_limit is None else BOUND_SHARE * time_limit).value
         left = 0.0 if time_limit is None else BOUND_SHARE * time_limit - (time.perf_counter() - loaded)
-        if left > 0 and problem.L == 1:  # what the share leaves: the relaxation over identical devices folded
+        if left >= FOLDED_SECONDS and problem.L == 1:  # what the share leaves: the relaxation, identical devices folded
             from mapsched.bounds.relaxation import folded_bound
 
             bound = max(bound, folded_bound(problem, left))
