@@ -75,7 +75,8 @@ time limit: CP-SAT improves on the list schedulers there within seconds."""
 
 FREE_SHARE = 0.7
 """Where transfers take turns, the share of the time left after the list schedulers that the
-pipeline of the problem without contention takes before ``sa``."""
+pipeline of the problem without contention takes, on problems of at most :data:`EXACT_JOBS`
+jobs, before ``exact``'s contended model gets the rest (see :func:`_contended`)."""
 
 CP_SEARCH_SHARE = 0.1
 """The most of the time left after the list schedulers that ``cp-search`` takes before
