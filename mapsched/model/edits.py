@@ -6,7 +6,7 @@ names call these.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -32,13 +32,13 @@ class Edits:
                                f"{shown(objective)}")
         return p._derived(p.tasks, p.edges, p.system, objective, p.name, p.calibration)
 
-    def restrict(self: P, tasks: Sequence[int], fix: Mapping[int, int] | None = None, name: str | None = None,
-                 devices: Sequence[int] | None = None) -> P:
+    def restrict(self: P, tasks: Sequence[int], fix: Mapping[int, int | Collection[int]] | None = None,
+                 name: str | None = None, devices: Sequence[int] | None = None) -> P:
         """The subproblem induced by ``tasks`` (indices), with the same system and objective.
 
             Edges from or to tasks outside are dropped; ``fix`` maps a task index to the
-            only device it may use; ``devices``, if given, are the only devices any task may
-            use. O((n + E) m).
+            only device it may use, or to the devices it may use; ``devices``, if given, are
+            the only devices any task may use. O((n + E) m).
             """
         p = self
         for i in tasks:  # -1 gave the last task
@@ -51,7 +51,8 @@ class Edits:
         out = []
         for i in keep:
             t = p.tasks[i]
-            on = {fix[i]} & allowed if i in fix else allowed
+            on = allowed if i not in fix else (
+                {fix[i]} if isinstance(fix[i], (int, np.integer)) else set(fix[i])) & allowed
             if len(on) < p.m:
                 t = Task(t.name, {d: lat for d, lat in t.latency.items() if p.device_index[d] in on},
                          t.weight_bytes, t.input_bytes, t.output_bytes)

@@ -203,6 +203,9 @@ def test_restrict_keeps_tasks_edges_and_allowed_devices():
     assert sub.can_run.tolist() == [[False, True, True], [False, False, True]]
     with pytest.raises(ProblemError, match=r"tasks\[0\].latency"):
         p.restrict([0], fix={0: 0}, devices=[1])
+    # fix may name several devices a task may use
+    sub = p.restrict(range(3), fix={0: [0, 2], 1: {1}})
+    assert sub.can_run.tolist() == [[True, False, True], [False, True, False], [True, True, True]]
 
 
 def test_a_schedules_mapping_keeps_every_job_of_a_task_on_one_device():
