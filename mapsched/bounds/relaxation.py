@@ -47,7 +47,8 @@ from mapsched.model.scales import highs_time_scale
 from mapsched.model.validate import floating_bound
 from mapsched.scheduling.best_list import makespan_cap
 
-__all__ = ["MARGIN_TASKS", "QUOTIENT_COLUMNS", "RELAXATION_TASKS", "folded_bound", "relaxation_bound"]
+__all__ = ["MARGIN_TASKS", "QUOTIENT_COLUMNS", "RELAXATION_TASKS", "class_shares", "folded_bound",
+           "relaxation_bound"]
 
 RELAXATION_TASKS = 2_000
 """Largest graph :func:`relaxation_bound` takes on: separation multiplies dense n-by-n
@@ -172,27 +173,30 @@ class _Relaxation(RowProgramme):
         return self.dual_bound()
 
 
-def _quotient(p: Problem) -> tuple[Problem, np.ndarray]:
+def _quotient(p: Problem) -> tuple[Problem, np.ndarray, list[list[int]]]:
     """``p`` with each class of identical devices (:func:`~mapsched.model.symmetry.find_symmetry`)
-    folded into its first device, and each device's multiplicity (``p`` itself where no two
-    devices are alike). The devices of a class are interchangeable, so the class's load and
-    memory are shared by its devices (the programme's rows divide them), and a transfer inside
-    a class costs nothing, which relaxes the model further. The load cuts divide the work
-    between two tasks over the class too, and keep their transfer margins, which a class
-    member other than i's or k's pays at least as a device outside would. O(m^2 (n + E)) to
-    find the classes."""
+    folded into its first device, each device's multiplicity, and the devices of ``p`` each
+    stands for (``p`` itself where no two devices are alike). The devices of a class are
+    interchangeable, so the class's load and memory are shared by its devices (the
+    programme's rows divide them), and a transfer inside a class costs nothing, which
+    relaxes the model further. The load cuts divide the work between two tasks over the
+    class too, and keep their transfer margins, which a class member other than i's or k's
+    pays at least as a device outside would. O(m^2 (n + E)) to find the classes."""
     from mapsched.model.symmetry import find_symmetry
 
     classes = [c for c in find_symmetry(p).devices if len(c) > 1]
     if not classes:
-        return p, np.ones(p.m)
+        return p, np.ones(p.m), [[u] for u in range(p.m)]
     mult = np.ones(p.m)
+    members = {u: [u] for u in range(p.m)}
     gone: list[int] = []
     for cls in classes:
         mult[cls[0]] = len(cls)
+        members[cls[0]] = sorted(cls)
         gone += cls[1:]
     keep = np.setdiff1d(np.arange(p.m), gone)
-    return p.without_devices([p.device_names[u] for u in gone]), mult[keep]
+    return (p.without_devices([p.device_names[u] for u in gone]), mult[keep],
+            [members[u] for u in keep.tolist()])
 
 
 def _broken_cuts(p: Problem, relax: _Relaxation, margins: Margins, most: int, until: float) -> list[LoadCut]:
@@ -288,7 +292,7 @@ def relaxation_bound(problem: Problem, time_limit: float = 10.0, integral: bool 
     time_limit = checks.seconds(time_limit, "time_limit", none=False)
     cuts_per_round = checks.count(cuts_per_round, "cuts_per_round")
     start = time.perf_counter()
-    q, mult = _quotient(p)
+    q, mult, _ = _quotient(p)
     if time_limit < SETUP * (q.n * q.m + q.E * q.m * q.m):
         return 0.0
     # No optimal schedule runs a job or sends data for longer than heft's makespan: left out,
@@ -323,13 +327,41 @@ def folded_bound(problem: Problem, time_limit: float) -> float:
     if p.L > 1 or p.n > RELAXATION_TASKS:
         return 0.0
     start = time.perf_counter()
-    q, mult = _quotient(p)
+    q, mult, _ = _quotient(p)
     if q is p or time_limit < 2 * SETUP * (q.n * q.m + q.E * q.m * q.m):
         return 0.0
     cap = makespan_cap(p, start + time_limit)
     if time.perf_counter() >= start + time_limit:
         return 0.0
     return _solved(q, mult, cap, time.perf_counter(), start + time_limit, False, 200)
+
+
+def class_shares(problem: Problem, time_limit: float) -> tuple[list[list[int]], np.ndarray] | None:
+    """Where the relaxation's LP, with each class of identical devices folded into one
+    (:func:`_quotient`) and no cuts, puts each task: the classes (lists of device indices)
+    and the share ``x[i, c]`` of task i on class c, shape (n, classes). It weighs memory,
+    paths, loads and transfers together, so on memory-tight systems its shares say which
+    tasks the fast devices should leave to the slow ones (:mod:`mapsched.heuristics.relax_round`).
+    None where it is not solved within ``time_limit`` seconds, or for a throughput problem
+    or one of over :data:`RELAXATION_TASKS` tasks.
+
+    >>> from mapsched import instances
+    >>> classes, x = class_shares(instances.load("real/gnmt-layer"), 10.0)
+    >>> len(classes), x.shape[1], bool(abs(x.sum(axis=1) - 1).max() < 1e-6)
+    (2, 2, True)
+    """
+    p = arguments.problem(problem)
+    time_limit = checks.seconds(time_limit, "time_limit", none=False)
+    if p.L > 1 or p.n > RELAXATION_TASKS:
+        return None
+    start = time.perf_counter()
+    q, mult, members = _quotient(p)
+    if time_limit < SETUP * (q.n * q.m + q.E * q.m * q.m):
+        return None
+    relax = _Relaxation(q, start + time_limit, makespan_cap(p, start + time_limit), mult)
+    if not relax.run():
+        return None
+    return members, relax.solution()[0]
 
 
 def _solved(p: Problem, mult: np.ndarray, cap: float, start: float, deadline: float, integral: bool,

@@ -178,7 +178,7 @@ def test_relaxation_over_classes_of_identical_devices_stays_below_the_optimum(p,
     as past QUOTIENT_COLUMNS, and before the whole programme, as below it), on small problems
     with copies of a device."""
     q = p.with_devices({f"{p.device_names[0]}-copy{k}": p.device_names[0] for k in range(copies)})
-    folded, mult = relaxation._quotient(q)
+    folded, mult, _ = relaxation._quotient(q)
     assert folded.m < q.m and mult.sum() == q.m
     both = relaxation_bound(q, time_limit=5)
     with pytest.MonkeyPatch.context() as mp:
@@ -194,7 +194,7 @@ def test_folded_relaxation_proves_more_than_the_quick_rules_on_a_real_model():
     from mapsched import instances
 
     p = instances.load("real/resnet50-train-op")
-    folded, mult = relaxation._quotient(p)
+    folded, mult, _ = relaxation._quotient(p)
     assert folded.m == 2 and sorted(mult.tolist()) == [4, 12]
     assert relaxation_bound(p, time_limit=10, integral=False) > 2 * lower_bound(p).value
 
