@@ -15,10 +15,11 @@ from mapsched.heuristics import (
     peft,
     random_eft,
     random_search,
+    relax_round,
     sa,
     single_best,
 )
 
 __all__ = ["auto", "baechi", "celeritas", "cpop", "critical_path", "critical_path_search",
            "ea", "greedy", "heft", "lns", "met", "peft",
-           "random_eft", "random_search", "sa", "single_best"]
+           "random_eft", "random_search", "relax_round", "sa", "single_best"]

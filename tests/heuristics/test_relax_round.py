@@ -1,0 +1,69 @@
+"""``relax-round``: the folded relaxation's class shares, rounded and list-scheduled."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from strategies import problems
+
+import mapsched
+from mapsched import solve, validate
+from mapsched.bounds.relaxation import class_shares
+from mapsched.heuristics.relax_round import PREFERENCES, SLACKS, rounded_classes
+from mapsched.scheduling.best_list import best_list_schedule
+
+
+def with_copies(p):
+    """``p`` with a copy of every device, so that classes of identical devices fold."""
+    return p.with_devices({f"{d}-copy": d for d in p.device_names})
+
+
+@settings(max_examples=25, deadline=None)
+@given(p=problems(max_tasks=12, max_devices=3, tight=True, transfers=20.0))
+def test_roundings_fit_memory_and_schedules_are_valid(p):
+    q = with_copies(p)
+    shares = class_shares(q, 10.0)
+    assert shares is not None
+    classes, x = shares
+    assert sorted(u for c in classes for u in c) == list(range(q.m))
+    assert np.allclose(x.sum(axis=1), 1.0, atol=1e-6) and x.shape == (q.n, len(classes))
+    need = q.weight + q.act
+    for slack in SLACKS:
+        for prefer in PREFERENCES:
+            allowed = rounded_classes(q, classes, x, slack, prefer)
+            if allowed is None:
+                continue
+            for i, devices in enumerate(allowed):
+                assert devices and all(q.can_run[i, u] and need[i] <= q.room[u] for u in devices)
+            for c in classes:  # each class within its memory, less the slack
+                on = [i for i, devices in enumerate(allowed) if set(devices) <= set(c)]
+                assert need[on].sum() <= q.room[c].sum() / slack * (1 + 1e-9)
+    s = solve(q, "relax-round", threads=1)
+    assert validate(q, s) == []
+
+
+@pytest.mark.parametrize("name", ["real/gnmt-op", "real/bert-op"])
+def test_it_beats_the_list_schedulers_where_memory_forces_tasks_off_the_accelerators(name):
+    # Accelerators that hold 40-60% of the model beside CPUs 45x slower: the list schedulers
+    # fill the accelerators in rank order and leave the late tasks to the CPUs
+    p = mapsched.instances.load(name)
+    s = solve(p, "relax-round")
+    assert validate(p, s) == []
+    assert s.makespan < 0.8 * best_list_schedule(p).makespan
+    assert "relax-round: LP and roundings" in s.log
+
+
+def test_auto_starts_from_it_where_memory_binds():
+    p = mapsched.instances.load("real/bert-op")
+    s = solve(p, time_limit=8, threads=1)
+    assert validate(p, s) == []
+    assert s.method.startswith("auto: relax-round")
+    assert s.makespan <= solve(p, "relax-round").makespan
+
+
+def test_without_a_programme_it_falls_back_to_the_list_schedulers():
+    p = mapsched.instances.load("topcuoglu2002").with_objective(mapsched.Objective("throughput", 2))
+    with pytest.raises(mapsched.OptionError):  # a latency method
+        solve(p, "relax-round")
+    p = mapsched.generators.random_dag(2_100, 3, seed=1)  # past RELAXATION_TASKS
+    s = solve(p, "relax-round")
+    assert "the best list schedule" in s.log and s.makespan == best_list_schedule(p).makespan
