@@ -9,7 +9,11 @@ this path can shorten the makespan at once, so the moves tried are those: each
 task of the path, and each job a path task waited for on its device, is tried
 on the other devices in the order its data would reach them; a task that waited
 for its device is first tried ahead of the job it waited for, on the same device,
-where that keeps the order topological. The first move that shortens the
+where that keeps the order topological. Last, a task is tried on each faster device whose
+memory is full, with tasks of that device off the critical path (and not next to it) moved
+to their fastest other device at once, those that lose the least time per byte freed
+first, until it has room: on memory-tight systems the fast devices fill up early, and
+single moves can then only take tasks off them. The first move that shortens the
 makespan is kept (first improvement), the order is taken again from the new
 start times, and the path is walked again. A task whose moves all failed is not
 tried again until some move succeeds.
@@ -121,7 +125,8 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, moves: int) ->
     -----
     A move costs one decode, O(n + E), plus O(n log n) to sort the new start order when
     it is kept; walking the path is O(n). Memory and links of a move are checked in
-    O(m + degree).
+    O(m + degree); a move that clears room on a full device chooses among its k tasks in
+    O(k m log k).
 
     Examples
     --------
@@ -168,6 +173,42 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, moves: int) ->
         at = rest.index(j)
         return rest[:at] + [i] + rest[at:]
 
+    members = [set() for _ in range(p.m)]
+    for k, u in enumerate(dev):
+        members[u].add(k)
+
+    def fits(i: int, u: int, dev: list[int]) -> bool:
+        """Whether task i on device u keeps its links to its parents and children."""
+        return all(linked[dev[q]][u] for q in preds[i]) and all(linked[u][dev[q]] for q in p.succ[i])
+
+    def evictions(i: int, u: int, critical: set[int]) -> list[tuple[int, int]]:
+        """Tasks of device u, off the critical path and not next to i, each with another
+        device to go to, that free room for i on u: those that lose the least time per byte
+        freed first. Empty where they cannot free enough. O(n + k m log k) for k tasks on u."""
+        near = critical | set(preds[i]) | set(p.succ[i])
+        options = []
+        for k in members[u]:
+            if k in near or need[k] <= 0:
+                continue
+            alts = [v for v in runnable[k] if v != u and fits(k, v, dev)]
+            if alts:
+                v = min(alts, key=lambda v: path.dur[k][v])
+                options.append(((path.dur[k][v] - path.dur[k][u]) / need[k], k, alts))
+        options.sort()  # by cost, then task: the order of the set does not matter
+        short, left, out = need[i] - room[u], dict(enumerate(room)), []
+        moved: set[int] = set()
+        for _, k, alts in options:
+            v = next((v for v in sorted(alts, key=lambda v: path.dur[k][v]) if need[k] <= left[v]), None)
+            if v is None or moved & ({*preds[k], *p.succ[k]}):  # links were checked where the others are
+                continue
+            left[v] -= need[k]
+            out.append((k, v))
+            moved.add(k)
+            short -= need[k]
+            if short <= 0:
+                return out
+        return []
+
     tried, kept, failed, slowest = 0, 0, set(), 0.0
 
     def no_time() -> bool:
@@ -184,11 +225,17 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, moves: int) ->
             targets = [u for u in runnable[i] if u != u0 and need[i] <= room[u]
                        and all(linked[dev[q]][u] for q in preds[i]) and all(linked[u][dev[q]] for q in p.succ[i])]
             targets.sort(key=lambda u: path.arrival(i, u, dev, end))
-            # First ahead of the job it waited for on its device, then onto other devices.
-            trials = [(None, u) for u in targets]
+            # First ahead of the job it waited for on its device, then onto other devices,
+            # then onto faster devices that are full, some of their other tasks moved out
+            trials: list[tuple[int | None, int, list[tuple[int, int]]]] = [(None, u, []) for u in targets]
             if why[i] <= -2:
-                trials.insert(0, (-2 - why[i], u0))
-            for j, u in trials:
+                trials.insert(0, (-2 - why[i], u0, []))
+            for u in runnable[i]:
+                if u != u0 and need[i] > room[u] and path.dur[i][u] < path.dur[i][u0] and fits(i, u, dev):
+                    out = evictions(i, u, set(_critical(end, why)))
+                    if out:
+                        trials.append((None, u, out))
+            for j, u, out in trials:
                 if tried >= moves or no_time():
                     break
                 began = time.perf_counter()
@@ -197,17 +244,28 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, moves: int) ->
                     continue
                 tried += 1
                 dev[i] = u
+                for k, v in out:
+                    dev[k] = v
                 s2, e2, w2 = path.times(o, dev)
                 slowest = max(slowest, time.perf_counter() - began)
                 if max(e2) < best * (1 - 1e-12):
                     best, end, why = max(e2), e2, w2
                     room[u0] += need[i]
                     room[u] -= need[i]
+                    members[u0].discard(i)
+                    members[u].add(i)
+                    for k, v in out:
+                        room[u] += need[k]
+                        room[v] -= need[k]
+                        members[u].discard(k)
+                        members[v].add(k)
                     order, kept, moved = by_start(s2), kept + 1, True
                     failed.clear()
                     ctx.improved(best)
                     break
                 dev[i] = u0
+                for k, _ in out:
+                    dev[k] = u
             if moved or tried >= moves or no_time():
                 break
             failed.add(i)

@@ -79,6 +79,28 @@ def test_critical_path_search_is_valid_and_never_worse(p, start_method):
     assert s.makespan <= start.makespan
 
 
+@settings(max_examples=60, deadline=None)
+@given(problems(max_tasks=12, max_devices=4, tight=True, transfers=5.0))
+def test_critical_path_search_keeps_memory_where_it_moves_tasks_out_of_the_way(p):
+    start = mapsched.decode(p, p.planted[:, 0])
+    s = improve(p, start, SolveContext(), moves=300)
+    assert validate(p, s) == []
+    assert s.makespan <= start.makespan
+
+
+def test_critical_path_search_moves_a_task_out_of_the_way():
+    # Device a is fast and holds one task; t waits on the slow c while x, off the critical
+    # path, fills a. Moving t onto a needs x moved to c at once: a swap.
+    p = mapsched.Problem(
+        [mapsched.Task("t", {"a": 1.0, "c": 10.0}, 10.0), mapsched.Task("x", {"a": 1.0, "c": 2.0}, 10.0)], [],
+        mapsched.System((mapsched.Device("a", 10.0), mapsched.Device("c")), (mapsched.Link("a", "c", 1e6),)))
+    start = mapsched.decode(p, np.array([1, 0]))
+    assert start.makespan == 10.0
+    s = improve(p, start, SolveContext(), moves=10)
+    assert validate(p, s) == [] and s.makespan == 2.0
+    assert {j.task: j.device for j in s.jobs} == {"t": "a", "x": "c"}
+
+
 def test_critical_path_search_improves_a_poor_start():
     p = mapsched.generators.random_dag(300, 4, seed=3)
     start = solve(p, "met")
