@@ -55,10 +55,13 @@ from dataclasses import replace
 
 import numpy as np
 
+from mapsched.bounds.memory import memory_binds
+from mapsched.bounds.relaxation import RELAXATION_TASKS
 from mapsched.engine.context import SolveContext
 from mapsched.engine.registry import Option, get, register
 from mapsched.heuristics.critical_path_search import improve
 from mapsched.heuristics.lns import improve_lns
+from mapsched.heuristics.relax_round import rounded_schedule
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
 from mapsched.scheduling.best_list import best_start
@@ -67,7 +70,7 @@ from mapsched.scheduling.decoder import Decoder
 from mapsched.scheduling.retime import retimed
 from mapsched.scheduling.simulate import simulate
 
-__all__ = ["CP_SEARCH_SHARE", "EXACT_JOBS", "FREE_SHARE"]
+__all__ = ["CP_SEARCH_SHARE", "EXACT_JOBS", "FREE_SHARE", "ROUND_SHARE"]
 
 EXACT_JOBS = 300
 """Problems of at most this many jobs (tasks times inputs) go to ``exact`` when there is a
@@ -77,6 +80,10 @@ FREE_SHARE = 0.7
 """Where transfers take turns, the share of the time left after the list schedulers that the
 pipeline of the problem without contention takes, on problems of at most :data:`EXACT_JOBS`
 jobs, before ``exact``'s contended model gets the rest (see :func:`_contended`)."""
+
+ROUND_SHARE = 0.25
+"""The most of the time limit that ``relax-round``'s linear programme takes, where memory binds:
+on the real-model graphs of up to 1,000 tasks it is solved in a second or two."""
 
 CP_SEARCH_SHARE = 0.1
 """The most of the time left after the list schedulers that ``cp-search`` takes before
@@ -102,14 +109,20 @@ def auto(problem: Problem, ctx: SolveContext, moves: int) -> Schedule:
         return s
     if p.contended:
         return _contended(p, ctx, moves)
+    rounded = _rounded(p, ctx)
     if ctx.time_limit is not None and p.n * p.L <= EXACT_JOBS:
         m = get("exact")
-        s = m.fn(p, ctx, **m.parse_options({}))
-        s.method = "auto: exact"
+        if rounded is not None:  # exact starts from it, its critical path shortened first
+            share = replace(ctx, time_limit=ctx.elapsed() + CP_SEARCH_SHARE * ctx.remaining())
+            rounded = improve(p, rounded, share, 2**62)
+        s = m.fn(p, ctx if rounded is None else replace(ctx, initial=rounded), **m.parse_options({}))
+        s.method = "auto: exact" if rounded is None else "auto: relax-round, cp-search, exact"
         return s
     s = best_start(p, ctx.initial, ctx)
-    ctx.improved(s.makespan)
     ran = [s.method]
+    if rounded is not None and rounded.makespan < s.makespan:
+        s, ran = rounded, ["relax-round"]
+    ctx.improved(s.makespan)
     if p.L == 1:
         if ctx.expired():
             s.log += "time limit reached after the list schedulers: no critical-path search\n"
@@ -125,6 +138,18 @@ def auto(problem: Problem, ctx: SolveContext, moves: int) -> Schedule:
                 s = improve_lns(p, s, ctx)
                 ran.append("lns")
     s.method = "auto: " + ", ".join(ran)
+    return s
+
+
+def _rounded(p: Problem, ctx: SolveContext) -> Schedule | None:
+    """``relax-round``'s schedule (better than ``ctx.initial``, if given), where a latency
+    problem's memory binds and there is a time limit, with at most :data:`ROUND_SHARE` of the
+    time left for its programme; else None."""
+    if ctx.time_limit is None or p.L > 1 or p.n > RELAXATION_TASKS or not memory_binds(p):
+        return None
+    s = rounded_schedule(p, ctx, ROUND_SHARE * ctx.remaining())
+    if s is None or (ctx.initial is not None and ctx.initial.makespan <= s.makespan):
+        return None
     return s
 
 
