@@ -1,5 +1,12 @@
 """``auto``: the default method, a pipeline chosen by the problem's size and the time limit.
 
+- With a time limit, on a latency problem whose memory binds (the fast devices cannot
+  hold every task they run), ``relax-round`` (:mod:`mapsched.heuristics.relax_round`)
+  rounds the relaxation's shares of each task on each class of devices, with at most
+  :data:`ROUND_SHARE` of the limit for its programme; where it beats the list
+  schedulers, the stages below start from it (``exact`` after a pass of ``cp-search``).
+  The list schedulers fill the fast devices in rank order and leave the late tasks to
+  the slow ones; the programme chooses which tasks leave over the whole graph.
 - With a time limit, a problem of at most :data:`EXACT_JOBS` jobs (tasks times inputs)
   goes to ``exact``, which starts from the best list schedule and proves what it can; on
   a latency graph of over :data:`~mapsched.formulations.exact.STALL_TASKS` tasks, a whole
