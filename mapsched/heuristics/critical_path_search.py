@@ -9,7 +9,7 @@ this path can shorten the makespan at once, so the moves tried are those: each
 task of the path, and each job a path task waited for on its device, is tried
 on the other devices in the order its data would reach them; a task that waited
 for its device is first tried ahead of the job it waited for, on the same device,
-where that keeps the order topological. Last, a task is tried on each faster device whose
+where that keeps the order topological. Last, a task is tried on each device whose
 memory is full, with tasks of that device off the critical path (and not next to it) moved
 to their fastest other device at once, those that lose the least time per byte freed
 first, until it has room: on memory-tight systems the fast devices fill up early, and
@@ -230,11 +230,11 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, moves: int) ->
             trials: list[tuple[int | None, int, list[tuple[int, int]]]] = [(None, u, []) for u in targets]
             if why[i] <= -2:
                 trials.insert(0, (-2 - why[i], u0, []))
-            for u in runnable[i]:
-                if u != u0 and need[i] > room[u] and path.dur[i][u] < path.dur[i][u0] and fits(i, u, dev):
-                    out = evictions(i, u, set(_critical(end, why)))
-                    if out:
-                        trials.append((None, u, out))
+            full = [u for u in runnable[i] if u != u0 and need[i] > room[u] and fits(i, u, dev)]
+            for u in sorted(full, key=lambda u: path.arrival(i, u, dev, end) + path.dur[i][u]):
+                out = evictions(i, u, set(_critical(end, why)))
+                if out:
+                    trials.append((None, u, out))
             for j, u, out in trials:
                 if tried >= moves or no_time():
                     break
