@@ -61,6 +61,7 @@ import numpy as np
 from mapsched import checks
 from mapsched.bounds import Bound, SubsetBound, critical_path_bound, lower_bound, work_bound
 from mapsched.bounds.batched import BATCHED_TASKS, batched_relaxation_bound, stage_bound, two_part_bound
+from mapsched.bounds.memory import memory_binds
 from mapsched.bounds.relaxation import RELAXATION_TASKS, relaxation_bound
 from mapsched.engine import interrupt
 from mapsched.engine.dask import as_executor, bound_result
@@ -307,8 +308,9 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
     (:func:`~mapsched.bounds.batched.batched_relaxation_bound`, up to
     :data:`~mapsched.bounds.batched.BATCHED_TASKS` tasks); the module-chain recursion
     (:func:`chain_bound`; left out where the chain is one module that it would bound by
-    the quick rules again); each an equal share of the time that module detection leaves,
-    and the time left to the head-and-tail windows for latency
+    the quick rules again); each an equal share of the time that module detection leaves
+    (the relaxation half of it where memory binds: the only one of these rules that sees
+    it), and the time left to the head-and-tail windows for latency
     (:func:`~mapsched.split.windows.window_bound`, ``window_time_limit`` seconds per
     window), or for throughput to the pipeline stages and the two-part bound over the
     chain's modules (:func:`~mapsched.bounds.batched.stage_bound`,
@@ -369,7 +371,10 @@ def full_bound(problem: Problem, time_limit: float = 60.0, window_time_limit: fl
                              batched=latency)]
         share = share_now()
         if relaxed and latency:
-            rules.append(Bound(relaxation_bound(problem, time_limit=share), "relaxation"))
+            # Where memory binds the relaxation is the rule that sees it: half of what is left
+            rules.append(Bound(relaxation_bound(problem, time_limit=max(share, (deadline - time.perf_counter()) / 2)
+                                                if memory_binds(problem) else share), "relaxation"))
+            share = share_now()
         elif relaxed:
             left = max(0.01, deadline - time.perf_counter() - (chained + 1) * share)
             rules.append(Bound(batched_relaxation_bound(problem, time_limit=left), "batched-relaxation"))
