@@ -127,7 +127,8 @@ def rounded_schedule(problem: Problem, ctx: SolveContext, lp_seconds: float) -> 
     ``len(SLACKS) * len(PREFERENCES) * len(SCHEDULERS)`` list schedules of O((n m + E) log n)."""
     p = problem
     began = time.perf_counter()
-    shares = class_shares(p, min(lp_seconds, ctx.remaining()))
+    seconds = min(lp_seconds, ctx.remaining())
+    shares = class_shares(p, seconds) if seconds > 0 else None
     if shares is None:
         return None
     classes, x = shares

@@ -67,3 +67,12 @@ def test_without_a_programme_it_falls_back_to_the_list_schedulers():
     p = mapsched.generators.random_dag(2_100, 3, seed=1)  # past RELAXATION_TASKS
     s = solve(p, "relax-round")
     assert "the best list schedule" in s.log and s.makespan == best_list_schedule(p).makespan
+
+
+@pytest.mark.parametrize("limit", [1e-6, 1e-3])
+def test_no_time_for_the_programme_gives_the_list_schedule(limit):
+    p = mapsched.instances.load("real/gnmt-layer")
+    s = solve(p, "relax-round", lp_seconds=0)
+    assert "the best list schedule" in s.log and validate(p, s) == []
+    r = solve(p, time_limit=limit)  # auto: no time for relax-round either
+    assert validate(p, r) == [] and r.status == "feasible"
