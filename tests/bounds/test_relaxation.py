@@ -188,6 +188,23 @@ def test_relaxation_over_classes_of_identical_devices_stays_below_the_optimum(p,
     assert alone <= opt * (1 + 1e-9) + 1e-9 and both <= opt * (1 + 1e-9) + 1e-9
 
 
+@settings(max_examples=30, deadline=None)
+@given(problems(min_tasks=2, max_tasks=5, max_devices=2, tight=True, transfers=10.0))
+def test_relaxation_with_only_the_larger_classes_folded_stays_below_the_optimum(p):
+    """The middle stage: a class of three copies folded, a class of two kept whole (with
+    FOLD_LEAST 2), then the whole programme; each from what the one before proved."""
+    like = {f"{p.device_names[0]}-copy{k}": p.device_names[0] for k in range(2)}
+    like.update({f"{p.device_names[-1]}-twin": p.device_names[-1]} if p.m > 1 else {})
+    q = p.with_devices(like)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(relaxation, "FOLD_LEAST", 2)
+        part, _, members = relaxation._quotient(q, 2)
+        assert part.m == q.m - 2 and sorted(u for c in members for u in c) == list(range(q.m))
+        bound = relaxation_bound(q, time_limit=6)
+    opt = exhaustive_optimum(q, upper=solve(q, "heft").makespan)
+    assert bound <= opt * (1 + 1e-9) + 1e-9
+
+
 def test_folded_relaxation_proves_more_than_the_quick_rules_on_a_real_model():
     """The operator graph of ResNet-50's training step (892 tasks, 16 devices in two classes):
     folded to 2 devices, the relaxation proves far more than the quick rules in seconds."""
