@@ -38,7 +38,7 @@ from mapsched.bounds.relaxation import class_shares
 from mapsched.engine import interrupt
 from mapsched.engine.context import SolveContext
 from mapsched.engine.registry import Option, get, register
-from mapsched.errors import InfeasibleError
+from mapsched.errors import InfeasibleError, OptionError, shown
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
 from mapsched.scheduling.best_list import best_list_schedule
@@ -76,6 +76,8 @@ def rounded_classes(problem: Problem, classes: list[list[int]], x: np.ndarray, s
     >>> rounded_classes(p, [[0], [1], [2]], x)[0]
     [1]
     """
+    if prefer not in PREFERENCES:
+        raise OptionError(f"prefer: expected one of {', '.join(PREFERENCES)}, got {shown(prefer)}")
     p = problem
     need = p.weight + p.act
     holds = p.can_run & (need[:, None] <= p.room[None, :])

@@ -76,3 +76,9 @@ def test_no_time_for_the_programme_gives_the_list_schedule(limit):
     assert "the best list schedule" in s.log and validate(p, s) == []
     r = solve(p, time_limit=limit)  # auto: no time for relax-round either
     assert validate(p, r) == [] and r.status == "feasible"
+
+
+def test_an_unknown_preference_is_refused():
+    p = mapsched.instances.load("topcuoglu2002")
+    with pytest.raises(mapsched.OptionError, match="^prefer: expected one of largest, fastest"):
+        rounded_classes(p, [[0], [1], [2]], np.full((p.n, 3), 1 / 3), prefer="slowest")
