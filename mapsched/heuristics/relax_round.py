@@ -42,7 +42,7 @@ from mapsched.errors import InfeasibleError, OptionError, shown
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
 from mapsched.scheduling.best_list import best_list_schedule
-from mapsched.scheduling.decoder import Decoder, as_owner, ready_order
+from mapsched.scheduling.retime import redecoded
 
 __all__ = ["PREFERENCES", "REPAIR_SECONDS", "SCHEDULERS", "SLACKS", "relax_round", "rounded_classes",
            "rounded_schedule"]
@@ -158,12 +158,7 @@ def rounded_schedule(problem: Problem, ctx: SolveContext, lp_seconds: float) -> 
                     best = s
     if best is None:
         return None
-    first = np.full(p.n, np.inf)
-    for j in best.jobs:
-        i = p.task_index[j.task]
-        first[i] = min(first[i], j.start)
-    s = Decoder(p, ready_order(p, -first), insertion=True).schedule(as_owner(p, best.mapping()),
-                                                                    method="relax-round")
+    s = redecoded(p, best, method="relax-round")
     s.log = f"relax-round: LP and roundings in {time.perf_counter() - began:.3g} s; {', '.join(tried)}\n"
     ctx.improved(s.makespan)
     return s

@@ -16,7 +16,7 @@ from mapsched.model.validate import validate
 from mapsched.scheduling.contention import Resources
 from mapsched.scheduling.decoder import Decoder, _to_schedule, as_owner, ready_order
 
-__all__ = ["in_order", "retimed"]
+__all__ = ["in_order", "redecoded", "retimed"]
 
 
 def retimed(problem: Problem, schedule: Schedule) -> Schedule:
@@ -26,17 +26,23 @@ def retimed(problem: Problem, schedule: Schedule) -> Schedule:
     adds constraints, so a bound without it holds. O(J log J + E L), plus a decode."""
     if not [v for v in validate(problem, schedule) if v.rule >= 8]:
         return schedule
-    first = np.full(problem.n, np.inf)
-    for j in schedule.jobs:
-        i = problem.task_index[j.task]
-        first[i] = min(first[i], j.start)
-    order = ready_order(problem, -first)
-    s = Decoder(problem, order, insertion=True).schedule(as_owner(problem, schedule.mapping()),
-                                                         method=schedule.method, lower_bound=schedule.lower_bound)
+    s = redecoded(problem, schedule, method=schedule.method, lower_bound=schedule.lower_bound)
     s.log = (schedule.log + f"{schedule.method} times transfers without contention: its makespan "
              f"{schedule.makespan:.6g} re-timed with transfers taking turns, {s.makespan:.6g}\n")
     s.interrupted = schedule.interrupted
     return s
+
+
+def redecoded(problem: Problem, schedule: Schedule, **kwargs: Any) -> Schedule:
+    """The mapping of ``schedule`` (of ``problem`` or of a problem with the same tasks and
+    devices) decoded on ``problem`` in its start order, with insertion; ``kwargs`` go to
+    :meth:`~mapsched.scheduling.decoder.Decoder.schedule`. O(J + n log n), plus a decode."""
+    first = np.full(problem.n, np.inf)
+    for j in schedule.jobs:
+        i = problem.task_index[j.task]
+        first[i] = min(first[i], j.start)
+    return Decoder(problem, ready_order(problem, -first), insertion=True).schedule(
+        as_owner(problem, schedule.mapping()), **kwargs)
 
 
 def in_order(problem: Problem, dev: Sequence[int], job_start: Sequence[float], transfer_start: Mapping[int, float],
