@@ -218,12 +218,13 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, moves: int) ->
 
     while tried < moves and not no_time() and not ctx.optimal(best):
         moved = False
-        for i in _critical(end, why):
+        path_tasks = _critical(end, why)
+        critical = set(path_tasks)
+        for i in path_tasks:
             if i in failed:
                 continue
             u0 = dev[i]
-            targets = [u for u in runnable[i] if u != u0 and need[i] <= room[u]
-                       and all(linked[dev[q]][u] for q in preds[i]) and all(linked[u][dev[q]] for q in p.succ[i])]
+            targets = [u for u in runnable[i] if u != u0 and need[i] <= room[u] and fits(i, u, dev)]
             targets.sort(key=lambda u: path.arrival(i, u, dev, end))
             # First ahead of the job it waited for on its device, then onto other devices,
             # then onto faster devices that are full, some of their other tasks moved out
@@ -232,7 +233,7 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, moves: int) ->
                 trials.insert(0, (-2 - why[i], u0, []))
             full = [u for u in runnable[i] if u != u0 and need[i] > room[u] and fits(i, u, dev)]
             for u in sorted(full, key=lambda u: path.arrival(i, u, dev, end) + path.dur[i][u]):
-                out = evictions(i, u, set(_critical(end, why)))
+                out = evictions(i, u, critical)
                 if out:
                     trials.append((None, u, out))
             for j, u, out in trials:
