@@ -4,6 +4,7 @@ one of its experiment sets) into a policy file, resumable."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import time
@@ -26,11 +27,18 @@ def add_train(sub: Any) -> None:
                     "makespan; or Placeto's policy (placeto: stage sim only). The file keeps the best policy by "
                     "evaluation (for 'solve -m METHOD --policy FILE') and the last state (for --resume); it is "
                     "written every --checkpoint-every episodes and at the end. giph: REINFORCE of GiPH's gpNet "
-                    "policy over one of GiPH's experiment sets (--suite), keeping the best policy by mean SLR on "
-                    "held-out cases.")
+                    "policy over a mixture of problem families (--families), one of GiPH's experiment sets (--suite) "
+                    "or your problem files (--problems), keeping the best policy by mean SLR on evaluation cases.")
     tn.add_argument("method", choices=("doppler", "placeto", "giph"))
     tn.add_argument("problem", nargs="?", help=PROBLEM_HELP + " (doppler and placeto)")
-    tn.add_argument("--suite", help="giph: GiPH's experiment set single, multi or multi-diff (default multi-diff)")
+    tn.add_argument("--suite", help="giph: train on one of GiPH's experiment sets, single, multi or multi-diff")
+    tn.add_argument("--families", help="giph: train on a mixture of problem families (comma-separated, of "
+                    "giph, giph-alt, random, layered, dnn, traced, wired; default, without --suite or --problems: "
+                    "giph,random,layered,dnn, as the shipped policy)")
+    tn.add_argument("--problems", nargs="+", metavar="FILE",
+                    help="giph: train on these problem files (episodes draw one; evaluation runs them)")
+    tn.add_argument("--init", help="giph: start from this policy (a file from 'train giph', or a shipped one: "
+                    "mixture or multi-diff) instead of a new one; its network and features are kept")
     tn.add_argument("--variant", default="giph", choices=("giph", "ne", "task-eft"), help="giph: GiPH, GiPH-NE or "
                     "GiPH-task-EFT")
     tn.add_argument("--mp-rounds", type=count_arg(0, MAX_ROUNDS), default=0,
@@ -69,8 +77,8 @@ def _defaults(method: str) -> dict[str, Any]:
     return vars(ap.parse_args(["train", method, "-o", "-"]))
 
 
-_TRAIN_ONLY = {"giph": ("suite", "variant", "mp_rounds", "giph_features", "lr", "entropy", "gamma", "eval_every",
-                        "eval_cases"),
+_TRAIN_ONLY = {"giph": ("suite", "families", "problems", "init", "variant", "mp_rounds", "giph_features", "lr",
+                        "entropy", "gamma", "eval_every", "eval_cases"),
                "doppler, placeto": ("stages", "hidden", "rounds")}
 """The options of ``train`` that only some of its methods read."""
 
@@ -174,48 +182,78 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _train_giph(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
-    """``train giph``: REINFORCE on a GiPH experiment set (:mod:`mapsched.learned.giph`)."""
+    """``train giph``: REINFORCE over a family mixture, problem files or a GiPH experiment set
+    (:mod:`mapsched.learned.giph_training`), from a new policy or ``--init``'s."""
     from mapsched.learned import torch_module
 
     giph = torch_module("giph", "giph")
     training = torch_module("giph_training", "giph")
     reinforce = torch_module("reinforce", "giph")
     if args.problem is not None:
-        raise OptionError("problem: giph trains on a GiPH experiment set, not a file; give --suite "
-                          "single|multi|multi-diff instead")
-    suite = args.suite or "multi-diff"
-    if suite not in ("single", "multi", "multi-diff"):
-        raise OptionError(f"--suite: giph trains on GiPH's sets single, multi or multi-diff, not {shown(suite)}")
+        raise OptionError("problem: giph trains on many problems, not one; give them with --problems FILE ..., "
+                          "or train on --families or a --suite")
+    given = [flag for flag, v in (("--suite", args.suite), ("--families", args.families),
+                                  ("--problems", args.problems)) if v is not None]
+    if len(given) > 1:
+        raise OptionError(f"{given[1]}: giph trains on one of --suite, --families or --problems; give one")
+    if args.suite is not None and args.suite not in ("single", "multi", "multi-diff"):
+        raise OptionError(f"--suite: giph trains on GiPH's sets single, multi or multi-diff, not {shown(args.suite)}")
     if args.resume and not os.path.isfile(args.output):
         raise OptionError(f"--resume: no policy file {shown(args.output)} to resume; leave out --resume to start one")
-    check_output(args.output, [])
+    if args.resume and args.init is not None:
+        raise OptionError("--init: --resume continues the file's own training; leave --init out")
+    if args.init is not None:
+        from mapsched.learned.starts import check_policy_file
+
+        check_policy_file(args.init, "giph", "--init")
+    check_output(args.output, [*(args.problems or []), *([args.init] if args.init else [])])
+    if args.problems is not None:
+        source = training.ProblemSet([load_problem(f) for f in args.problems], args.eval_cases)
+    elif args.suite is not None:
+        source = training.GiphSet(args.suite, args.eval_cases)
+    else:
+        from mapsched.generators.families import TRAINING, parse_families
+
+        source = training.FamilyMix(TRAINING if args.families is None else parse_families(args.families),
+                                    args.eval_cases)
     deadline = math.inf if args.time_limit is None else args.started + args.time_limit - 0.4
     with reinforce.one_thread():
         if args.resume:
             data = reinforce.load_checkpoint(args.output, "giph", None, flag="--resume")
             _resumed_config(args, defaults, data["config"])
-            trainer = training.Trainer.resume(data, suite)
+            trainer = training.Trainer.resume(data, source)
+        elif args.init is not None:
+            for name in ("variant", "mp_rounds", "giph_features"):
+                if getattr(args, name) != defaults[name]:
+                    raise OptionError(f"--{name.replace('_', '-')}: --init's policy sets the network; leave it out")
+            net, _ = giph.load_policy(args.init, flag="--init")
+            cfg = dataclasses.replace(net.cfg, lr=args.lr, entropy=args.entropy, gamma=args.gamma,
+                                      eval_every=args.eval_every, eval_cases=args.eval_cases)
+            net.cfg = cfg
+            net.train()
+            trainer = training.Trainer(cfg, source, args.seed, net=net)
         else:
             cfg = giph.Config(variant=args.variant, rounds=args.mp_rounds, lr=args.lr, entropy=args.entropy,
                               gamma=args.gamma, eval_every=args.eval_every, eval_cases=args.eval_cases,
                               node_features=giph.GIPH_NODE_FEATURES if args.giph_features else giph.NODE_FEATURES)
-            trainer = training.Trainer(cfg, suite, args.seed)
+            trainer = training.Trainer(cfg, source, args.seed)
 
         def save() -> None:
             reinforce.save_checkpoint(args.output, trainer.checkpoint())
 
-        with ProgressBar("train giph, eval SLR", args.time_limit) as bar, interrupt.graceful():
+        with ProgressBar("train giph, evaluation", args.time_limit) as bar, interrupt.graceful():
             def progress(done: int, best: float) -> None:
-                bar.method = f"train giph {done}/{args.episodes}, eval SLR"
+                bar.method = f"train giph {done}/{args.episodes}, evaluation"
                 bar(time.perf_counter() - args.started, best)
 
             trainer.run(args.episodes, deadline, progress, save, args.checkpoint_every, stop=interrupt.requested)
             stopped = interrupt.requested()
         save()
     note = " (interrupted)" if stopped else " (time limit)" if trainer.done < args.episodes else ""
-    cut = len(trainer.eval_specs) - trainer.evaluated
-    cases = f" on {trainer.evaluated} of {len(trainer.eval_specs)} cases (the time limit)" if cut else ""
-    print(f"trained giph {trainer.done}/{args.episodes} episodes on {suite}{note}: best evaluation SLR "
+    cut = len(trainer.eval_cases) - trainer.evaluated
+    cases = f" on {trainer.evaluated} of {len(trainer.eval_cases)} cases (the time limit)" if cut else ""
+    unit = "SLR" if isinstance(source, training.GiphSet) else "ratio to heft"
+    print(f"trained giph {trainer.done}/{args.episodes} episodes on {trainer.suite}{note}: best evaluation {unit} "
           f"{fmt(trainer.eval_slr, 4)}{cases}; wrote {args.output}")
     return 130 if stopped else 0
 

@@ -104,8 +104,9 @@ def placeto(problem: Problem, ctx: Any, policy: str, episodes: int | None, hidde
     initial=True,
     relocation=True,
     options=(
-        Option("policy", str, "", "a policy file from 'mapsched train giph' (default: the shipped one, trained "
-                                  "on GiPH's multi-diff networks)", reads=True),
+        Option("policy", str, "", "a policy file from 'mapsched train giph', or a shipped one: mixture (the "
+                                  "default, trained on a mixture of problem families) or multi-diff (trained on "
+                                  "GiPH's multi-diff networks)", reads=True),
         Option("ratio", float, 2.0, "search steps per task (GiPH: 2)", positive=True, most=1e6),
         Option("noise", float, 0.0, "GiPH's noise on every run of the search (its noisy runs: 0.2); the best "
                                     "noisy run's placement is returned as the noiseless model runs it", most=1.0),
@@ -113,10 +114,14 @@ def placeto(problem: Problem, ctx: Any, policy: str, episodes: int | None, hidde
         Option("start", str, "best-list", "the start placement without --initial: the better of heft's and "
                "peft's (best-list), heft's, or random (GiPH's protocol); the result is never worse than it",
                choices=("best-list", "heft", "random")),
+        Option("episodes", int, 0, "fine-tune the policy on this problem first: REINFORCE episodes, each a search "
+               "from the start placement, stopping in time for the final search within the time limit (default 0)",
+               most=10**6),
     ),
 )
-def giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: float, greedy: bool, start: str) -> Schedule:
+def giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: float, greedy: bool, start: str,
+         episodes: int) -> Schedule:
     """GiPH (Hu et al. 2023): :func:`mapsched.learned.giph.solve_giph`."""
     if (unlearned := before_loading(problem, ctx, "giph", policy, start)) is not None:
         return unlearned
-    return torch_module("giph", "giph").solve_giph(problem, ctx, policy, ratio, noise, greedy, start)
+    return torch_module("giph", "giph").solve_giph(problem, ctx, policy, ratio, noise, greedy, start, episodes)

@@ -69,11 +69,11 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -93,7 +93,7 @@ from mapsched.learned.reinforce import (
     pick,
     reading,
 )
-from mapsched.learned.starts import giph_start
+from mapsched.learned.starts import SHIPPED_GIPH, giph_start, shipped_file
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
 from mapsched.scheduling.simulate import simulate
@@ -107,7 +107,8 @@ EDGE_FEATURES = ("bytes", "ms_per_byte", "delay", "transfer")
 VARIANTS = ("giph", "ne", "task-eft")
 EMBED, POLICY_HIDDEN = 5, 16
 MASKED = -1e9
-SHIPPED = "giph-multi-diff.pt"
+FINE_TUNE_EVAL_EVERY = 5
+"""Fine-tuning episodes between evaluations of the policy on the problem."""
 
 
 @dataclass(frozen=True)
@@ -170,9 +171,10 @@ class GpNet:
 
 
 class _Static:
-    """What gpNet needs of a problem that no placement changes. O(n m + E)."""
+    """What gpNet needs of a problem that no placement changes, and the ``unit`` its makespans
+    are measured in for rewards and evaluation (default: the critical path, GiPH's SLR). O(n m + E)."""
 
-    def __init__(self, p: Problem) -> None:
+    def __init__(self, p: Problem, unit: float | None = None) -> None:
         self.p = p
         can = p.can_run
         self.node_task, self.node_dev = (a.astype(np.int64) for a in np.nonzero(can))
@@ -213,10 +215,16 @@ class _Static:
         self.pos = np.empty(p.n, dtype=np.int64)
         self.pos[np.asarray(p.topo, dtype=np.int64)] = np.arange(p.n)
         self.cp = critical_path_bound(p)
+        self.unit = self.cp if unit is None else unit
+        self.start: np.ndarray | None = None  # where training's searches start (None: a random placement)
 
     def slr(self, makespan: float) -> float:
         """``makespan`` over the critical path (GiPH's SLR); 1 where both are 0 ms."""
         return makespan / self.cp if self.cp > 0 else (1.0 if makespan <= 0 else math.inf)
+
+    def score(self, makespan: float) -> float:
+        """``makespan`` in :attr:`unit`; 1 where both are 0 ms."""
+        return makespan / self.unit if self.unit > 0 else (1.0 if makespan <= 0 else math.inf)
 
 
 def _slack(st: _Static, owner: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -420,7 +428,8 @@ class Search:
     """One search: the best placement seen (device per task) and its makespan (as the search
     saw it: noisy with noise; plus the relocation cost with one), the best-so-far makespan
     after each step (``history[0]``: the start), and for training the log-probability of each
-    action taken, the step rewards in SLR units and the policy's entropies."""
+    action taken, the step rewards in the problem's unit (:attr:`_Static.unit`: SLR by default) and
+    the policy's entropies."""
 
     owner: np.ndarray
     makespan: float
@@ -480,7 +489,7 @@ def search(st: _Static, net: GiphNet, owner: np.ndarray, steps: int, rng: np.ran
             continue
         start, end = _times(p, s)
         now = value(s)
-        out.rewards.append((cur - now) / st.cp if st.cp > 0 else 0.0)
+        out.rewards.append((cur - now) / st.unit if st.unit > 0 else 0.0)
         cur = now
         if cur < out.makespan:
             out.owner, out.makespan = owner.copy(), cur
@@ -493,9 +502,10 @@ def search(st: _Static, net: GiphNet, owner: np.ndarray, steps: int, rng: np.ran
 # ---------------------------------------------------------------- policies on file
 
 
-def shipped_policy() -> str:
-    """Path of the policy shipped with mapsched (trained on GiPH's ``multi-diff`` set)."""
-    return str(resources.files("mapsched.learned") / "data" / SHIPPED)
+def shipped_policy(name: str = "mixture") -> str:
+    """Path of a policy shipped with mapsched: ``mixture`` (the default, trained on a mixture of
+    problem families) or ``multi-diff`` (trained on GiPH's ``multi-diff`` set)."""
+    return shipped_file(name)
 
 
 def _config(data: dict[str, Any]) -> Config:
@@ -505,10 +515,12 @@ def _config(data: dict[str, Any]) -> Config:
 
 
 def load_policy(path: str = "", flag: str = "--policy") -> tuple[GiphNet, dict[str, Any]]:
-    """The best policy of a ``mapsched train giph`` file (default: :func:`shipped_policy`), and
-    the file's data; a file of another method, features or network sizes is refused in one line."""
-    data = load_checkpoint(path or shipped_policy(), "giph", None, flag=flag)
-    where = repr(path or shipped_policy())
+    """The best policy of a ``mapsched train giph`` file or of a shipped policy by name (default:
+    :func:`shipped_policy`), and the file's data; a file of another method, features or network
+    sizes is refused in one line."""
+    path = shipped_policy(path) if path in SHIPPED_GIPH else path or shipped_policy()
+    data = load_checkpoint(path, "giph", None, flag=flag)
+    where = repr(path)
     features = data.get("features")
     if (not isinstance(features, dict) or features.get("edge") != list(EDGE_FEATURES)
             or not set(features.get("node") or ["?"]) <= set(NODE_FEATURES)):
@@ -525,22 +537,26 @@ def load_policy(path: str = "", flag: str = "--policy") -> tuple[GiphNet, dict[s
 
 
 def solve_giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: float, greedy: bool,
-               start: str = "best-list") -> Schedule:
+               start: str = "best-list", episodes: int = 0) -> Schedule:
     """The ``giph`` method (registered in :mod:`mapsched.learned`): see its option help.
 
-    Never worse than its start: the best placement the search saw and the start placement are
-    each timed by the work-conserving model (what the search saw) and by mapsched's list
-    schedule of the placement (upward rank, insertion), and the start's own schedule (a list
-    scheduler's, or the initial one) joins them; the best of all is returned, the search's
-    where it ties."""
+    With ``episodes``, the policy is first fine-tuned on this problem: REINFORCE episodes, each a
+    search from the start placement, the policy kept the one whose search from that start
+    (actions of a fixed seed) ends lowest; training stops in time for the final search. Never
+    worse than its start: the best placement the search saw (and fine-tuning's best) and the
+    start placement are each timed by the work-conserving model (what the search saw) and by
+    mapsched's list schedule of the placement (upward rank, insertion), and the start's own
+    schedule (a list scheduler's, or the initial one) joins them; the best of all is returned,
+    the search's where it ties."""
     p = problem
     deadline = time.perf_counter() + ctx.remaining()
     with one_thread():
-        net, _ = load_policy(policy)
-        st = _Static(p)
+        net, data = load_policy(policy)
         owner, origin, own = giph_start(p, ctx, start)
+        st = _Static(p, unit=simulate(p, owner).makespan if episodes else None)  # fine-tuning: gains of the start
         steps = max(1, round(ratio * p.n))
         try:
+            tuned, note = _fine_tune(st, net, data, owner, ctx, episodes, deadline) if episodes else (None, "")
             with torch.no_grad():
                 res = search(st, net, owner, steps, ctx.rng, noise, greedy=greedy, deadline=deadline,
                              improved=ctx.improved, relocation=ctx.relocation)
@@ -548,6 +564,8 @@ def solve_giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: flo
             raise OptionError(f"--policy: {policy or 'the shipped policy'} gives no finite move probabilities on "
                               "this problem; train it again with a smaller --lr") from None
     found = [simulate(p, res.owner, method="giph"), listed(p, res.owner)]
+    if tuned is not None:
+        found += [simulate(p, tuned, method="giph"), listed(p, tuned)]
     starts = [simulate(p, owner), listed(p, owner), *([own] if own is not None else [])]
     s = min(found, key=ctx.objective)
     first = min(starts, key=ctx.objective)
@@ -555,11 +573,40 @@ def solve_giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: flo
     if ctx.objective(first) < ctx.objective(s):
         s, kept = first, f"its start (no move found beat {ctx.objective(first):.6g})"
     s = replace(s)  # a copy: the initial schedule, or a list scheduler's, is not changed
-    s.log += (f"giph: {len(res.history) - 1} of {steps} steps from {origin} "
+    s.log += (f"{note}giph: {len(res.history) - 1} of {steps} steps from {origin} "
               f"placement ({res.history[0]:.6g}), policy {policy or 'shipped'}; best seen {res.makespan:.6g}, SLR "
               f"{st.slr(res.makespan):.4g}; returned {kept}, {s.makespan:.6g}\n")
     ctx.improved(ctx.objective(s))
     return s
+
+
+def _fine_tune(st: _Static, net: GiphNet, data: dict[str, Any], owner: np.ndarray, ctx: Any, episodes: int,
+               deadline: float) -> tuple[np.ndarray | None, str]:
+    """Fine-tune ``net`` in place on ``st`` from start ``owner`` (:func:`solve_giph`), until ``episodes``
+    episodes or the time one more search needs before ``deadline``; returns the best placement any
+    training search saw (None if none ran) and a log line."""
+    from mapsched.learned.giph_training import ProblemSet, Trainer
+
+    cfg = replace(_config(data), eval_cases=1, eval_every=FINE_TUNE_EVAL_EVERY)
+    trainer = Trainer(cfg, ProblemSet([st.p], 1, starts=[owner]), int(ctx.rng.integers(2**31 - 1)), net=net)
+    best: list[Any] = [math.inf, None]
+
+    def seen(_: _Static, res: Search) -> None:
+        if res.makespan < best[0]:
+            best[:] = [res.makespan, res.owner.copy()]
+            ctx.improved(res.makespan)
+
+    trainer.seen = seen
+    started = time.perf_counter()
+    trainer.evaluate()
+    before = trainer.eval_slr * st.unit
+    one_search = time.perf_counter() - started
+    with contextlib.suppress(OptionError):  # diverged: the best policy by evaluation stands
+        trainer.run(episodes, deadline - one_search, stop=lambda: interrupt.requested())
+    net.load_state_dict(trainer.best_policy)
+    net.eval()
+    return best[1], (f"giph: fine-tuned {trainer.done} of {episodes} episodes on this problem; the policy's "
+                     f"search from the start {before:.6g} before, {trainer.eval_slr * st.unit:.6g} after\n")
 
 
 def listed(p: Problem, owner: np.ndarray) -> Schedule:

@@ -64,9 +64,23 @@ def no_time_to_load(ctx: Any, train: bool) -> bool:
     return need > 0 and ctx.remaining() < need and find_spec("torch") is not None
 
 
+SHIPPED_GIPH = {"mixture": "giph-mixture.pt", "multi-diff": "giph-multi-diff.pt"}
+"""The policies shipped for ``giph``, by the name ``--policy`` takes: the default, trained on
+a mixture of problem families, and the earlier one, trained on GiPH's ``multi-diff`` set."""
+
+
+def shipped_file(name: str) -> str:
+    """The path of a shipped ``giph`` policy (:data:`SHIPPED_GIPH`)."""
+    from importlib import resources
+
+    return str(resources.files("mapsched.learned") / "data" / SHIPPED_GIPH[name])
+
+
 def check_policy_file(path: str, method: str, flag: str = "--policy") -> None:
     """Refuse in one line a policy file that is not there: what can be checked of it without
     PyTorch, so that a solve that returns before loading it still refuses a typo."""
+    if method == "giph" and path in SHIPPED_GIPH:
+        return
     if path and not os.path.isfile(path):
         raise OptionError(f"{flag}: no file {shown(path)}; train one with 'mapsched train {method}'")
 

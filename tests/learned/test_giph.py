@@ -26,7 +26,7 @@ from mapsched.learned.giph import (  # noqa: E402
     search,
     shipped_policy,
 )
-from mapsched.learned.giph_training import Trainer, advantages  # noqa: E402
+from mapsched.learned.giph_training import FamilyMix, GiphSet, Trainer, advantages, generalization  # noqa: E402
 from mapsched.learned.reinforce import load_checkpoint, one_thread, save_checkpoint  # noqa: E402
 from mapsched.learned.starts import random_placement  # noqa: E402
 from mapsched.scheduling.simulate import simulate  # noqa: E402
@@ -158,9 +158,9 @@ def test_five_training_episodes_change_the_weights(tmp_path, variant, rounds, fe
     small = GiphExperiment("small", tuple(dict(v=4, alpha=0.6, conn_prob=0.2, seed=s) for s in range(3)), (),
                            tuple(dict(m=m, seed=s) for m, s in ((4, 0), (5, 1))), ())
     with one_thread():
-        t = Trainer(Config(variant, rounds, eval_cases=2, eval_every=5, node_features=features), "multi", seed=3)
-        t.exp = small
-        t.eval_specs = [(small.train_graphs[0], small.train_networks[0])]
+        src = GiphSet("multi", 2)
+        src.exp, src.specs = small, [(small.train_graphs[0], small.train_networks[0])]
+        t = Trainer(Config(variant, rounds, eval_cases=2, eval_every=5, node_features=features), src, seed=3)
         before = {k: v.clone() for k, v in t.net.state_dict().items()}
         started = time.perf_counter()
         t.run(5)
@@ -178,14 +178,14 @@ def test_a_cut_first_evaluation_compares_on_its_own_cases(tmp_path):
     small = GiphExperiment("small", tuple(dict(v=4, alpha=0.6, conn_prob=0.2, seed=s) for s in range(3)), (),
                            tuple(dict(m=m, seed=s) for m, s in ((4, 0), (5, 1))), ())
     with one_thread():
-        t = Trainer(Config(eval_cases=3), "multi", seed=3)
-        t.exp = small
-        t.eval_specs = [(small.train_graphs[g], small.train_networks[g % 2]) for g in range(3)]
+        src = GiphSet("multi", 3)
+        src.exp, src.specs = small, [(small.train_graphs[g], small.train_networks[g % 2]) for g in range(3)]
+        t = Trainer(Config(eval_cases=3), src, seed=3)
         first = t.evaluate(deadline=0.0)  # past the deadline: one case, which is kept
         assert t.evaluated == 1 and t.eval_slr == first
         path = str(tmp_path / "cut.pt")
         save_checkpoint(path, t.checkpoint())
-        again = Trainer.resume(load_checkpoint(path, "giph", None), "multi")
+        again = Trainer.resume(load_checkpoint(path, "giph", None), src)
         assert again.evaluated == 1 and again.eval_slr == first
         t.eval_slr = first - 0.5  # a cut best better on its one case: a whole evaluation does not replace it
         whole = t.evaluate()
@@ -299,3 +299,81 @@ def test_a_requested_stop_ends_the_search_with_the_best_so_far():
             timer.cancel()
     assert time.perf_counter() - began < 30
     assert s.interrupted and s.status == "feasible" and validate(p, s) == []
+
+
+def test_training_on_two_families_then_scoring_a_third_reports_the_columns(tmp_path):
+    """Issue 70: a training run on two tiny families, then evaluation on a third (the CI-sized
+    version of ``benchmarks/bench_giph_families.py``)."""
+    with one_thread():
+        t = Trainer(Config(eval_cases=2, eval_every=2), FamilyMix(("random", "layered"), 2, tasks=(5, 8)), seed=0)
+        before = {k: v.clone() for k, v in t.net.state_dict().items()}
+        started = time.perf_counter()
+        t.run(4)
+        assert time.perf_counter() - started < 30
+    assert t.done == 4 and t.suite == "families:random,layered"
+    assert any(not torch.equal(before[k], v) for k, v in t.net.state_dict().items())
+    path = str(tmp_path / "mix.pt")
+    save_checkpoint(path, t.checkpoint())
+    rows = generalization(path, ["random", "giph-alt"], 2, trained=["random", "layered"], tasks=(5, 8))
+    assert [(r.family, r.trained, r.cases) for r in rows] == [("random", True, 2), ("giph-alt", False, 2)]
+    for r in rows:
+        assert 0 <= r.no_worse <= 1 and r.mean_ratio > 0
+        assert 0 <= r.worst_gain <= r.median_gain < 1  # never worse than its start
+    again = Trainer.resume(load_checkpoint(path, "giph", None), FamilyMix(("random", "layered"), 2, tasks=(5, 8)))
+    assert again.done == 4
+    with pytest.raises(OptionError, match="trained on 'families:random,layered'"):
+        Trainer.resume(load_checkpoint(path, "giph", None), "multi")
+
+
+def test_fine_tuning_is_never_worse_than_its_start_and_reproducible():
+    p = giph_instance(10, 0.3, 0.1, seed=5, m=6)
+    first = min(solve(p, m).makespan for m in ("heft", "peft"))
+    a = solve(p, "giph", seed=3, episodes=4)
+    b = solve(p, "giph", seed=3, episodes=4)
+    assert validate(p, a) == [] and a.jobs == b.jobs
+    assert a.makespan <= first + 1e-9
+    assert "fine-tuned 4 of 4 episodes" in a.log
+    started = time.perf_counter()
+    c = solve(p, "giph", seed=3, episodes=10**6, time_limit=3)  # stops in time for its search
+    assert time.perf_counter() - started < 4.5 and validate(p, c) == [] and c.makespan <= first + 1e-9
+    assert "fine-tuned" in c.log and "of 1000000 episodes" in c.log
+
+
+def test_cli_train_giph_on_families_and_on_problem_files(tmp_path, capsys):
+    files = []
+    for k in range(2):
+        files.append(str(tmp_path / f"p{k}.json"))
+        giph_instance(4, 0.6, 0.2, seed=k, m=4).write(files[-1])
+    pt = str(tmp_path / "mine.pt")
+    small = ["--eval-cases", "1", "--eval-every", "1", "--episodes", "2"]
+    assert main(["train", "giph", "--problems", *files, "-o", pt, *small]) == 0
+    assert "2/2 episodes on problems:2:" in capsys.readouterr().out
+    assert main(["train", "giph", "--problems", *files, "-o", pt, "--resume", *small[:4], "--episodes", "3"]) == 0
+    assert "3/3 episodes" in capsys.readouterr().out
+    tuned = str(tmp_path / "tuned.pt")  # the shipped policy, trained further on these problems
+    assert main(["train", "giph", "--problems", *files, "--init", "multi-diff", "--lr", "0.001", "-o", tuned,
+                 *small]) == 0
+    assert "best evaluation ratio to heft" in capsys.readouterr().out
+    net, data = load_policy(tuned)
+    assert data["config"]["lr"] == 0.001 and net.cfg.node_features == load_policy("multi-diff")[0].cfg.node_features
+    assert main(["solve", files[0], "-m", "giph", "--policy", pt, "--episodes", "2", "-o",
+                 str(tmp_path / "s.json")]) == 0
+    assert main(["validate", files[0], str(tmp_path / "s.json")]) == 0
+    capsys.readouterr()
+    for argv, message in [
+        (["train", "giph", "--problems", files[0], "-o", pt, "--resume", *small], "trained on 'problems:2:"),
+        (["train", "giph", "--suite", "multi", "--families", "random", "-o", str(tmp_path / "x.pt")],
+         "--families: giph trains on one of"),
+        (["train", "giph", "--families", "random,mars", "-o", str(tmp_path / "x.pt")], "--families: expected"),
+        (["train", "doppler", files[0], "--families", "random", "-o", str(tmp_path / "x.pt")],
+         "--families: an option of giph training"),
+        (["solve", files[0], "-m", "giph", "--episodes", "-1"], "--episodes"),
+        (["train", "giph", "--problems", files[0], "--init", "nope.pt", "-o", str(tmp_path / "x.pt")],
+         "--init: no file"),
+        (["train", "giph", "--problems", files[0], "--init", "mixture", "--variant", "ne", "-o",
+          str(tmp_path / "x.pt")], "--variant: --init's policy sets the network"),
+    ]:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "x.pt").exists()
