@@ -1,5 +1,5 @@
 """GiPH off its training distribution (issue 70): a policy scored per problem family, the
-families it was trained on beside those it never saw (:mod:`mapsched.generators.families`).
+families it was trained on beside those it never saw (:mod:`mapsched.instances.families`).
 
 Per family, ``--cases`` problems with seeds apart from training's and its evaluation's
 (:func:`mapsched.learned.giph_training.generalization`):
@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from mapsched.generators.families import FAMILIES, TRAINING
+from mapsched.instances.families import FAMILIES, TRAINING
 from mapsched.learned.giph_training import generalization
 
 

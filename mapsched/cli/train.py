@@ -212,7 +212,7 @@ def _train_giph(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     elif args.suite is not None:
         source = training.GiphSet(args.suite, args.eval_cases)
     else:
-        from mapsched.generators.families import TRAINING, parse_families
+        from mapsched.instances.families import TRAINING, parse_families
 
         source = training.FamilyMix(TRAINING if args.families is None else parse_families(args.families),
                                     args.eval_cases)

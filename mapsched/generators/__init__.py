@@ -3,7 +3,6 @@
 from mapsched.generators.costs import PRESETS as SYSTEMS
 from mapsched.generators.costs import DeviceProfile, Platform, cpu_t4_a100, gpu_server, multi_node, platform
 from mapsched.generators.doppler import chainmm, ffnn, identical_gpus, llama_block, llama_layer
-from mapsched.generators.families import FAMILIES, family_cases, family_problem
 from mapsched.generators.giph import (
     GIPH_SETS,
     GiphChange,
@@ -24,8 +23,8 @@ from mapsched.generators.random_wired import module_graph, random_wired, stack
 from mapsched.generators.training import transformer_train
 
 __all__ = [
-    "FAMILIES", "GIPH_SETS", "SYSTEMS", "DeviceProfile", "GiphChange", "GiphExperiment", "GiphGraph", "GiphNetwork",
-    "Platform", "chainmm", "cpu_t4_a100", "family_cases", "family_problem", "ffnn", "giph_adapt", "giph_experiment",
+    "GIPH_SETS", "SYSTEMS", "DeviceProfile", "GiphChange", "GiphExperiment", "GiphGraph", "GiphNetwork",
+    "Platform", "chainmm", "cpu_t4_a100", "ffnn", "giph_adapt", "giph_experiment",
     "giph_graph", "giph_initial", "giph_instance", "giph_network", "giph_problem", "gpt3", "gpu_server",
     "identical_gpus", "inception", "llama_block", "llama_layer", "module_graph", "multi_node", "platform",
     "random_dag", "random_wired", "resnet", "stack", "transformer", "transformer_train", "vgg",

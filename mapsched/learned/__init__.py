@@ -124,4 +124,5 @@ def giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: float, gr
     """GiPH (Hu et al. 2023): :func:`mapsched.learned.giph.solve_giph`."""
     if (unlearned := before_loading(problem, ctx, "giph", policy, start)) is not None:
         return unlearned
-    return torch_module("giph", "giph").solve_giph(problem, ctx, policy, ratio, noise, greedy, start, episodes)
+    tune = torch_module("giph_training", "giph").fine_tune if episodes else None
+    return torch_module("giph", "giph").solve_giph(problem, ctx, policy, ratio, noise, greedy, start, episodes, tune)

@@ -69,7 +69,6 @@ Examples
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -107,8 +106,6 @@ EDGE_FEATURES = ("bytes", "ms_per_byte", "delay", "transfer")
 VARIANTS = ("giph", "ne", "task-eft")
 EMBED, POLICY_HIDDEN = 5, 16
 MASKED = -1e9
-FINE_TUNE_EVAL_EVERY = 5
-"""Fine-tuning episodes between evaluations of the policy on the problem."""
 
 
 @dataclass(frozen=True)
@@ -537,12 +534,14 @@ def load_policy(path: str = "", flag: str = "--policy") -> tuple[GiphNet, dict[s
 
 
 def solve_giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: float, greedy: bool,
-               start: str = "best-list", episodes: int = 0) -> Schedule:
+               start: str = "best-list", episodes: int = 0, fine_tune: Callable | None = None) -> Schedule:
     """The ``giph`` method (registered in :mod:`mapsched.learned`): see its option help.
 
-    With ``episodes``, the policy is first fine-tuned on this problem: REINFORCE episodes, each a
-    search from the start placement, the policy kept the one whose search from that start
-    (actions of a fixed seed) ends lowest; training stops in time for the final search. Never
+    With ``episodes``, the policy is first fine-tuned on this problem by ``fine_tune``
+    (:func:`mapsched.learned.giph_training.fine_tune`, which trains this module's network and so
+    is passed in rather than imported): REINFORCE episodes, each a search from the start
+    placement, the policy kept the one whose search from that start (actions of a fixed seed)
+    ends lowest; training stops in time for the final search. Never
     worse than its start: the best placement the search saw (and fine-tuning's best) and the
     start placement are each timed by the work-conserving model (what the search saw) and by
     mapsched's list schedule of the placement (upward rank, insertion), and the start's own
@@ -553,10 +552,11 @@ def solve_giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: flo
     with one_thread():
         net, data = load_policy(policy)
         owner, origin, own = giph_start(p, ctx, start)
-        st = _Static(p, unit=simulate(p, owner).makespan if episodes else None)  # fine-tuning: gains of the start
+        st = _Static(p)
         steps = max(1, round(ratio * p.n))
         try:
-            tuned, note = _fine_tune(st, net, data, owner, ctx, episodes, deadline) if episodes else (None, "")
+            tuned, note = (fine_tune(p, net, _config(data), owner, ctx, episodes, deadline)
+                           if episodes and fine_tune is not None else (None, ""))
             with torch.no_grad():
                 res = search(st, net, owner, steps, ctx.rng, noise, greedy=greedy, deadline=deadline,
                              improved=ctx.improved, relocation=ctx.relocation)
@@ -578,35 +578,6 @@ def solve_giph(problem: Problem, ctx: Any, policy: str, ratio: float, noise: flo
               f"{st.slr(res.makespan):.4g}; returned {kept}, {s.makespan:.6g}\n")
     ctx.improved(ctx.objective(s))
     return s
-
-
-def _fine_tune(st: _Static, net: GiphNet, data: dict[str, Any], owner: np.ndarray, ctx: Any, episodes: int,
-               deadline: float) -> tuple[np.ndarray | None, str]:
-    """Fine-tune ``net`` in place on ``st`` from start ``owner`` (:func:`solve_giph`), until ``episodes``
-    episodes or the time one more search needs before ``deadline``; returns the best placement any
-    training search saw (None if none ran) and a log line."""
-    from mapsched.learned.giph_training import ProblemSet, Trainer
-
-    cfg = replace(_config(data), eval_cases=1, eval_every=FINE_TUNE_EVAL_EVERY)
-    trainer = Trainer(cfg, ProblemSet([st.p], 1, starts=[owner]), int(ctx.rng.integers(2**31 - 1)), net=net)
-    best: list[Any] = [math.inf, None]
-
-    def seen(_: _Static, res: Search) -> None:
-        if res.makespan < best[0]:
-            best[:] = [res.makespan, res.owner.copy()]
-            ctx.improved(res.makespan)
-
-    trainer.seen = seen
-    started = time.perf_counter()
-    trainer.evaluate()
-    before = trainer.eval_slr * st.unit
-    one_search = time.perf_counter() - started
-    with contextlib.suppress(OptionError):  # diverged: the best policy by evaluation stands
-        trainer.run(episodes, deadline - one_search, stop=lambda: interrupt.requested())
-    net.load_state_dict(trainer.best_policy)
-    net.eval()
-    return best[1], (f"giph: fine-tuned {trainer.done} of {episodes} episodes on this problem; the policy's "
-                     f"search from the start {before:.6g} before, {trainer.eval_slr * st.unit:.6g} after\n")
 
 
 def listed(p: Problem, owner: np.ndarray) -> Schedule:

@@ -20,7 +20,7 @@ Where the cases come from (:class:`Source`):
   (:func:`mapsched.generators.giph.giph_experiment`), as the paper trains: the unit is the
   critical path (SLR's denominator, Topcuoglu's, as the paper says; the code's shortest path
   inflates its SLRs), and searches start from random placements;
-- :class:`FamilyMix`, a mixture of problem families (:mod:`mapsched.generators.families`),
+- :class:`FamilyMix`, a mixture of problem families (:mod:`mapsched.instances.families`),
   so that the policy learns placement rather than one generator (issue 70), and
   :class:`ProblemSet`, a user's problems: the unit is ``heft``'s makespan (its placement run
   by the work-conserving model), so that a reward is the share of it a move gains whatever
@@ -35,11 +35,13 @@ evaluation draws.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -70,7 +72,7 @@ from mapsched.model.problem import Problem
 from mapsched.scheduling.simulate import simulate
 
 __all__ = ["EVAL_SEED", "TEST_SEED", "FamilyMix", "FamilyScore", "GiphSet", "ProblemSet", "Source", "Trainer",
-           "advantages", "generalization", "make_source"]
+           "advantages", "fine_tune", "generalization", "make_source"]
 
 
 def advantages(rewards: list[float], gamma: float) -> np.ndarray:
@@ -82,20 +84,20 @@ def advantages(rewards: list[float], gamma: float) -> np.ndarray:
     return discounted_returns(r, gamma) - np.concatenate([[0.0], np.cumsum(r)[:-1] / np.arange(1, len(r))])[:len(r)]
 
 
-class Source:
+class Source(ABC):
     """Where training draws its episodes and evaluation its cases: a GiPH experiment set
     (:class:`GiphSet`), a mixture of problem families (:class:`FamilyMix`) or given problems
     (:class:`ProblemSet`). ``label`` names it in a checkpoint, so that a resume uses the same."""
 
     label: str
 
+    @abstractmethod
     def draw(self, rng: np.random.Generator) -> _Static:
         """A training case."""
-        raise NotImplementedError
 
+    @abstractmethod
     def evaluation(self) -> list[_Static]:
         """The evaluation cases, the same at every call."""
-        raise NotImplementedError
 
     def start(self, st: _Static, rng: np.random.Generator) -> np.ndarray:
         """A search's start placement on ``st``: the one the source set (``st.start``), else a
@@ -170,7 +172,7 @@ LIST_STARTS = 0.5
 
 
 class FamilyMix(Source):
-    """A uniform mixture of problem families (:mod:`mapsched.generators.families`): each episode
+    """A uniform mixture of problem families (:mod:`mapsched.instances.families`): each episode
     a family, then a seed below :data:`EVAL_SEED`; ``cases`` evaluation cases spread over the
     families, seeds from :data:`EVAL_SEED` on. ``tasks`` bounds the graphs' sizes. A share
     ``list_starts`` of the episodes, and every other evaluation case, search from the best
@@ -184,14 +186,14 @@ class FamilyMix(Source):
         self._eval: list[_Static] | None = None
 
     def draw(self, rng: np.random.Generator) -> _Static:
-        from mapsched.generators.families import family_problem
+        from mapsched.instances.families import family_problem
 
         family = self.families[int(rng.integers(len(self.families)))]
         p = family_problem(family, int(rng.integers(EVAL_SEED)), tasks=self.tasks)
         return heft_scaled(p, bool(rng.random() < self.list_starts))
 
     def evaluation(self) -> list[_Static]:
-        from mapsched.generators.families import family_problem
+        from mapsched.instances.families import family_problem
 
         if self._eval is None:
             f = self.families
@@ -227,7 +229,7 @@ class ProblemSet(Source):
 def make_source(label: str, cases: int) -> Source:
     """The source a checkpoint's label names: a GiPH set or a family mixture (problems are
     given again by their files: :class:`ProblemSet`)."""
-    from mapsched.generators.families import parse_families
+    from mapsched.instances.families import parse_families
 
     if label.startswith("families:"):
         return FamilyMix(parse_families(label.split(":", 1)[1], "--families"), cases)
@@ -421,7 +423,7 @@ def generalization(policy: str, families: Sequence[str], cases: int, trained: Se
     seeds ``first_seed`` on, which neither training nor its evaluation draws (:class:`FamilyScore`).
     O(cases x families x one search); ``defaults`` adds a ``solve`` with the defaults a case.
     One thread; deterministic."""
-    from mapsched.generators.families import family_problem
+    from mapsched.instances.families import family_problem
     from mapsched.solve import solve
 
     net, _ = load_policy(policy)
@@ -445,3 +447,38 @@ def generalization(policy: str, families: Sequence[str], cases: int, trained: Se
                                    float(np.median(gains)) if gains else math.nan,
                                    float(np.min(gains)) if gains else math.nan))
     return out
+
+
+FINE_TUNE_EVAL_EVERY = 5
+"""Fine-tuning episodes between evaluations of the policy on the problem."""
+
+
+def fine_tune(p: Problem, net: GiphNet, config: Config, owner: np.ndarray, ctx: Any, episodes: int,
+              deadline: float) -> tuple[np.ndarray | None, str]:
+    """Fine-tune ``net`` (of ``config``) in place on ``p`` from start ``owner``, for
+    :func:`~mapsched.learned.giph.solve_giph`: until ``episodes`` episodes or the time one more
+    search needs before ``deadline``. Returns the best placement any training search saw (None
+    if none ran) and a log line. Training's searches leave out noise and relocation costs; the
+    final search has them."""
+    cfg = replace(config, eval_cases=1, eval_every=FINE_TUNE_EVAL_EVERY)
+    trainer = Trainer(cfg, ProblemSet([p], 1, starts=[owner]), int(ctx.rng.integers(2**31 - 1)), net=net)
+    best: list[Any] = [math.inf, None]
+
+    def seen(_: _Static, res: Search) -> None:
+        if res.makespan < best[0]:
+            best[:] = [res.makespan, res.owner.copy()]
+            if ctx.relocation is None:  # else the objective adds a cost these makespans leave out
+                ctx.improved(res.makespan)
+
+    trainer.seen = seen
+    started = time.perf_counter()
+    trainer.evaluate()
+    unit = trainer.eval_cases[0].unit  # the start's makespan
+    before = trainer.eval_slr * unit
+    one_search = time.perf_counter() - started
+    with contextlib.suppress(OptionError):  # diverged: the best policy by evaluation stands
+        trainer.run(episodes, deadline - one_search, stop=lambda: interrupt.requested())
+    net.load_state_dict(trainer.best_policy)
+    net.eval()
+    return best[1], (f"giph: fine-tuned {trainer.done} of {episodes} episodes on this problem; the policy's "
+                     f"search from the start {before:.6g} before, {trainer.eval_slr * unit:.6g} after\n")

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mapsched import OptionError, Problem, solve, validate
-from mapsched.generators.families import FAMILIES, HELD_OUT, TRAINING, family_cases, family_problem, parse_families
+from mapsched.instances.families import FAMILIES, HELD_OUT, TRAINING, family_cases, family_problem, parse_families
 
 
 @settings(max_examples=30, deadline=None)
