@@ -32,9 +32,12 @@ def add_train(sub: Any) -> None:
     tn.add_argument("method", choices=("doppler", "placeto", "giph"))
     tn.add_argument("problem", nargs="?", help=PROBLEM_HELP + " (doppler and placeto)")
     tn.add_argument("--suite", help="giph: train on one of GiPH's experiment sets, single, multi or multi-diff")
-    tn.add_argument("--families", help="giph: train on a mixture of problem families (comma-separated, of "
-                    "giph, giph-alt, random, layered, dnn, traced, wired; default, without --suite or --problems: "
-                    "giph,random,layered,dnn, as the shipped policy)")
+    tn.add_argument("--families", help="giph, doppler: train on a mixture of problem families (comma-separated, of "
+                    "giph, giph-alt, random, layered, dnn, traced, wired; giph's default, without --suite or "
+                    "--problems: giph,random,layered,dnn, as the shipped policy); doppler: for --devices devices, "
+                    "instead of a problem file")
+    tn.add_argument("--devices", type=count_arg(1, 1000),
+                    help="doppler with --families: the device count of the policy (default 4)")
     tn.add_argument("--problems", nargs="+", metavar="FILE",
                     help="giph: train on these problem files (episodes draw one; evaluation runs them)")
     tn.add_argument("--init", help="giph: start from this policy (a file from 'train giph', or a shipped one: "
@@ -77,8 +80,10 @@ def _defaults(method: str) -> dict[str, Any]:
     return vars(ap.parse_args(["train", method, "-o", "-"]))
 
 
-_TRAIN_ONLY = {"giph": ("suite", "families", "problems", "init", "variant", "mp_rounds", "giph_features", "lr",
-                        "entropy", "gamma", "eval_every", "eval_cases"),
+_TRAIN_ONLY = {"giph": ("suite", "problems", "init", "variant", "mp_rounds", "giph_features", "lr", "entropy",
+                        "gamma", "eval_every", "eval_cases"),
+               "giph, doppler": ("families",),
+               "doppler": ("devices",),
                "doppler, placeto": ("stages", "hidden", "rounds")}
 """The options of ``train`` that only some of its methods read."""
 
@@ -113,6 +118,11 @@ def cmd_train(args: argparse.Namespace) -> int:
                                   f"{args.method} does not read; leave it out")
     if args.method == "giph":
         return _train_giph(args, defaults)
+    if args.method == "doppler" and args.families is not None:
+        return _train_doppler_families(args)
+    if args.devices is not None:
+        raise OptionError("--devices: a policy for one device count trains on --families; give them, or leave "
+                          "--devices out")
     if args.problem is None or args.suite is not None:
         raise OptionError(f"problem: {args.method} trains on one problem file (no --suite); give it")
     method = args.method
@@ -257,3 +267,44 @@ def _train_giph(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
           f"{fmt(trainer.eval_slr, 4)}{cases}; wrote {args.output}")
     return 130 if stopped else 0
 
+
+def _train_doppler_families(args: argparse.Namespace) -> int:
+    """``train doppler --families``: DOPPLER's policies for one device count, across problem
+    families (:class:`mapsched.learned.doppler.FamilyTrainer`)."""
+    from mapsched.instances.families import parse_families
+    from mapsched.learned import torch_module
+
+    doppler = torch_module("doppler", "doppler")
+    reinforce = torch_module("reinforce", "doppler")
+    if args.problem is not None:
+        raise OptionError("problem: doppler with --families trains on the families' problems; leave the file out")
+    if args.resume:
+        raise OptionError("--resume: training across families does not resume; start a new file")
+    families = parse_families(args.families)
+    stages = doppler.parse_stages(",".join(doppler.STAGES) if args.stages is None else args.stages)
+    check_output(args.output, [])
+    if args.hidden is not None and args.hidden > MAX_EDGE_HIDDEN:
+        raise OptionError(f"--hidden: doppler's edge network has hidden^3 weights; give at most {MAX_EDGE_HIDDEN}, "
+                          f"got {args.hidden}")
+    width = {k: v for k, v in (("hidden", args.hidden), ("rounds", args.rounds)) if v is not None}
+    deadline = math.inf if args.time_limit is None else args.started + args.time_limit - 0.4
+    with reinforce.one_thread():
+        trainer = doppler.FamilyTrainer(families, args.devices or 4, doppler.Config(**width), args.seed)
+
+        def save() -> None:
+            reinforce.save_checkpoint(args.output, trainer.checkpoint(stages, args.episodes))
+
+        with interrupt.graceful():
+            trainer.until = deadline
+            try:
+                trainer.evaluate()
+                trainer.run(stages, args.episodes, deadline, None, save, args.checkpoint_every,
+                            stop=interrupt.requested)
+            except reinforce.Cut:
+                pass
+            stopped = interrupt.requested()
+        save()
+    print(f"trained doppler for {trainer.devices} devices on {','.join(families)}, "
+          f"{', '.join(f'{s} {trainer.done[s]}/{args.episodes}' for s in stages)} episodes: best evaluation ratio to "
+          f"critical-path {fmt(trainer.eval_makespan, 4)}; wrote {args.output}")
+    return 130 if stopped else 0

@@ -194,7 +194,7 @@ def on_network(structure: Structure, rng: np.random.Generator, *, devices: tuple
                    System(tuple(Device(d) for d in names), links), name=name)
 
 
-def _giph(rng: np.random.Generator, seed: int, name: str) -> Problem:
+def _giph(rng: np.random.Generator, name: str, devices: tuple[int, int]) -> Problem:
     from mapsched.generators.giph import giph_graph, giph_network, giph_problem
 
     while True:  # a draw with an empty level or an unrunnable type is drawn again
@@ -202,14 +202,17 @@ def _giph(rng: np.random.Generator, seed: int, name: str) -> Problem:
         try:
             g = giph_graph(int(rng.integers(10, 41)), float(rng.uniform(0.1, 0.5)), float(rng.uniform(0.05, 0.3)),
                            seed=s)
-            net = giph_network(int(rng.integers(4, 31)), seed=s, type_prob=float(rng.uniform(0.2, 0.5)))
-            return giph_problem(g, net, name=name)
+            net = giph_network(int(rng.integers(devices[0], devices[1] + 1)), seed=s,
+                               type_prob=float(rng.uniform(0.2, 0.5)))
+            p = giph_problem(g, net, name=name)
+            if devices[0] != devices[1] or p.m == net.m:  # a fixed count: no device without a type left out
+                return p
         except ValueError:
             continue
 
 
-def _giph_alt(rng: np.random.Generator, name: str) -> Problem:
-    n, m, types = 30, 20, 5
+def _giph_alt(rng: np.random.Generator, name: str, m: int = 20) -> Problem:
+    n, types = 30, 5
     inner = n - 2
     p = rng.uniform(0.05, 0.2)
     edges = {(i, j) for i in range(1, inner + 1) for j in range(i + 1, inner + 1) if rng.random() < p}
@@ -237,22 +240,25 @@ _GRAPHS: dict[str, Callable[[np.random.Generator, int], Structure]] = {
     "random": _random, "layered": _layered, "dnn": _dnn, "traced": _traced, "wired": _wired}
 
 
-def family_problem(family: str, seed: int, *, tasks: tuple[int, int] = (10, 200)) -> Problem:
+def family_problem(family: str, seed: int, *, tasks: tuple[int, int] = (10, 200), devices: int | None = None
+                   ) -> Problem:
     """Problem ``seed`` of ``family`` (module docstring), its task count drawn log-uniformly
     within ``tasks`` where the family sets it (not ``giph`` and ``giph-alt``; ``dnn`` and
-    ``wired`` only roughly). Deterministic in (family, seed)."""
+    ``wired`` only roughly), on exactly ``devices`` devices if given (policies trained per
+    device count, such as DOPPLER's). Deterministic in (family, seed, devices)."""
     if family not in FAMILIES:
         raise OptionError(f"family: expected one of {', '.join(FAMILIES)}, got {shown(family)}")
     rng = np.random.default_rng([FAMILIES.index(family), seed])
     name = f"{family}-{seed}"
     if family == "giph":
-        return _giph(rng, seed, name)
+        return _giph(rng, name, (4, 30) if devices is None else (devices, devices))
     if family == "giph-alt":
-        return _giph_alt(rng, name)
-    return on_network(_GRAPHS[family](rng, _size(rng, *tasks)), rng, name=name)
+        return _giph_alt(rng, name, 20 if devices is None else devices)
+    graph = _GRAPHS[family](rng, _size(rng, *tasks))
+    return on_network(graph, rng, name=name, devices=(3, 30) if devices is None else (devices, devices))
 
 
 def family_cases(families: Sequence[str], count: int, first_seed: int = 0, *,
-                 tasks: tuple[int, int] = (10, 200)) -> list[Problem]:
+                 tasks: tuple[int, int] = (10, 200), devices: int | None = None) -> list[Problem]:
     """``count`` problems of each family, seeds ``first_seed`` on, family by family."""
-    return [family_problem(f, first_seed + k, tasks=tasks) for f in families for k in range(count)]
+    return [family_problem(f, first_seed + k, tasks=tasks, devices=devices) for f in families for k in range(count)]

@@ -15,7 +15,7 @@ from typing import Any
 
 from mapsched.engine.registry import Option, register
 from mapsched.errors import OptionError, shown
-from mapsched.learned.starts import before_loading, load
+from mapsched.learned.starts import before_loading, load, shipped_doppler
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
 
@@ -52,7 +52,9 @@ def torch_module(name: str, method: str) -> ModuleType:
     objectives=("latency",),
     requires=("torch",),
     options=(
-        Option("policy", str, "", "a policy file from 'mapsched train doppler' (default: train on this problem)",
+        Option("policy", str, "", "a policy file from 'mapsched train doppler', or shipped: the policy shipped for "
+                                  "this many devices, trained across problem families (default: train on this "
+                                  "problem)",
                reads=True),
         Option("episodes", int, None, "episodes per stage (default: 100 without --policy, 0 with one: its "
                                       "greedy assignment only; more fine-tune it here)"),
@@ -65,6 +67,8 @@ def torch_module(name: str, method: str) -> ModuleType:
 def doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None, stages: str, hidden: int,
             rounds: int) -> Schedule:
     """DOPPLER (Yao et al. 2025), Stages I and II: :func:`mapsched.learned.doppler.solve_doppler`."""
+    if policy == "shipped":
+        policy = shipped_doppler(problem.m)
     if (unlearned := before_loading(problem, ctx, "doppler", policy)) is not None:
         return unlearned
     return torch_module("doppler", "doppler").solve_doppler(problem, ctx, policy, episodes, stages, hidden, rounds)

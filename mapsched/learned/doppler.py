@@ -109,7 +109,8 @@ from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
 from mapsched.scheduling.simulate import simulate
 
-__all__ = ["STAGES", "Config", "Placer", "Selector", "Trainer", "parse_stages", "solve_doppler"]
+__all__ = ["STAGES", "Config", "FamilyTrainer", "Placer", "Selector", "Trainer", "parse_stages", "solve_doppler",
+           "teacher_makespan"]
 
 NODE_FEATURES, EDGE_FEATURES, DEVICE_FEATURES = 5, 2, 7
 STAGES = ("il", "sim")
@@ -531,6 +532,75 @@ class Trainer(ProblemTrainer):
                 t.rng.bit_generator.state = json.loads(state["rng"])
                 t.baseline = Baseline(**state["baseline"])
         return t
+
+
+class FamilyTrainer(Trainer):
+    """DOPPLER's policies for one device count, trained across problems (issue 70): each episode
+    on a problem drawn from a uniform mixture of families (:mod:`mapsched.instances.families`,
+    ``tasks`` in size, on exactly ``devices`` devices), the kept policy the one whose greedy
+    rollouts end lowest relative to ``critical-path`` (its mapping run by the same model) on
+    ``cases`` fixed evaluation problems, with seeds that training never draws. Its checkpoint is
+    a policy file for any problem on that many devices; it does not resume."""
+
+    def __init__(self, families: tuple[str, ...], devices: int, config: Config, seed: int, cases: int = 8,
+                 tasks: tuple[int, int] = (10, 60)) -> None:
+        from mapsched.instances.families import family_problem
+
+        self.families, self.devices, self.tasks = families, devices, tasks
+        evals = [family_problem(families[k % len(families)], EVAL_SEED + k // len(families), tasks=tasks,
+                                devices=devices) for k in range(cases)]
+        super().__init__(evals[0], config, seed)
+        self.evals = [(p, teacher_makespan(p)) for p in evals]
+
+    def _use(self, p: Problem) -> None:
+        self.p, self.g = p, graph_tensors(p)
+        self.env = _Env(p, self.g.b_level, self.cfg.il_temperature)
+
+    def episode(self, stage: str, index: int, episodes: int) -> float:
+        """One episode of ``stage`` on a drawn problem; returns its makespan over ``critical-path``'s."""
+        from mapsched.instances.families import family_problem
+
+        family = self.families[int(self.rng.integers(len(self.families)))]
+        p = family_problem(family, int(self.rng.integers(EVAL_SEED)), tasks=self.tasks, devices=self.devices)
+        self._use(p)
+        return super().episode(stage, index, episodes) / teacher_makespan(p)
+
+    def evaluate(self) -> float:
+        """Mean over the evaluation problems of the greedy rollout's makespan over ``critical-path``'s;
+        keeps the policy if it is the best so far."""
+        started = time.perf_counter()
+        ratios = []
+        with torch.no_grad():
+            for p, ref in self.evals:
+                self._use(p)
+                _, value = self._rollout(self._parts(), 0.0)
+                ratios.append(value / ref)
+        self.seconds = max(self.seconds, (time.perf_counter() - started) / len(self.evals))
+        mean = float(np.mean(ratios))
+        if mean < self.eval_makespan or self.best_policy is None:
+            self.eval_makespan = mean
+            self.best_policy = {"sel": snapshot(self.sel), "plc": snapshot(self.plc)}
+        return mean
+
+    def checkpoint(self, stages: tuple[str, ...], episodes: int) -> dict[str, Any]:
+        """A policy file for problems on :attr:`devices` devices: the best policy, its
+        evaluation (mean ratio to ``critical-path``) and what it was trained on."""
+        return {"method": "doppler", "config": asdict(self.cfg), "devices": self.devices,
+                "policy": self.best_policy or {"sel": snapshot(self.sel), "plc": snapshot(self.plc)},
+                "eval_ratio": self.eval_makespan, "families": list(self.families),
+                "episodes": dict(self.done), "seed": self.seed}
+
+
+def teacher_makespan(p: Problem) -> float:
+    """``critical-path``'s makespan on ``p`` (its default 50 runs, seed 0), its mapping run by the
+    work-conserving model."""
+    from mapsched.solve import solve
+
+    return simulate(p, solve(p, "critical-path", seed=0).mapping()).makespan
+
+
+EVAL_SEED = 10**9
+"""Family seeds of :class:`FamilyTrainer`'s evaluation problems start here; its training draws seeds below."""
 
 
 def solve_doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None, stages: str, hidden: int,

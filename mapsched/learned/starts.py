@@ -69,11 +69,25 @@ SHIPPED_GIPH = {"mixture": "giph-mixture.pt", "multi-diff": "giph-multi-diff.pt"
 a mixture of problem families, and the earlier one, trained on GiPH's ``multi-diff`` set."""
 
 
+SHIPPED_DOPPLER = {m: f"doppler-{m}.pt" for m in (2, 4, 8)}
+"""The policies shipped for ``doppler`` (``--policy shipped``), by device count: trained across
+problem families (:class:`mapsched.learned.doppler.FamilyTrainer`)."""
+
+
 def shipped_file(name: str) -> str:
-    """The path of a shipped ``giph`` policy (:data:`SHIPPED_GIPH`)."""
+    """The path of a shipped policy file (:data:`SHIPPED_GIPH`, :data:`SHIPPED_DOPPLER`)."""
     from importlib import resources
 
-    return str(resources.files("mapsched.learned") / "data" / SHIPPED_GIPH[name])
+    return str(resources.files("mapsched.learned") / "data" / SHIPPED_GIPH.get(name, name))
+
+
+def shipped_doppler(devices: int) -> str:
+    """The shipped ``doppler`` policy for ``devices`` devices; refused in one line where none is shipped."""
+    if devices not in SHIPPED_DOPPLER:
+        counts = ", ".join(map(str, sorted(SHIPPED_DOPPLER)))
+        raise OptionError(f"--policy: no doppler policy is shipped for {devices} devices (only for {counts}); train "
+                          f"one with 'mapsched train doppler --families ... --devices {devices}'")
+    return shipped_file(SHIPPED_DOPPLER[devices])
 
 
 def check_policy_file(path: str, method: str, flag: str = "--policy") -> None:

@@ -322,3 +322,47 @@ def test_doppler_is_never_worse_than_critical_path(seed):
     r = solve(p, "doppler", seed=seed, episodes=2, hidden=16, rounds=2)
     assert validate(p, r) == []
     assert r.makespan <= solve(p, "critical-path", seed=0).makespan + 1e-9  # its draws: see fallback_ctx
+
+
+def test_a_policy_trained_across_families_places_any_problem_of_its_device_count(tmp_path, capsys):
+    """Issue 70: DOPPLER's policies for one device count, trained across problem families."""
+    from mapsched.instances.families import family_problem
+    from mapsched.learned.doppler import FamilyTrainer, teacher_makespan
+
+    with one_thread():
+        t = FamilyTrainer(("random", "layered"), 3, SMALL, seed=2, cases=2, tasks=(8, 12))
+        t.evaluate()
+        first = t.eval_makespan
+        t.run(("il", "sim"), 3)
+    assert t.done == {"il": 3, "sim": 3} and t.eval_makespan <= first and math.isfinite(first)
+    path = str(tmp_path / "d3.pt")
+    save_checkpoint(path, t.checkpoint(("il", "sim"), 3))
+    p = family_problem("wired", 5, tasks=(8, 12), devices=3)  # a family it never saw
+    r = solve(p, "doppler", policy=path, seed=0)
+    assert validate(p, r) == [] and r.makespan <= teacher_makespan(p) + 1e-9  # never above critical-path
+    with pytest.raises(OptionError, match="trained for 3 devices"):
+        solve(family_problem("wired", 5, tasks=(8, 12), devices=4), "doppler", policy=path)
+    out = str(tmp_path / "cli.pt")
+    assert main(["train", "doppler", "--families", "random", "--devices", "3", "--episodes", "2", "--hidden", "16",
+                 "--rounds", "2", "-o", out]) == 0
+    assert "trained doppler for 3 devices on random" in capsys.readouterr().out
+    assert load_checkpoint(out, "doppler", 3)["families"] == ["random"]
+    for argv, message in [
+        (["train", "doppler", "--devices", "3", "-o", str(tmp_path / "x.pt")], "--devices: a policy for one"),
+        (["train", "placeto", "--families", "random", "-o", str(tmp_path / "x.pt")], "--families: an option of"),
+        (["train", "doppler", "--families", "random", "--resume", "-o", out], "--resume: training across"),
+    ]:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "x.pt").exists()
+
+
+def test_the_shipped_policy_applies_to_its_device_count_only():
+    from mapsched.instances.families import family_problem
+
+    p = family_problem("layered", 1, tasks=(10, 20), devices=4)
+    r = solve(p, "doppler", policy="shipped", seed=0)
+    assert validate(p, r) == [] and "doppler-4.pt" in r.log
+    with pytest.raises(OptionError, match="no doppler policy is shipped for 3 devices"):
+        solve(family_problem("layered", 1, tasks=(10, 20), devices=3), "doppler", policy="shipped")
