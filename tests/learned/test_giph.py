@@ -366,7 +366,7 @@ def test_cli_train_giph_on_families_and_on_problem_files(tmp_path, capsys):
          "--families: giph trains on one of"),
         (["train", "giph", "--families", "random,mars", "-o", str(tmp_path / "x.pt")], "--families: expected"),
         (["train", "doppler", files[0], "--families", "random", "-o", str(tmp_path / "x.pt")],
-         "--families: an option of giph training"),
+         "problem: doppler with --families trains on the families' problems"),
         (["solve", files[0], "-m", "giph", "--episodes", "-1"], "--episodes"),
         (["train", "giph", "--problems", files[0], "--init", "nope.pt", "-o", str(tmp_path / "x.pt")],
          "--init: no file"),
