@@ -106,6 +106,15 @@ def _resumed_config(args: argparse.Namespace, defaults: dict[str, Any], config: 
                               "or start a new file")
 
 
+def _width(args: argparse.Namespace, method: str) -> dict[str, int]:
+    """The network sizes given (``--hidden``, ``--rounds``) of a new policy, refusing a doppler
+    width whose edge network (hidden^3 weights) would not fit in one line."""
+    if method == "doppler" and args.hidden is not None and args.hidden > MAX_EDGE_HIDDEN:
+        raise OptionError(f"--hidden: doppler's edge network has hidden^3 weights; give at most {MAX_EDGE_HIDDEN}, "
+                          f"got {args.hidden}")
+    return {k: v for k, v in (("hidden", args.hidden), ("rounds", args.rounds)) if v is not None}
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     """``train``: doppler or placeto on one problem file; giph on an experiment set (:func:`_train_giph`)."""
     from mapsched.learned import torch_module
@@ -143,11 +152,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             _resumed_config(args, defaults, data["config"])
             trainer = learner.Trainer.from_checkpoint(problem, data, args.seed, resume=True, flag="--resume")
         else:
-            if method == "doppler" and args.hidden is not None and args.hidden > MAX_EDGE_HIDDEN:
-                raise OptionError(f"--hidden: doppler's edge network has hidden^3 weights; give at most "
-                                  f"{MAX_EDGE_HIDDEN}, got {args.hidden}")
-            width = {k: v for k, v in (("hidden", args.hidden), ("rounds", args.rounds)) if v is not None}
-            trainer = learner.Trainer(problem, learner.Config(**width), args.seed)
+            trainer = learner.Trainer(problem, learner.Config(**_width(args, method)), args.seed)
 
         def save() -> None:
             reinforce.save_checkpoint(args.output, trainer.checkpoint(stages, args.episodes))
@@ -283,10 +288,7 @@ def _train_doppler_families(args: argparse.Namespace) -> int:
     families = parse_families(args.families)
     stages = doppler.parse_stages(",".join(doppler.STAGES) if args.stages is None else args.stages)
     check_output(args.output, [])
-    if args.hidden is not None and args.hidden > MAX_EDGE_HIDDEN:
-        raise OptionError(f"--hidden: doppler's edge network has hidden^3 weights; give at most {MAX_EDGE_HIDDEN}, "
-                          f"got {args.hidden}")
-    width = {k: v for k, v in (("hidden", args.hidden), ("rounds", args.rounds)) if v is not None}
+    width = _width(args, "doppler")
     deadline = math.inf if args.time_limit is None else args.started + args.time_limit - 0.4
     with reinforce.one_thread():
         trainer = doppler.FamilyTrainer(families, args.devices or 4, doppler.Config(**width), args.seed)

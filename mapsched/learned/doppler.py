@@ -557,13 +557,12 @@ class FamilyTrainer(Trainer):
         self.env = _Env(p, self.g.b_level, self.cfg.il_temperature)
 
     def episode(self, stage: str, index: int, episodes: int) -> float:
-        """One episode of ``stage`` on a drawn problem; returns its makespan over ``critical-path``'s."""
+        """One episode of ``stage`` on a drawn problem; returns its makespan."""
         from mapsched.instances.families import family_problem
 
         family = self.families[int(self.rng.integers(len(self.families)))]
-        p = family_problem(family, int(self.rng.integers(EVAL_SEED)), tasks=self.tasks, devices=self.devices)
-        self._use(p)
-        return super().episode(stage, index, episodes) / teacher_makespan(p)
+        self._use(family_problem(family, int(self.rng.integers(EVAL_SEED)), tasks=self.tasks, devices=self.devices))
+        return super().episode(stage, index, episodes)
 
     def evaluate(self) -> float:
         """Mean over the evaluation problems of the greedy rollout's makespan over ``critical-path``'s;
