@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -47,8 +48,8 @@ from mapsched.model.scales import highs_time_scale
 from mapsched.model.validate import floating_bound
 from mapsched.scheduling.best_list import makespan_cap
 
-__all__ = ["FOLD_LEAST", "HEAVY_SHARES", "MARGIN_TASKS", "QUOTIENT_COLUMNS", "RELAXATION_TASKS", "class_shares",
-           "folded_bound", "relaxation_bound"]
+__all__ = ["FOLD_LEAST", "HEAVY_SHARES", "MARGIN_TASKS", "QUOTIENT_COLUMNS", "RELAXATION_TASKS", "Folded",
+           "folded_relaxation", "relaxation_bound"]
 
 RELAXATION_TASKS = 2_000
 """Largest graph :func:`relaxation_bound` takes on: separation multiplies dense n-by-n
@@ -63,7 +64,7 @@ MIP_SPAN = 1e6
 """Largest ratio of the programme's longest time to its LP value that the integral stage
 takes on (see :meth:`_Relaxation.integral_bound`)."""
 FOLD_LEAST = 4
-"""Classes of at most this many identical devices stay unfolded in the middle stage of
+"""Classes of at most this many identical devices stay unfolded in the second stage of
 :func:`relaxation_bound`: a few accelerators of little memory, whose memory apart and
 transfers between them are what the folded programme misses most (on the real-model
 graphs, 7-13% more proved than folded: ``resnet50-op``, ``inception-v3-op``)."""
@@ -187,6 +188,15 @@ class _Relaxation(RowProgramme):
         h.setOptionValue("presolve", "off")
         self.run()
         return self.dual_bound()
+
+    def whole_tasks(self) -> np.ndarray | None:
+        """The mixed-integer solve's best point's ``x`` (each task wholly on one device), where it
+        found one with every task binary; else None."""
+        status = self.hs.SolutionStatus.kSolutionStatusFeasible
+        if self.h.getInfo().primal_solution_status != status:
+            return None
+        x = self.solution()[0].round()
+        return x if (x.sum(axis=1) == 1).all() else None
 
 
 def _quotient(p: Problem, least: int = 1) -> tuple[Problem, np.ndarray, list[list[int]]]:
@@ -321,63 +331,72 @@ def relaxation_bound(problem: Problem, time_limit: float = 10.0, integral: bool 
     if time.perf_counter() >= start + time_limit:
         return 0.0
     # Folded, the programme converges in a fraction of the time the whole one takes. The small
-    # classes unfolded, it sees their devices' memory apart and the transfers between them;
-    # whole, every transfer inside a class. Each in turn, where its transfer columns fit, with
-    # an equal share of the time and what the ones before proved.
+    # classes unfolded, it sees their devices' memory apart and the transfers between them.
+    # Then that one, where its transfer columns fit, with the second half of the time and what
+    # the folded one proved; or the whole one where no class is small. Every transfer inside a
+    # large class as well (the whole programme after the middle one) proved less in a minute
+    # than the middle one on the four real models measured, and took a third of the time.
     stages = [(q, mult)]
     if q is not p:
         r, rmult, _ = _quotient(p, FOLD_LEAST)
         for part, pmult in ((r, rmult), (p, np.ones(p.m))):
-            if part.m > stages[-1][0].m and part.E * part.m * part.m <= QUOTIENT_COLUMNS:
+            if part.m > q.m and part.E * part.m * part.m <= QUOTIENT_COLUMNS:
                 stages.append((part, pmult))
+                break
     best = 0.0
     for k, (part, pmult) in enumerate(stages):
         began = time.perf_counter()
         until = start + time_limit * (k + 1) / len(stages)
         if k and until - began < SETUP * (part.n * part.m + part.E * part.m * part.m):
             break
-        best = max(best, _solved(part, pmult, cap, began, until, integral, cuts_per_round, best))
+        solved = _solved(part, pmult, cap, began, until, integral, cuts_per_round, best)
+        best = max(best, 0.0 if solved is None else solved[1])
     return best
 
 
-def folded_bound(problem: Problem, time_limit: float) -> float:
-    """The relaxation's LP over classes of identical devices folded into one (:func:`_quotient`),
-    with separated load cuts, then its mixed-integer stages (:func:`_integral_stages`),
-    within ``time_limit`` seconds: what :func:`mapsched.solve` adds to
-    a latency result's bound in what its bound's share leaves. 0 where no two devices are
-    alike, past :data:`RELAXATION_TASKS` tasks, or where the time is too short to build it.
+@dataclass(frozen=True)
+class Folded:
+    """The relaxation over classes of identical devices folded into one (:func:`_quotient`):
+    where it puts each task, and what it proves.
 
-    >>> from mapsched import instances
-    >>> folded_bound(instances.load("topcuoglu2002"), 5.0)  # three different processors
-    0.0
+    Attributes
+    ----------
+    classes : list of list of int
+        The devices of each class, by index.
+    shares : numpy.ndarray
+        Shape (n, classes): the share ``x[i, c]`` of task i on class c in the first LP, with
+        no cuts. It weighs memory, paths, loads and transfers together, so on memory-tight
+        systems it says which tasks the fast devices should leave to the slow ones
+        (:mod:`mapsched.heuristics.relax_round`).
+    bound : float
+        The best bound proved (0 where nothing past the first LP was asked for or proved).
+    whole : numpy.ndarray or None
+        Shape (n, classes), 0 or 1: the best point of the mixed-integer stage with every task
+        whole, where it found one: a choice of class per task within the classes' memory.
     """
-    p = arguments.problem(problem)
-    time_limit = checks.seconds(time_limit, "time_limit", none=False)
-    if p.L > 1 or p.n > RELAXATION_TASKS:
-        return 0.0
-    start = time.perf_counter()
-    q, mult, _ = _quotient(p)
-    if q is p or time_limit < 2 * SETUP * (q.n * q.m + q.E * q.m * q.m):
-        return 0.0
-    cap = makespan_cap(p, start + time_limit)
-    if time.perf_counter() >= start + time_limit:
-        return 0.0
-    return _solved(q, mult, cap, time.perf_counter(), start + time_limit, True, 200)
+
+    classes: list[list[int]]
+    shares: np.ndarray
+    bound: float = 0.0
+    whole: np.ndarray | None = None
 
 
-def class_shares(problem: Problem, time_limit: float) -> tuple[list[list[int]], np.ndarray] | None:
-    """Where the relaxation's LP, with each class of identical devices folded into one
-    (:func:`_quotient`) and no cuts, puts each task: the classes (lists of device indices)
-    and the share ``x[i, c]`` of task i on class c, shape (n, classes). It weighs memory,
-    paths, loads and transfers together, so on memory-tight systems its shares say which
-    tasks the fast devices should leave to the slow ones (:mod:`mapsched.heuristics.relax_round`).
-    None where it is not solved within ``time_limit`` seconds, or for a throughput problem
-    or one of over :data:`RELAXATION_TASKS` tasks.
+def folded_relaxation(problem: Problem, time_limit: float, integral: bool = True,
+                      unfolded: bool = True) -> Folded | None:
+    """The relaxation's LP over classes of identical devices folded into one (:func:`_quotient`),
+    then, with ``integral``, separated load cuts and its mixed-integer stages
+    (:func:`_integral_stages`), within ``time_limit`` seconds. :func:`mapsched.solve` adds its
+    bound to a latency result's in what the bound's share leaves, and ``relax-round`` rounds
+    its shares and takes its whole tasks' classes. None where the first LP is not solved in
+    time, for a throughput problem or one of over :data:`RELAXATION_TASKS` tasks, or, without
+    ``unfolded``, where no two devices are alike (the programme is then the whole one).
 
     >>> from mapsched import instances
-    >>> classes, x = class_shares(instances.load("real/gnmt-layer"), 10.0)
-    >>> len(classes), x.shape[1], bool(abs(x.sum(axis=1) - 1).max() < 1e-6)
+    >>> r = folded_relaxation(instances.load("real/gnmt-layer"), 10.0)
+    >>> len(r.classes), r.shares.shape[1], bool(abs(r.shares.sum(axis=1) - 1).max() < 1e-6)
     (2, 2, True)
+    >>> r.whole is not None and bool((r.whole.sum(axis=1) == 1).all()), r.bound > 0
+    (True, True)
     """
     p = arguments.problem(problem)
     time_limit = checks.seconds(time_limit, "time_limit", none=False)
@@ -385,43 +404,54 @@ def class_shares(problem: Problem, time_limit: float) -> tuple[list[list[int]], 
         return None
     start = time.perf_counter()
     q, mult, members = _quotient(p)
-    if time_limit < SETUP * (q.n * q.m + q.E * q.m * q.m):
+    if (q is p and not unfolded) or time_limit < SETUP * (q.n * q.m + q.E * q.m * q.m):
         return None
-    relax = _Relaxation(q, start + time_limit, makespan_cap(p, start + time_limit), mult)
-    if not relax.run():
+    cap = makespan_cap(p, start + time_limit)
+    if time.perf_counter() >= start + time_limit:
         return None
-    return members, relax.solution()[0]
+    solved = _solved(q, mult, cap, time.perf_counter(), start + time_limit, integral, 200, cuts=integral)
+    return None if solved is None else Folded(members, *solved)
 
 
 def _solved(p: Problem, mult: np.ndarray, cap: float, start: float, deadline: float, integral: bool,
-            cuts_per_round: int, proved: float = 0.0) -> float:
+            cuts_per_round: int, proved: float = 0.0, cuts: bool = True
+            ) -> tuple[np.ndarray, float, np.ndarray | None] | None:
     """The programme of ``p`` (devices of multiplicity ``mult``, jobs and transfers over ``cap``
-    left out) with separated cuts, from ``start`` to ``deadline``: see :func:`relaxation_bound`.
-    Each mixed-integer stage starts from the best bound proved so far (at least ``proved``,
-    proved elsewhere) as the makespan's least value, so that a stage cut short by the deadline
-    never proves less than the one before: an optimal schedule still meets the row."""
+    left out), with separated cuts (unless ``cuts`` is False), from ``start`` to ``deadline``: see
+    :func:`relaxation_bound`. Each mixed-integer stage starts from the best bound proved so far
+    (at least ``proved``, proved elsewhere) as the makespan's least value, so that a stage cut
+    short by the deadline never proves less than the one before: an optimal schedule still
+    meets the row. Returns the first LP's ``x``, the bound, and the last stage's whole tasks
+    (:meth:`_Relaxation.whole_tasks`); None where the first LP is not solved in time."""
     separate_until = start + ((deadline - start) / 2 if integral else deadline - start)
     relax = _Relaxation(p, deadline, cap, mult)
     margins = Margins(p, zero=p.n > MARGIN_TASKS)
-    best = 0.0
+    best, first, whole = 0.0, None, None
     while relax.run():
         best = max(best, relax.value())
-        if time.perf_counter() > separate_until:
+        if first is None:
+            first = relax.solution()[0]
+        if not cuts or time.perf_counter() > separate_until:
             break
-        cuts = _broken_cuts(p, relax, margins, cuts_per_round, separate_until)
-        if not cuts:
+        found = _broken_cuts(p, relax, margins, cuts_per_round, separate_until)
+        if not found:
             break
-        for cut in cuts:
+        for cut in found:
             relax.add_cut(cut)
         relax.flush()
+    if first is None:
+        return None
     if integral:
         lp = best
-        for tasks in _integral_stages(p):
+        stages = _integral_stages(p)
+        for k, tasks in enumerate(stages):
             if time.perf_counter() >= relax.deadline:
                 break
             relax.at_least(floating_bound(max(best, proved)))
             best = max(best, relax.integral_bound(lp, tasks))
-    return max(0.0, floating_bound(best))
+            if k == len(stages) - 1:
+                whole = relax.whole_tasks()
+    return first, max(0.0, floating_bound(best)), whole
 
 
 def _integral_stages(p: Problem) -> list[np.ndarray]:

@@ -192,7 +192,7 @@ def test_relaxation_over_classes_of_identical_devices_stays_below_the_optimum(p,
 @given(problems(min_tasks=2, max_tasks=5, max_devices=2, tight=True, transfers=10.0))
 def test_relaxation_with_only_the_larger_classes_folded_stays_below_the_optimum(p):
     """The middle stage: a class of three copies folded, a class of two kept whole (with
-    FOLD_LEAST 2), then the whole programme; each from what the one before proved."""
+    FOLD_LEAST 2), after the folded one and from what it proved."""
     like = {f"{p.device_names[0]}-copy{k}": p.device_names[0] for k in range(2)}
     like.update({f"{p.device_names[-1]}-twin": p.device_names[-1]} if p.m > 1 else {})
     q = p.with_devices(like)
@@ -220,12 +220,12 @@ def test_a_timed_solve_carries_the_folded_relaxation():
     """Issue 68: a list scheduler's result under a time limit carries the relaxation over the
     identical accelerators and CPUs folded, within the bound's share: far above the quick rules."""
     from mapsched import instances
-    from mapsched.bounds.relaxation import folded_bound
+    from mapsched.bounds.relaxation import folded_relaxation
 
     p = instances.load("real/gnmt-layer")
     r = solve(p, "heft", time_limit=10)
     assert r.lower_bound > 5 * lower_bound(p).value and r.solve_seconds < 10
-    assert r.lower_bound <= r.makespan and folded_bound(p, 5.0) <= r.makespan
+    assert r.lower_bound <= r.makespan and folded_relaxation(p, 5.0).bound <= r.makespan
 
 
 def test_the_heaviest_tasks_made_whole_prove_more_than_the_lp_on_a_real_model():
