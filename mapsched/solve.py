@@ -33,7 +33,7 @@ BOUND_SHARE = 0.1
 transfers and memory, the load LP with memory rows where memory binds, and the interval load
 LP or the batched relaxation in what is left of the share; then, with a time limit, for
 latency, the relaxation over classes of identical devices folded into one,
-:func:`~mapsched.bounds.relaxation.folded_bound`, in what is left of it, where that is at least
+:func:`~mapsched.bounds.relaxation.folded_relaxation`, in what is left of it, where that is at least
 :data:`FOLDED_SECONDS`). It is spent before
 the method starts, and counts within the time limit: with ``time_limit=T`` the method has
 ``0.9 T`` or more left (the LPs stop at their share; the rules without an LP, O(n m nb L + E
@@ -150,9 +150,10 @@ def solve(
         bound = lower_bound(problem, None if time_limit is None else BOUND_SHARE * time_limit).value
         left = 0.0 if time_limit is None else BOUND_SHARE * time_limit - (time.perf_counter() - loaded)
         if left >= FOLDED_SECONDS and problem.L == 1:  # what the share leaves: the relaxation, identical devices folded
-            from mapsched.bounds.relaxation import folded_bound
+            from mapsched.bounds.relaxation import folded_relaxation
 
-            bound = max(bound, folded_bound(problem, left))
+            folded = folded_relaxation(problem, left, unfolded=False)
+            bound = max(bound, 0.0 if folded is None else folded.bound)
         ctx = SolveContext(time_limit, rng, threads or os.cpu_count() or 1, callback, log, bound, started=started)
         start = None
         if initial is not None:
@@ -185,8 +186,8 @@ def solve(
         if not result.method.startswith(f"{method}: "):  # a pipeline may name its stages so
             result.method = method
         result.history = ctx.history or [(result.solve_seconds, result.makespan)]
-        if result.lower_bound is not None:
-            bound = max(bound, result.lower_bound)
+        # The method's own proof, or what its stages proved on the way (ctx.fast_bound)
+        bound = max(bound, ctx.fast_bound, result.lower_bound or 0.0)
         result.lower_bound = bound
         # A makespan that meets a proved bound is proved optimal, whatever found it; with a
         # relocation cost, the bound (on the makespan alone) proves only an objective that meets it.

@@ -44,7 +44,8 @@ class SolveContext:
         Called as ``callback(seconds, makespan)`` on every improvement.
     fast_bound : float
         A proved lower bound on the optimal makespan: :func:`mapsched.bounds.lower_bound`,
-        computed once by :func:`solve` for the method and for the result.
+        computed once by :func:`solve` for the method and for the result. A method that
+        proves more on the way raises it, and the result carries it.
     initial : Schedule or None
         The valid schedule of ``solve(..., initial=...)`` (see :mod:`mapsched.scheduling.initial`), for
         methods registered with ``initial=True`` to start from; their result is never worse.

@@ -7,8 +7,11 @@ whatever comes last onto the slow ones, where it runs tens of times longer on th
 path. Which tasks should leave the fast devices is a choice over the whole graph: those
 whose memory is large and whose time and transfers matter least. The linear programme of
 :mod:`mapsched.bounds.relaxation`, with each class of identical devices folded into one
-(:func:`~mapsched.bounds.relaxation.class_shares`), weighs memory, paths, loads and
+(:func:`~mapsched.bounds.relaxation.folded_relaxation`), weighs memory, paths, loads and
 transfers together, and its share ``x[i, c]`` of task i on class c says where i belongs.
+Given the time, the same programme with load cuts and every task whole (mixed-integer) then
+chooses one class per task within the classes' memory: no rounding moves a task there, and
+on ResNet-50's graphs its choice schedules 7% shorter than the rounded shares.
 
 Rounding, for each slack in :data:`SLACKS` and two preferences, takes the tasks in
 decreasing order of their share on the class they prefer, and puts each on the first class
@@ -34,7 +37,7 @@ import time
 
 import numpy as np
 
-from mapsched.bounds.relaxation import class_shares
+from mapsched.bounds.relaxation import folded_relaxation
 from mapsched.engine import interrupt
 from mapsched.engine.context import SolveContext
 from mapsched.engine.registry import Option, get, register
@@ -125,21 +128,24 @@ def rounded_schedule(problem: Problem, ctx: SolveContext, lp_seconds: float) -> 
     """The best schedule of the roundings (see the module docstring), or None where the
     programme is not solved within ``lp_seconds`` (or the problem is a throughput one or has
     over :data:`~mapsched.bounds.relaxation.RELAXATION_TASKS` tasks) or no rounding fits.
-    One LP of ``n k + n + 1 + E k^2`` columns for k classes, then at most
-    ``len(SLACKS) * len(PREFERENCES) * len(SCHEDULERS)`` list schedules of O((n m + E) log n)."""
+    The folded programme (``n k + n + 1 + E k^2`` columns for k classes) within ``lp_seconds``,
+    then at most ``len(SLACKS) * (len(PREFERENCES) + 1) * len(SCHEDULERS)`` list schedules of
+    O((n m + E) log n). The schedule's bound is what the programme proved."""
     p = problem
     began = time.perf_counter()
     seconds = min(lp_seconds, ctx.remaining())
-    shares = class_shares(p, seconds) if seconds > 0 else None
-    if shares is None:
+    folded = folded_relaxation(p, seconds) if seconds > 0 else None
+    if folded is None:
         return None
-    classes, x = shares
+    roundings = [(folded.shares, prefer) for prefer in PREFERENCES]
+    if folded.whole is not None:
+        roundings.append((folded.whole, "largest"))
     best: Schedule | None = None
     tried: list[str] = []
     seen: set[tuple[tuple[int, ...], ...]] = set()
     for slack in SLACKS:
-        for prefer in PREFERENCES:
-            allowed = rounded_classes(p, classes, x, slack, prefer)
+        for x, prefer in roundings:
+            allowed = rounded_classes(p, folded.classes, x, slack, prefer)
             if allowed is None or ctx.expired():
                 continue
             key = tuple(map(tuple, allowed))
@@ -153,13 +159,17 @@ def rounded_schedule(problem: Problem, ctx: SolveContext, lp_seconds: float) -> 
                         s = get(name).fn(q, SolveContext())
                 except InfeasibleError:  # its devices could not pack this rounding in time
                     continue
-                tried.append(f"{name} at slack {slack:g} ({prefer}) {s.makespan:.6g}")
+                what = "whole" if x is folded.whole else prefer
+                tried.append(f"{name} at slack {slack:g} ({what}) {s.makespan:.6g}")
                 if best is None or s.makespan < best.makespan:
                     best = s
     if best is None:
         return None
     s = redecoded(p, best, method="relax-round")
-    s.log = f"relax-round: LP and roundings in {time.perf_counter() - began:.3g} s; {', '.join(tried)}\n"
+    s.lower_bound = folded.bound or None
+    ctx.fast_bound = max(ctx.fast_bound, folded.bound)  # the stages after it may stop on meeting it
+    s.log = (f"relax-round: programme (bound {folded.bound:.6g}) and roundings in {time.perf_counter() - began:.3g} s; "
+             f"{', '.join(tried)}\n")
     ctx.improved(s.makespan)
     return s
 
