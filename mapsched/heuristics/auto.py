@@ -120,8 +120,7 @@ def auto(problem: Problem, ctx: SolveContext, moves: int) -> Schedule:
     if ctx.time_limit is not None and p.n * p.L <= EXACT_JOBS:
         m = get("exact")
         if rounded is not None:  # exact starts from it, its critical path shortened first
-            share = replace(ctx, time_limit=ctx.elapsed() + CP_SEARCH_SHARE * ctx.remaining())
-            rounded = improve(p, rounded, share, 2**62)
+            rounded = improve(p, rounded, _share(ctx, CP_SEARCH_SHARE), 2**62)
         s = m.fn(p, ctx if rounded is None else replace(ctx, initial=rounded), **m.parse_options({}))
         s.method = "auto: exact" if rounded is None else "auto: relax-round, cp-search, exact"
         return s
@@ -137,15 +136,19 @@ def auto(problem: Problem, ctx: SolveContext, moves: int) -> Schedule:
             s = improve(p, s, ctx, moves)
             ran.append("cp-search")
         else:
-            # The context with a nearer limit shares the clock, generator and history.
-            share = replace(ctx, time_limit=ctx.elapsed() + CP_SEARCH_SHARE * ctx.remaining())
-            s = improve(p, s, share, 2**62)
+            s = improve(p, s, _share(ctx, CP_SEARCH_SHARE), 2**62)
             ran.append("cp-search")
             if not ctx.optimal(s.makespan) and not ctx.expired():
                 s = improve_lns(p, s, ctx)
                 ran.append("lns")
     s.method = "auto: " + ", ".join(ran)
     return s
+
+
+def _share(ctx: SolveContext, share: float) -> SolveContext:
+    """``ctx`` with its limit at ``share`` of the time it has left; it shares the clock,
+    generator and history."""
+    return replace(ctx, time_limit=ctx.elapsed() + share * ctx.remaining())
 
 
 def _rounded(p: Problem, ctx: SolveContext) -> Schedule | None:
@@ -200,9 +203,8 @@ def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
         return not ctx.expired() and not ctx.optimal(s.makespan)
 
     if ctx.time_limit is not None and p.L == 1 and open_():
-        share = FREE_SHARE if small else 1.0
-        free = replace(ctx, time_limit=ctx.elapsed() + share * ctx.remaining(), initial=None, callback=None,
-                       history=[])  # its makespans are not this problem's
+        # Its makespans are not this problem's: no callback, a history of its own
+        free = replace(_share(ctx, FREE_SHARE if small else 1.0), initial=None, callback=None, history=[])
         found = auto(p.with_contention(), free, moves)
         t = min(retimed(p, found), simulate(p, found.mapping(), method=found.method), key=lambda x: x.makespan)
         better(t, "without contention: " + found.method.removeprefix("auto: "))
