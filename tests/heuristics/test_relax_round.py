@@ -80,10 +80,10 @@ def test_auto_starts_from_it_where_memory_binds():
     assert validate(p, s) == []
     assert s.method.startswith("auto: relax-round")
     assert s.makespan <= solve(p, "relax-round").makespan
-    # What relax-round's programme proved (ctx.fast_bound) reaches the result's bound
+    # What relax-round's programme proved (ctx.fast_bound, logged to 6 digits) reaches the result's bound
     proved = float(re.search(r"programme \(bound ([^)]+)\)", s.log).group(1))
     assert proved > mapsched.bounds.lower_bound(p).value
-    assert s.lower_bound >= proved * (1 - 1e-6) and s.lower_bound <= s.makespan
+    assert s.lower_bound >= proved * (1 - 1e-5) and s.lower_bound <= s.makespan
 
 
 def test_without_a_programme_it_falls_back_to_the_list_schedulers():
