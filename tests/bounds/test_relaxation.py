@@ -184,8 +184,11 @@ def test_relaxation_over_classes_of_identical_devices_stays_below_the_optimum(p,
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(relaxation, "QUOTIENT_COLUMNS", -1)
         alone = relaxation_bound(q, time_limit=5)
+    # What relax-round and a timed solve's bound share carry: the folded programme alone
+    carried = relaxation.folded_relaxation(q, 5.0, unfolded=False).bound
     opt = exhaustive_optimum(q, upper=solve(q, "heft").makespan)
     assert alone <= opt * (1 + 1e-9) + 1e-9 and both <= opt * (1 + 1e-9) + 1e-9
+    assert carried <= opt * (1 + 1e-9) + 1e-9
 
 
 @settings(max_examples=30, deadline=None)
