@@ -321,15 +321,10 @@ def relaxation_bound(problem: Problem, time_limit: float = 10.0, integral: bool 
     time_limit = checks.seconds(time_limit, "time_limit", none=False)
     cuts_per_round = checks.count(cuts_per_round, "cuts_per_round")
     start = time.perf_counter()
-    q, mult, _ = _quotient(p)
-    if time_limit < SETUP * (q.n * q.m + q.E * q.m * q.m):
+    folded = _folded(p, start, time_limit)
+    if folded is None:
         return 0.0
-    # No optimal schedule runs a job or sends data for longer than heft's makespan: left out,
-    # they keep the optimum feasible and no longer bring in coefficients up to 1e21 ms, which
-    # (a billion times the others) made HiGHS prove bounds above the optimum.
-    cap = makespan_cap(p, start + time_limit)
-    if time.perf_counter() >= start + time_limit:
-        return 0.0
+    q, mult, _, cap = folded
     # Folded, the programme converges in a fraction of the time the whole one takes. The small
     # classes unfolded, it sees their devices' memory apart and the transfers between them.
     # Then that one, where its transfer columns fit, with the second half of the time and what
@@ -403,14 +398,30 @@ def folded_relaxation(problem: Problem, time_limit: float, integral: bool = True
     if p.L > 1 or p.n > RELAXATION_TASKS:
         return None
     start = time.perf_counter()
+    folded = _folded(p, start, time_limit, unfolded)
+    if folded is None:
+        return None
+    q, mult, members, cap = folded
+    solved = _solved(q, mult, cap, time.perf_counter(), start + time_limit, integral, 200, cuts=integral)
+    return None if solved is None else Folded(members, *solved)
+
+
+def _folded(p: Problem, start: float, time_limit: float, unfolded: bool = True
+            ) -> tuple[Problem, np.ndarray, list[list[int]], float] | None:
+    """The folded problem (:func:`_quotient`), its multiplicities and classes, and the cap on
+    a job's or a transfer's time; None where ``time_limit`` from ``start`` is too short to
+    build its programme, or, without ``unfolded``, where no two devices are alike (before the
+    cap's list schedule). The start of :func:`relaxation_bound` and :func:`folded_relaxation`."""
     q, mult, members = _quotient(p)
     if (q is p and not unfolded) or time_limit < SETUP * (q.n * q.m + q.E * q.m * q.m):
         return None
+    # No optimal schedule runs a job or sends data for longer than heft's makespan: left out,
+    # they keep the optimum feasible and no longer bring in coefficients up to 1e21 ms, which
+    # (a billion times the others) made HiGHS prove bounds above the optimum.
     cap = makespan_cap(p, start + time_limit)
     if time.perf_counter() >= start + time_limit:
         return None
-    solved = _solved(q, mult, cap, time.perf_counter(), start + time_limit, integral, 200, cuts=integral)
-    return None if solved is None else Folded(members, *solved)
+    return q, mult, members, cap
 
 
 def _solved(p: Problem, mult: np.ndarray, cap: float, start: float, deadline: float, integral: bool,

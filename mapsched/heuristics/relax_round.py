@@ -137,14 +137,15 @@ def rounded_schedule(problem: Problem, ctx: SolveContext, lp_seconds: float) -> 
     folded = folded_relaxation(p, seconds) if seconds > 0 else None
     if folded is None:
         return None
-    roundings = [(folded.shares, prefer) for prefer in PREFERENCES]
+    # (shares, preference, name in the log)
+    roundings = [(folded.shares, prefer, prefer) for prefer in PREFERENCES]
     if folded.whole is not None:
-        roundings.append((folded.whole, "largest"))
+        roundings.append((folded.whole, "largest", "whole"))
     best: Schedule | None = None
     tried: list[str] = []
     seen: set[tuple[tuple[int, ...], ...]] = set()
     for slack in SLACKS:
-        for x, prefer in roundings:
+        for x, prefer, what in roundings:
             allowed = rounded_classes(p, folded.classes, x, slack, prefer)
             if allowed is None or ctx.expired():
                 continue
@@ -159,7 +160,6 @@ def rounded_schedule(problem: Problem, ctx: SolveContext, lp_seconds: float) -> 
                         s = get(name).fn(q, SolveContext())
                 except InfeasibleError:  # its devices could not pack this rounding in time
                     continue
-                what = "whole" if x is folded.whole else prefer
                 tried.append(f"{name} at slack {slack:g} ({what}) {s.makespan:.6g}")
                 if best is None or s.makespan < best.makespan:
                     best = s
