@@ -226,8 +226,7 @@ def improve(problem: Problem, start: Schedule, ctx: SolveContext, backend: str =
         except TimeoutError:
             return _out_of_time(best)
         model_c.hint(start)
-        # lns times transfers without contention: where they take turns the whole model keeps going
-        if lns and ctx.time_limit is not None and problem.n > STALL_TASKS and not hint_only and not problem.contended:
+        if lns and ctx.time_limit is not None and problem.n > STALL_TASKS and not hint_only:
             stall = STALL_SHARE * ctx.remaining()
         out = model_c.solve(ctx.remaining_or_none(), ctx.threads, seed, ctx.log,
                             lambda sol, bound: keep(retime(problem, sol[0][:, None], sol[1], sol[2]), bound),

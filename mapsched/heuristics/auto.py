@@ -29,7 +29,8 @@
   the time limit or its iterations.
 - Where transfers take turns (:mod:`mapsched.scheduling.contention`): the best of the list
   schedulers, Baechi's contiguous fills and the contention-free pipeline's placement
-  re-timed, improved by ``exact`` or ``sa`` (see :func:`_contended`).
+  re-timed, improved by ``exact`` or ``lns`` with the turns (``sa`` without a time limit;
+  see :func:`_contended`).
 
 Every stage starts from the best schedule so far, so the result is never worse than
 ``heft``'s (``bheft``'s). Its ``method`` names the stages that ran, as
@@ -85,8 +86,9 @@ time limit: CP-SAT improves on the list schedulers there within seconds."""
 
 FREE_SHARE = 0.7
 """Where transfers take turns, the share of the time left after the list schedulers that the
-pipeline of the problem without contention takes, on problems of at most :data:`EXACT_JOBS`
-jobs, before ``exact``'s contended model gets the rest (see :func:`_contended`)."""
+pipeline of the problem without contention takes, before ``exact`` (on problems of at most
+:data:`EXACT_JOBS` jobs) or ``lns``, which time the transfers taking turns, get the rest (see
+:func:`_contended`)."""
 
 ROUND_SHARE = 0.25
 """The most of the time limit that ``relax-round``'s linear programme takes, where memory binds:
@@ -170,11 +172,11 @@ def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
 
     - with a time limit, for latency, the pipeline of the problem without contention (its
       ``lns`` and ``cp-search`` time transfers without it) for :data:`FREE_SHARE` of the time
-      left, or all of it on problems of over :data:`EXACT_JOBS` jobs; its placement,
-      re-timed with transfers taking turns in its start order or run by ``simulate``
-      (whichever ends first), is kept where it is better;
-    - with a time limit, on problems of at most :data:`EXACT_JOBS` jobs, ``exact`` for the
-      rest, whose CP-SAT model has the transfers take turns, started from the best so far;
+      left; its placement, re-timed with transfers taking turns in its start order or run by
+      ``simulate`` (whichever ends first), is kept where it is better;
+    - with a time limit, for the rest, from the best so far: ``exact`` on problems of at most
+      :data:`EXACT_JOBS` jobs, whose CP-SAT model has the transfers take turns, else ``lns``,
+      whose neighbourhoods' models have them take turns;
     - otherwise (no time limit, or a large throughput problem) ``sa`` with the contended
       decoder as its fitness, for ``moves`` moves."""
     s = best_start(p, ctx.initial, ctx)
@@ -204,10 +206,12 @@ def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
 
     if ctx.time_limit is not None and p.L == 1 and open_():
         # Its makespans are not this problem's: no callback, a history of its own
-        free = replace(_share(ctx, FREE_SHARE if small else 1.0), initial=None, callback=None, history=[])
+        free = replace(_share(ctx, FREE_SHARE), initial=None, callback=None, history=[])
         found = auto(p.with_contention(), free, moves)
         t = min(retimed(p, found), simulate(p, found.mapping(), method=found.method), key=lambda x: x.makespan)
         better(t, "without contention: " + found.method.removeprefix("auto: "))
+        if not small and open_():
+            better(improve_lns(p, s, ctx), "lns")
     if open_() and (ctx.time_limit is None or small or p.L > 1):
         name = "exact" if ctx.time_limit is not None and small else "sa"
         m = get(name)
