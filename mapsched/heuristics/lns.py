@@ -158,10 +158,12 @@ class _Incumbent:
 
     def _decode_contended(self, k1: int, tail: list[int], dev: list[int], cap: float
                           ) -> tuple[bool, float, list[float], list[float]]:
-        """:meth:`decode` where transfers take turns: the whole order appended, transfers on
-        their resources' lanes. Appending keeps the prefix's times, so only the tail's are
-        new; the resources' state after the prefix is not kept, so each decode is whole,
-        O(n + E) and the lanes' appends."""
+        """:meth:`decode` where transfers take turns: the whole order decoded with insertion,
+        transfers on their resources' lanes. A later task never moves an earlier one, so the
+        prefix keeps its times and only the tail's are new; the resources' state after the
+        prefix is not kept, so each decode is whole, O(n + E) and the lanes' insertions.
+        Insertion: appending, copies wait behind every copy decoded before them, and a
+        re-timed placement decoded so ends 16% later (``gnmt-layer``, 385.7 against 332.6)."""
         b = self.builder(self.order[:k1].tolist() + tail, dev)
         ends = [b.placed[i][0][3] for i in tail]
         c = max(b.finish, 0.0)
@@ -177,7 +179,7 @@ class _Incumbent:
             self.ts, self.te = self._pending
 
     def builder(self, order: list[int], dev: list[int]) -> Builder:
-        """The schedule of ``order`` and ``dev``, appended job by job (and transfer by transfer)."""
+        """The schedule of ``order`` and ``dev``, job by job (and transfer by transfer), with insertion."""
         b = Builder(self.p, insertion=True, check=False)
         for i in order:
             b.commit(i, b.trial(i, [(dev[i], 1)]))
@@ -252,9 +254,9 @@ class _Incumbent:
         rank = np.concatenate([2 * tp, 2 * tp[src] + 1])
         order = np.lexsort((rank, ends, starts))
         succ: list[list[int]] = [[] for _ in range(len(starts))]
-        for e in range(p.E):
-            if not np.isfinite(self.ts[e]):
-                succ[int(p.src[e])].append(int(p.dst[e]))
+        same = ~np.isfinite(self.ts)
+        for a, b in zip(p.src[same].tolist(), p.dst[same].tolist()):
+            succ[a].append(b)
         for k, (a, b) in enumerate(zip(src.tolist(), dst.tolist())):
             succ[a].append(n + k)
             succ[n + k].append(b)
