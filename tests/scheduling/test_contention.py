@@ -210,6 +210,15 @@ def test_auto_is_never_worse_than_the_contiguous_fill():
     assert r.makespan <= fill.makespan + 1e-9
 
 
+def test_auto_improves_large_contended_problems_with_lns():
+    """Past 300 jobs the default's last stage is ``lns`` with the turns, from the contention-free
+    placement re-timed: its result is valid as found (not re-timed) and never worse."""
+    p = mapsched.generators.random_dag(320, 4, seed=1).with_contention(copy_engines=0)
+    r = solve(p, time_limit=6, seed=0)
+    assert r.method.endswith(", lns") and "lns: " in r.log.splitlines()[-1]
+    assert validate(p, r) == [] and r.makespan <= solve(p, "heft").makespan
+
+
 def test_cli_simulate_and_generate_with_contention(tmp_path, capsys):
     from mapsched.cli import main
 
