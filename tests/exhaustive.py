@@ -170,7 +170,7 @@ def contended_optimum(p: Problem) -> float:
 
     assert p.L == 1
     res = Resources(p)
-    caps = [len(lanes.starts) for lanes in res.lanes]
+    caps = [lanes.capacity for lanes in res.lanes]
     need = (p.weight + p.act).tolist()
     best = [math.inf]
     choices = [np.flatnonzero(p.can_run[i]).tolist() for i in range(p.n)]

@@ -216,7 +216,7 @@ class CpSatModel:
 
         m, res = self.model, self.res
         resources = Resources(p)
-        capacity = [len(lanes.starts) for lanes in resources.lanes]
+        capacity = [lanes.capacity for lanes in resources.lanes]
         using: list[list[cp_model.IntervalVar]] = [[] for _ in capacity]
         for e in range(p.E):
             self._check_time()

@@ -106,7 +106,7 @@ class _Incumbent:
         self.end = np.zeros(p.n)
         if p.contended:  # each edge's transfer (nan: none), and the resources they take turns on
             self.res = Resources(p)
-            self.capacity = [len(lanes.starts) for lanes in self.res.lanes]
+            self.capacity = [lanes.capacity for lanes in self.res.lanes]
             self.ts = self.te = np.full(p.E, np.nan)
         began = time.perf_counter()
         ok, c, starts, ends = self.decode(0, self.order.tolist(), self.dev.tolist(), math.inf)

@@ -243,7 +243,7 @@ def _contended(p: Problem, dev: list[int], dur: list[float], factor: list[float]
     then by index) wherever every resource they use has room, and the others wait, without
     blocking those behind them. O((n + E) (log n + w)) for w waiting at once."""
     res = Resources(p)
-    free = [len(lanes.starts) for lanes in res.lanes]
+    free = [lanes.capacity for lanes in res.lanes]
     llat, mpb, nb = p.link_latency.tolist(), p.link_ms_per_byte.tolist(), p.nbytes.tolist()
     src, dst = p.src.tolist(), p.dst.tolist()
     missing = np.bincount(p.dst, minlength=p.n).tolist()

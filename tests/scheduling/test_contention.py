@@ -358,3 +358,72 @@ def test_lns_with_turns_improves_on_heft_and_is_repeatable():
     assert validate(p, a) == [] and "re-timed" not in a.log
     assert a.makespan < 0.95 * heft.makespan
     assert solve(p, "lns", steps=20, seed=1, threads=1).jobs == a.jobs
+
+
+class _FlatLane:
+    """The reference: one lane as two flat lists, scanned from ``ready`` on."""
+
+    def __init__(self):
+        self.st, self.en = [], []
+
+    def earliest(self, ready, d, insertion):
+        from bisect import bisect_right
+
+        st, en = self.st, self.en
+        if not insertion:
+            return en[-1] if en and en[-1] > ready else ready
+        s = ready
+        for q in range(bisect_right(en, ready), len(st)):
+            if s + d <= st[q]:
+                break
+            if en[q] > s:
+                s = en[q]
+        return s
+
+    def reserve(self, s, e):
+        from bisect import bisect_left
+
+        q = bisect_left(self.st, s)
+        while q < len(self.st) and self.st[q] == s and self.en[q] <= e:
+            q += 1
+        self.st.insert(q, s)
+        self.en.insert(q, e)
+
+    def release(self, s, e):
+        q = next(q for q in range(len(self.st)) if self.st[q] == s and self.en[q] == e)
+        del self.st[q], self.en[q]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 50), st.sampled_from([0.0, 0.5, 1.0, 2.5, 7.0]), st.booleans()),
+                min_size=1, max_size=80),
+       st.integers(2, 5), st.booleans(), st.integers(0, 2**16))
+def test_a_lane_in_blocks_answers_as_the_flat_scan(steps, block, insertion, seed):
+    """A lane kept in blocks with their longest gaps (blocks of 2-5 intervals here, so that
+    searches skip blocks, blocks split and empty) gives the flat scan's earliest start, to
+    the bit, through reservations and releases (a trial's reserve-then-release)."""
+    from mapsched.scheduling import contention
+
+    old, contention._BLOCK = contention._BLOCK, block
+    try:
+        lane, flat = contention._Lane(), _FlatLane()
+        rng = np.random.default_rng(seed)
+        held = []
+        for ready, d, keep in steps:
+            s = lane.earliest(ready, d, insertion)
+            assert s == flat.earliest(ready, d, insertion)
+            lane.reserve(s, s + d)
+            flat.reserve(s, s + d)
+            if keep:
+                held.append((s, s + d))
+            else:  # tried, then released
+                lane.release(s, s + d)
+                flat.release(s, s + d)
+            if held and rng.random() < 0.15:
+                a, b = held.pop(int(rng.integers(len(held))))
+                lane.release(a, b)
+                flat.release(a, b)
+            assert [x for b in lane.starts for x in b] == flat.st
+            assert [x for b in lane.ends for x in b] == flat.en
+    finally:
+        contention._BLOCK = old
