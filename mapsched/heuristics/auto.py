@@ -59,6 +59,7 @@ Examples
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -78,7 +79,7 @@ from mapsched.scheduling.decoder import Decoder
 from mapsched.scheduling.retime import retimed
 from mapsched.scheduling.simulate import simulate
 
-__all__ = ["CP_SEARCH_SHARE", "EXACT_JOBS", "FREE_SHARE", "ROUND_SHARE"]
+__all__ = ["CP_SEARCH_SHARE", "EXACT_JOBS", "FREE_SHARE", "RETIME_DECODES", "ROUND_SHARE"]
 
 EXACT_JOBS = 300
 """Problems of at most this many jobs (tasks times inputs) go to ``exact`` when there is a
@@ -89,6 +90,11 @@ FREE_SHARE = 0.7
 pipeline of the problem without contention takes, before ``exact`` (on problems of at most
 :data:`EXACT_JOBS` jobs) or ``lns``, which time the transfers taking turns, get the rest (see
 :func:`_contended`)."""
+
+RETIME_DECODES = 8
+"""Where transfers take turns, the decodes' time kept back from the contention-free pipeline's
+share for re-timing its placement (about three decodes) and simulating it (about five): at
+34,711 tasks these took 3.4 s and 5.0 s after the share, past a 30 s limit."""
 
 ROUND_SHARE = 0.25
 """The most of the time limit that ``relax-round``'s linear programme takes, where memory binds:
@@ -172,7 +178,8 @@ def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
 
     - with a time limit, for latency, the pipeline of the problem without contention (its
       ``lns`` and ``cp-search`` time transfers without it) for :data:`FREE_SHARE` of the time
-      left; its placement, re-timed with transfers taking turns in its start order or run by
+      left after :data:`RETIME_DECODES` decodes (none where that leaves nothing); its
+      placement, re-timed with transfers taking turns in its start order or run by
       ``simulate`` (whichever ends first), is kept where it is better;
     - with a time limit, for the rest, from the best so far: ``exact`` on problems of at most
       :data:`EXACT_JOBS` jobs, whose CP-SAT model has the transfers take turns, else ``lns``,
@@ -181,6 +188,7 @@ def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
       decoder as its fitness, for ``moves`` moves."""
     s = best_start(p, ctx.initial, ctx)
     ran = [s.method]
+    decode_s = 0.0  # the longest decode of a fill, with the turns
     if p.L == 1:
         work = np.where(np.isfinite(p.dur), p.dur, 0.0).sum(axis=0)
         fills = [(cap, order) for cap in ("memory", "uniform")
@@ -188,7 +196,9 @@ def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
         for cap, devices in fills:
             placed = topo_placement(p, cap, devices=devices)
             if (placed.owner >= 0).all():
+                began = time.perf_counter()
                 t = Decoder(p, placed.order, insertion=True).schedule(placed.owner[:, None])
+                decode_s = max(decode_s, time.perf_counter() - began)
                 if t.makespan < s.makespan:
                     s, ran = t, [f"m-topo ({cap})"]
     ctx.improved(s.makespan)
@@ -204,14 +214,19 @@ def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
     def open_() -> bool:
         return not ctx.expired() and not ctx.optimal(s.makespan)
 
-    if ctx.time_limit is not None and p.L == 1 and open_():
-        # Its makespans are not this problem's: no callback, a history of its own
-        free = replace(_share(ctx, FREE_SHARE), initial=None, callback=None, history=[])
+    reserve = RETIME_DECODES * decode_s
+    if ctx.time_limit is not None and p.L == 1 and open_() and ctx.remaining() > reserve:
+        # Its makespans are not this problem's: no callback, a history of its own. Its share
+        # leaves the re-timing and simulation of its placement inside the limit.
+        limit = ctx.elapsed() + FREE_SHARE * (ctx.remaining() - reserve)
+        free = replace(ctx, time_limit=limit, initial=None, callback=None, history=[])
         found = auto(p.with_contention(), free, moves)
-        t = min(retimed(p, found), simulate(p, found.mapping(), method=found.method), key=lambda x: x.makespan)
+        t = retimed(p, found)
+        if ctx.remaining() > reserve / 2:
+            t = min(t, simulate(p, found.mapping(), method=found.method), key=lambda x: x.makespan)
         better(t, "without contention: " + found.method.removeprefix("auto: "))
-        if not small and open_():
-            better(improve_lns(p, s, ctx), "lns")
+    if ctx.time_limit is not None and p.L == 1 and not small and open_():
+        better(improve_lns(p, s, ctx), "lns")
     if open_() and (ctx.time_limit is None or small or p.L > 1):
         name = "exact" if ctx.time_limit is not None and small else "sa"
         m = get(name)
