@@ -124,7 +124,11 @@ def test_decoder_builder_and_simulate_are_valid(p0, kind, insertion, seed):
         assert s.makespan >= decode(p0, owner, insertion=insertion).makespan - 1e-9 or insertion
         assert validate(p, simulate(p, owner)) == []
     for method in ("heft", "peft", "cpop", "m-etf", "random"):
-        r = solve(p, method)
+        try:
+            r = solve(p, method)
+        except mapsched.InfeasibleError:  # random: none of its samples fit memory and links
+            assert method == "random"
+            continue
         assert validate(p, r) == [], method
         assert r.lower_bound <= r.makespan + 1e-6
 
