@@ -180,7 +180,8 @@ def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
       ``lns`` and ``cp-search`` time transfers without it) for :data:`FREE_SHARE` of the time
       left after :data:`RETIME_DECODES` decodes (none where that leaves nothing); its
       placement, re-timed with transfers taking turns in its start order or run by
-      ``simulate`` (whichever ends first), is kept where it is better;
+      ``simulate`` (whichever ends first; ``simulate`` only where half that time is left),
+      is kept where it is better;
     - with a time limit, for the rest, from the best so far: ``exact`` on problems of at most
       :data:`EXACT_JOBS` jobs, whose CP-SAT model has the transfers take turns, else ``lns``,
       whose neighbourhoods' models have them take turns;
