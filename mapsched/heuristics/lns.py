@@ -104,10 +104,9 @@ class _Incumbent:
         self.pos[self.order] = np.arange(p.n)
         self.start = np.zeros(p.n)
         self.end = np.zeros(p.n)
-        if p.contended:  # each edge's transfer (nan: none), and the resources they take turns on
+        if p.contended:  # the resources transfers take turns on; each edge's times come with a decode
             self.res = Resources(p)
             self.capacity = [lanes.capacity for lanes in self.res.lanes]
-            self.ts = self.te = np.full(p.E, np.nan)
         began = time.perf_counter()
         ok, c, starts, ends = self.decode(0, self.order.tolist(), self.dev.tolist(), math.inf)
         self.decode_s = time.perf_counter() - began
