@@ -81,18 +81,24 @@ class _Lane:
         if not insertion:
             return last[-1]
         j = bisect_right(last, ready)  # the first block not over by `ready`
-        fit = d - (d + d + max(abs(ready), abs(last[-1]))) * _MARGIN  # every s lies between the two
+        st, en = self.starts[j], self.ends[j]
         s = ready
-        for b in range(j, len(last)):
-            if b > j and self.gap[b] < fit:
-                s = max(s, last[b])
-                continue
-            st, en = self.starts[b], self.ends[b]
-            for q in range(bisect_right(en, ready) if b == j else 0, len(st)):
-                if s + d <= st[q]:
-                    return s
-                if en[q] > s:
-                    s = en[q]
+        for q in range(bisect_right(en, ready), len(st)):
+            if s + d <= st[q]:
+                return s
+            if en[q] > s:
+                s = en[q]
+        fit = d - (d + d + max(abs(s), abs(last[-1]))) * _MARGIN
+        for b in range(j + 1, len(last)):
+            if self.gap[b] >= fit:
+                st, en = self.starts[b], self.ends[b]
+                for q in range(len(st)):
+                    if s + d <= st[q]:
+                        return s
+                    if en[q] > s:
+                        s = en[q]
+            elif last[b] > s:
+                s = last[b]
         return s
 
     def _find(self, s: float, e: float, exact: bool) -> tuple[int, int]:
