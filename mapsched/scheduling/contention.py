@@ -187,6 +187,8 @@ class Lanes:
     def earliest(self, ready: float, d: float) -> tuple[float, int]:
         """The earliest start ``>= ready`` of an interval of length ``d`` in some lane, and that lane
         (the first of equals)."""
+        if self.capacity == 1:
+            return self.lanes[0].earliest(ready, d, self.insertion), 0
         best, lane = math.inf, 0
         for k, ln in enumerate(self.lanes):
             s = ln.earliest(ready, d, self.insertion)

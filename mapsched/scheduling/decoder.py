@@ -503,13 +503,15 @@ class Builder:
         on its resources (earliest source first) as early as they are all free, and the job
         after the last arrival. The slot is ``(device lane, transfers)``. What is tried is
         reserved while trying, so that the task's own transfers and jobs take turns too, and
-        released after."""
+        released after. The last job and its last transfer are not reserved: nothing tried
+        after them starts before they end."""
         res = self.resources
         llat, mpb, nb = self._llat, self._mpb, self._nbytes
         held = []
         out = []
+        last = len(jobs) - 1
         try:
-            for u, mask in jobs:
+            for j, (u, mask) in enumerate(jobs):
                 d = self._length(i, u, mask)
                 if d is None:
                     return None
@@ -527,16 +529,19 @@ class Builder:
                         else:
                             arriving.append((qend, e, v, share, llat[v][u] + share.bit_count() * nb[e] * mpb[v][u]))
                 moves = []
-                for qend, e, v, share, dt in sorted(arriving):
+                arriving.sort()
+                for a, (qend, e, v, share, dt) in enumerate(arriving):
                     rs = res.route(v, u)
                     ts, lanes = res.earliest(rs, qend, dt)
-                    res.reserve(rs, lanes, ts, ts + dt)
-                    held.append((rs, lanes, ts, ts + dt))
+                    if j < last or a + 1 < len(arriving):
+                        res.reserve(rs, lanes, ts, ts + dt)
+                        held.append((rs, lanes, ts, ts + dt))
                     moves.append((e, share, ts, ts + dt, rs, lanes))
                     ready = max(ready, ts + dt)
                 s, picked = res.earliest((u,), ready, d)
-                res.reserve((u,), picked, s, s + d)
-                held.append(((u,), picked, s, s + d))
+                if j < last:
+                    res.reserve((u,), picked, s, s + d)
+                    held.append(((u,), picked, s, s + d))
                 out.append((u, mask, s, s + d, (picked, moves)))
             return out
         finally:
