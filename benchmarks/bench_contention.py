@@ -18,6 +18,12 @@ accelerators taking turns):
 Prints a markdown table and writes the rows as JSON lines.
 
     python benchmarks/bench_contention.py --time-limit 20 -o benchmarks/results/contention.jsonl
+
+``--large`` instead times ``heft``'s construction (upward ranks, then the insertion list
+schedule) on the traced training steps, without contention and with every device's copies
+on the device (``copy_engines: 0``), to show how the contended path grows with the graph.
+
+    python benchmarks/bench_contention.py --large
 """
 
 from __future__ import annotations
@@ -31,8 +37,9 @@ import numpy as np
 from mapsched import Problem, instances, solve, validate
 from mapsched.bench.suites import REAL_MODELS
 from mapsched.bounds import lower_bound
-from mapsched.scheduling.construct import topo_placement
+from mapsched.scheduling.construct import construct, finish, topo_placement
 from mapsched.scheduling.decoder import Decoder
+from mapsched.scheduling.ranks import rank_order, upward_rank
 from mapsched.scheduling.retime import retimed
 from mapsched.scheduling.simulate import simulate
 
@@ -53,12 +60,36 @@ def greedy(p: Problem) -> float:
     return s.makespan
 
 
+def heft_seconds(p: Problem) -> tuple[float, float]:
+    """Seconds of ``heft``'s construction on ``p`` (no bound, no validation), and its makespan."""
+    began = time.perf_counter()
+    s = construct(p, rank_order(p, upward_rank(p)), lambda i, tried, b: min(tried, key=lambda t: finish(t[1])),
+                  insertion=True)
+    return time.perf_counter() - began, s.makespan
+
+
+def large() -> None:
+    print("| instance | tasks | `heft` without contention (s) | with contention (s) | ratio | makespans |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name in REAL_MODELS:
+        p0 = instances.load(name)
+        if p0.n < 10_000:
+            continue
+        (f, fm), (c, cm) = heft_seconds(p0), heft_seconds(p0.with_contention(copy_engines=0))
+        print(f"| {name.removeprefix('real/')} | {p0.n:,} | {f:.2f} | {c:.2f} | {c / f:.2f} | {fm:.4g}, {cm:.4g} |",
+              flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=float, default=20.0)
     ap.add_argument("--most-tasks", type=int, default=1000)
     ap.add_argument("-o", "--output", default=None)
+    ap.add_argument("--large", action="store_true", help="time heft on the training steps instead")
     args = ap.parse_args()
+    if args.large:
+        large()
+        return
     rows = []
     print("| instance | tasks | greedy | free (re-timed) | free (simulate) | contended | bound | contended / greedy "
           "| contended / free | gap |")
