@@ -15,7 +15,8 @@ from mapsched.bounds.simple import critical_path_bound, work_bound
 from mapsched.model import arguments
 from mapsched.model.problem import Problem
 
-__all__ = ["BATCHED_SECONDS", "Bound", "INTERVAL_SECONDS", "INTERVAL_SETUP", "MEMORY_SECONDS", "lower_bound"]
+__all__ = ["BATCHED_SECONDS", "Bound", "CHAIN_SECONDS", "CHAIN_SHARE", "INTERVAL_SECONDS", "INTERVAL_SETUP",
+           "MEMORY_SECONDS", "lower_bound"]
 
 
 BATCHED_SECONDS = 5.0
@@ -41,6 +42,14 @@ class Bound:
     rule: str
 
 
+CHAIN_SECONDS = 1.0
+"""Most seconds :func:`lower_bound` gives the price steps of
+:func:`~mapsched.bounds.memory.memory_chain_bound` (up to a second on the real models' layer
+graphs, where it gains most)."""
+
+CHAIN_SHARE = 0.1
+"""Share of a ``time_limit`` that :func:`lower_bound` gives those steps, if less."""
+
 MEMORY_SECONDS = 5.0
 """Seconds :func:`lower_bound` gives the load LP with memory rows without a time limit (its
 size is capped by :data:`~mapsched.bounds.memory.MEMORY_COLUMNS`, so it ends well within it)."""
@@ -51,8 +60,9 @@ def lower_bound(problem: Problem, time_limit: float | None = None, *, batched: b
     total work and the load LP (:func:`~mapsched.bounds.load.load_bound`, given
     ``time_limit`` seconds if set); the longest path with devices, memory and transfers
     (:func:`~mapsched.bounds.memory.transfer_path_bound`); where some device's memory cannot
-    hold all it can run, two longest paths cut into runs that fit the devices' memory
-    (:func:`~mapsched.bounds.memory.memory_chain_bound`) and the load LP with memory rows
+    hold all it can run, two longest paths cut into runs that fit the devices' memory, each
+    device's runs together priced in (:func:`~mapsched.bounds.memory.memory_chain_bound`, for
+    :data:`CHAIN_SECONDS` or :data:`CHAIN_SHARE` of ``time_limit``) and the load LP with memory rows
     (:func:`~mapsched.bounds.memory.memory_load_bound`, with the time left, or
     :data:`MEMORY_SECONDS`); where transfers take turns, the load LP that counts the copies
     forced onto devices whose copies take turns (:func:`~mapsched.bounds.contention.copy_load_bound`,
@@ -94,7 +104,8 @@ def lower_bound(problem: Problem, time_limit: float | None = None, *, batched: b
 
     add(transfer_path_bound(problem), "transfer-path")
     if memory_binds(problem):
-        add(memory_chain_bound(problem), "memory-path")
+        chain_s = CHAIN_SECONDS if time_limit is None else min(CHAIN_SECONDS, CHAIN_SHARE * time_limit)
+        add(memory_chain_bound(problem, time_limit=chain_s), "memory-path")
         left = MEMORY_SECONDS if time_limit is None else time_limit - (time.perf_counter() - started)
         if left > 0:
             add(memory_load_bound(problem, left), "memory-load")

@@ -4,16 +4,21 @@ and the longest path with the transfers that the devices and their memory force.
 On memory-tight systems (a few accelerators of little memory beside CPU cores that hold
 everything, transfers through host memory slower than the kernels) the quick bounds of
 :mod:`mapsched.bounds.simple` and :mod:`mapsched.bounds.load` let every task run on the
-fastest device with no transfer, and fall far below the optimum. The two rules here keep
+fastest device with no transfer, and fall far below the optimum. The rules here keep
 what every schedule must do:
 
 * :func:`memory_load_bound`: the work that the fast devices cannot hold runs elsewhere;
 * :func:`transfer_path_bound`: along a path, two consecutive tasks that share no device
   (no device runs both, or none holds both) pay a transfer between them, and every task
-  runs only where it fits.
+  runs only where it fits;
+* :func:`memory_chain_bound`: a path whose tasks a fast device cannot hold all together
+  runs partly on slower ones, with the transfers in and out.
 """
 
 from __future__ import annotations
+
+import math
+import time
 
 import numpy as np
 from scipy.optimize import linprog
@@ -24,8 +29,8 @@ from mapsched.model import arguments
 from mapsched.model.problem import Problem
 from mapsched.model.validate import floating_bound
 
-__all__ = ["BLOCK_TERMS", "MEMORY_COLUMNS", "device_times", "memory_binds", "memory_chain_bound", "memory_load_bound",
-           "path_windows", "transfer_path_bound"]
+__all__ = ["BLOCK_TERMS", "CHAIN_DUAL_STEPS", "LEAST_LEVEL", "MEMORY_COLUMNS", "device_times", "memory_binds",
+           "memory_chain_bound", "memory_load_bound", "path_windows", "transfer_path_bound"]
 
 BLOCK_TERMS = 1 << 20
 """Most edge-device-device terms :func:`path_windows` holds at once (8 MB of transfer times),
@@ -44,6 +49,15 @@ def _fits(p: Problem) -> np.ndarray:
     sizes = p.batch_sizes.astype(float)
     return np.isfinite(p.lat) & (sizes[None, None, :] <= p.L) & (
         p.weight[:, None, None] + p.act[:, None, None] * sizes[None, None, :] <= p.room[None, :, None])
+
+
+CHAIN_DUAL_STEPS = 100
+"""Most subgradient steps of :func:`memory_chain_bound` on the prices of the devices' memory
+(a path): on the real models' layer graphs the bound stops rising within 30-100 steps."""
+
+LEAST_LEVEL = 1e-4
+"""The subgradient steps of :func:`memory_chain_bound` stop when a step's target above the
+best bound so far has shrunk below this share of it: ten failed steps in a row."""
 
 
 def device_times(problem: Problem) -> np.ndarray:
@@ -221,87 +235,148 @@ def _chain_edges(p: Problem, chain: list[int]) -> list[int]:
     return out
 
 
-def memory_chain_bound(problem: Problem, chains: list[list[int]] | None = None) -> float:
+def memory_chain_bound(problem: Problem, chains: list[list[int]] | None = None,
+                       dual_steps: int = CHAIN_DUAL_STEPS, time_limit: float | None = None) -> float:
     """The longest of some paths (default: a longest path under the tasks' shortest times, and
     one under their memory) when a device can hold only so much of a path: each path is cut
-    into runs of consecutive tasks on one device, each run within that device's memory, and a
-    transfer between runs. A dynamic programme over the path finds the least such time, from
-    the first task's earliest start on its device to the last task's least tail there
-    (:func:`path_windows`).
+    into runs of consecutive tasks on one device, each run within that device's memory, and
+    all the runs on one device within it together, with a transfer between runs. A dynamic
+    programme over the path finds the least such time with runs that fit, from the first
+    task's earliest start on its device to the last task's least tail there
+    (:func:`path_windows`); the runs' memory together is priced into it (a Lagrangian
+    relaxation): each task's time on device u counts ``lam[u]`` ms per byte it needs there,
+    less ``lam[u]`` times u's memory, and ``dual_steps`` subgradient steps raise the prices
+    of the devices whose memory the cheapest cut overfills, until ``time_limit`` seconds (the
+    first programme of each path runs whatever the limit).
 
     Soundness: follow one input through a valid schedule along the path ``c_0, ..., c_K``.
     Its jobs' devices cut the path into maximal runs on one device; all of a run's tasks run
     (at least that input) on that device, so its memory holds at least their ``weight + act``
-    together (FORMAT.md rule 6): each run fits. Within a run a task starts after the one
-    before it ends, between runs after it ends and its data cross (rule 4), each job lasts at
-    least ``t`` (:func:`device_times`), the first starts at ``head`` or later and the
-    schedule runs ``tail`` or more after the last. So the makespan is at least the path's
-    time for the schedule's own runs, which the programme minimises over all runs that fit.
-    Without memory limits it is at most :func:`transfer_path_bound`; where a path's tasks
-    cannot all stay on the fast devices it adds the transfers or the slow devices they force.
+    together (FORMAT.md rule 6): each run fits, and so do all the runs on one device. Within
+    a run a task starts after the one before it ends, between runs after it ends and its
+    data cross (rule 4), each job lasts at least ``t`` (:func:`device_times`), the first
+    starts at ``head`` or later and the schedule runs ``tail`` or more after the last. So
+    the makespan is at least the path's time for the schedule's own runs; with prices
+    ``lam >= 0`` that time is at least the priced one, whose added terms ``lam[u] (held[u] -
+    memory[u])`` are none positive where every device holds its runs (weak duality), and the
+    programme minimises the priced time over all runs that fit. Without memory limits it is
+    at most :func:`transfer_path_bound`; where a path's tasks cannot all stay on the fast
+    devices it adds the transfers or the slow devices they force.
 
     Notes
     -----
-    O(K m^2) for a path of K tasks on m devices (a sliding-window minimum per device), plus
-    :func:`path_windows`.
+    O(S K m^2) for a path of K tasks on m devices and S = ``dual_steps`` (a sliding-window
+    minimum per device), plus :func:`path_windows`. The steps stop where the cheapest cut
+    fits every device's memory: no price can then prove more.
 
     Examples
     --------
-    >>> from mapsched import instances
-    >>> p = instances.load("topcuoglu2002")
-    >>> memory_chain_bound(p) <= transfer_path_bound(p)  # no memory limits
-    True
+    A chain of four 1 ms tasks on a GPU that holds two of them (10 ms each on a CPU, 5 ms a
+    transfer): runs of two fit one at a time, but not both on the GPU.
+
+    >>> from mapsched import Device, Edge, Link, Problem, System, Task
+    >>> tasks = [Task(x, {"gpu": 1.0, "cpu": 10.0}, 20.0, 10.0, 10.0) for x in "abcd"]
+    >>> p = Problem(tasks, [Edge(a, b, 500.0) for a, b in ("ab", "bc", "cd")],
+    ...             System((Device("gpu", 100.0), Device("cpu")), (Link("gpu", "cpu", 1e5),)))
+    >>> memory_chain_bound(p, dual_steps=0), round(memory_chain_bound(p), 3)
+    (23.0, 25.0)
     """
-    from collections import deque
-
-    from mapsched.bounds.interval import _critical_chain
-
+    began = time.perf_counter()
     p = arguments.problem(problem)
+    checks.count(dual_steps, "dual_steps", least=0)
+    until = began + (math.inf if (time_limit := checks.seconds(time_limit, "time_limit")) is None else time_limit)
     head, t, tail = path_windows(p)
     need = p.weight + p.act
     if chains is None:
+        from mapsched.bounds.interval import _critical_chain
+
         shortest = np.where(np.isfinite(t), t, np.inf).min(axis=1)
         chains = [_critical_chain(p, shortest.tolist()), _critical_chain(p, need.tolist())]
-    same = np.eye(p.m, dtype=bool)
+    limited = np.isfinite(p.room)
+    room = np.where(limited, p.room * (1 + 1e-9), 0.0)  # a hair more allowed: rounding only widens it
     best = 0.0
     for chain in chains:
         if not chain:
             continue
-        c = np.asarray(chain)
-        K = len(c)
-        edges = _chain_edges(p, chain)
-        cum_need = np.concatenate([[0.0], np.cumsum(need[c])])
-        tc = t[c]  # (K, m)
-        cum_t = np.vstack([np.zeros(p.m), np.cumsum(np.where(np.isfinite(tc), tc, 0.0), axis=0)])
-        f = np.full((K, p.m), np.inf)
-        g = np.full((K, p.m), np.inf)  # enter[k, u] - cum_t[k, u]: a run on u starting at c_k
-        windows = [deque() for _ in range(p.m)]  # positions k, their g increasing
-        blocked = np.zeros(p.m, dtype=np.int64)  # runs start after the last task u cannot run
-        for j in range(K):
-            if j == 0:
-                enter = head[c[0]]
+        lam = np.zeros(p.m)
+        found = -np.inf
+        level = 0.1  # the target of each step: this much above the best priced time so far
+        for _ in range(dual_steps + 1):
+            value, held = _cut_path(p, chain, head, t, tail, need, lam, room)
+            if not np.isfinite(value):
+                break
+            value -= float(lam @ room)
+            if value > found:
+                found = value
+                level *= 1.5
             else:
-                e = edges[j - 1]
-                comm = p.link_latency + p.nbytes[e] * p.link_ms_per_byte
-                enter = (f[j - 1][:, None] + np.where(same, np.inf, comm)).min(axis=0)  # from another device
-            g[j] = enter - cum_t[j]
-            for u in range(p.m):
-                if not np.isfinite(tc[j, u]):
-                    blocked[u] = j + 1
-                    windows[u].clear()
-                    continue
-                w = windows[u]
-                while w and g[w[-1], u] >= g[j, u]:
-                    w.pop()
-                w.append(j)
-                # the run's memory within the room (a hair more allowed: rounding only widens it)
-                lo = max(int(blocked[u]), int(np.searchsorted(cum_need, cum_need[j + 1] - p.room[u] * (1 + 1e-9),
-                                                                "left")))
-                while w and w[0] < lo:
-                    w.popleft()
-                if w:
-                    f[j, u] = cum_t[j + 1, u] + g[w[0], u]
-        value = float((f[K - 1] + tail[c[-1]]).min())
-        if np.isfinite(value):
-            best = max(best, value)
+                level /= 2
+            over = np.where(limited & ((lam > 0) | (held > room)), held - room, 0.0)
+            norm = float(over @ over)
+            if norm == 0.0 or level < LEAST_LEVEL or time.perf_counter() > until:
+                break  # the cheapest cut fits (no price proves more), no step helps, or the time is up
+            lam = np.maximum(0.0, lam + level * max(abs(found), 1e-9) / norm * over)
+        if np.isfinite(found):
+            best = max(best, found)
     return best
+
+
+def _cut_path(p: Problem, chain: list[int], head: np.ndarray, t: np.ndarray, tail: np.ndarray, need: np.ndarray,
+              lam: np.ndarray, room: np.ndarray) -> tuple[float, np.ndarray]:
+    """The least priced time of ``chain`` cut into runs that each fit their device (see
+    :func:`memory_chain_bound`), and the memory each device holds of the path in such a cut
+    (``inf`` and zeros where no cut exists). O(K m^2)."""
+    from collections import deque
+
+    c = np.asarray(chain)
+    K = len(c)
+    edges = _chain_edges(p, chain)
+    same = np.eye(p.m, dtype=bool)
+    cum_need = np.concatenate([[0.0], np.cumsum(need[c])])
+    tc = t[c] + lam[None, :] * need[c][:, None]  # (K, m), priced
+    cum_t = np.vstack([np.zeros(p.m), np.cumsum(np.where(np.isfinite(tc), tc, 0.0), axis=0)])
+    f = np.full((K, p.m), np.inf)
+    g = np.full((K, p.m), np.inf)  # enter[k, u] - cum_t[k, u]: a run on u starting at c_k
+    came = np.zeros((K, p.m), dtype=np.int64)  # the device a run starting at c_k comes from
+    run = np.zeros((K, p.m), dtype=np.int64)  # where the run ending at c_j on u starts
+    windows = [deque() for _ in range(p.m)]  # positions k, their g increasing
+    blocked = np.zeros(p.m, dtype=np.int64)  # runs start after the last task u cannot run
+    for j in range(K):
+        if j == 0:
+            enter = head[c[0]]
+        else:
+            e = edges[j - 1]
+            comm = p.link_latency + p.nbytes[e] * p.link_ms_per_byte
+            into = f[j - 1][:, None] + np.where(same, np.inf, comm)  # from another device
+            came[j] = into.argmin(axis=0)
+            enter = into.min(axis=0)
+        g[j] = enter - cum_t[j]
+        for u in range(p.m):
+            if not np.isfinite(tc[j, u]):
+                blocked[u] = j + 1
+                windows[u].clear()
+                continue
+            w = windows[u]
+            while w and g[w[-1], u] >= g[j, u]:
+                w.pop()
+            w.append(j)
+            lo = max(int(blocked[u]), int(np.searchsorted(cum_need, cum_need[j + 1] - p.room[u] * (1 + 1e-9),
+                                                            "left")))
+            while w and w[0] < lo:
+                w.popleft()
+            if w:
+                f[j, u] = cum_t[j + 1, u] + g[w[0], u]
+                run[j, u] = w[0]
+    last = f[K - 1] + tail[c[-1]]
+    held = np.zeros(p.m)
+    u = int(last.argmin())
+    value = float(last[u])
+    if not np.isfinite(value):
+        return np.inf, held
+    j = K - 1
+    while True:  # back along the cut, run by run
+        k = int(run[j, u])
+        held[u] += cum_need[j + 1] - cum_need[k]
+        if k == 0:
+            return value, held
+        u, j = int(came[k, u]), k - 1

@@ -3,6 +3,7 @@ on small random problems, memory-tight and transfer-heavy ones included, and bel
 heuristic's makespan on larger ones; strictly above the old quick bounds where memory or
 transfers bind; and ``full_bound`` at least the exact model's own bound."""
 
+import networkx as nx
 import numpy as np
 import pytest
 from exhaustive import exhaustive_batched_optimum, exhaustive_optimum
@@ -35,14 +36,18 @@ def old_quick(p: Problem) -> float:
     return max(critical_path_bound(p), work_bound(p), load_bound(p))
 
 
+def every_path(p: Problem) -> list[list[int]]:
+    g = nx.DiGraph(zip(p.src.tolist(), p.dst.tolist()))
+    return [[i] for i in range(p.n)] + [path for a in g for b in g if a != b for path in nx.all_simple_paths(g, a, b)]
+
+
 def _sound(p: Problem, opt: float) -> None:
     assert transfer_path_bound(p) <= opt * (1 + 1e-9) + 1e-9
     assert memory_load_bound(p) <= opt * (1 + 1e-9) + 1e-9
     assert interval_load_bound(p) <= opt * (1 + 1e-9) + 1e-9  # with its memory rows
     assert memory_chain_bound(p) <= opt * (1 + 1e-9) + 1e-9
-    # every path, not only the two it picks by default
-    chains = [[i] for i in range(p.n)] + [[int(a), int(b)] for a, b in zip(p.src, p.dst)]
-    assert memory_chain_bound(p, chains) <= opt * (1 + 1e-9) + 1e-9
+    # every path, not only the two it picks by default: its memory priced in on the longer ones
+    assert memory_chain_bound(p, every_path(p)) <= opt * (1 + 1e-9) + 1e-9
     assert lower_bound(p).value <= opt * (1 + 1e-9) + 1e-9
 
 
@@ -169,6 +174,25 @@ def test_memory_along_a_path_beats_the_old_quick_bound_strictly():
     b = lower_bound(p)
     assert b.rule == "memory-path" and b.value > 3 * old_quick(p)
     assert exhaustive_optimum(p) == pytest.approx(17.0)
+
+
+def test_pricing_the_memory_of_a_path_proves_more_than_runs_that_fit_one_at_a_time():
+    # a -> b -> c -> d on a GPU that holds two of them: runs of two fit one at a time, so the
+    # cut ab | c | d (GPU, CPU, GPU) passes without the prices, not with them
+    tasks = [Task(x, {"gpu": 1.0, "cpu": 10.0}, 20.0, 10.0, 10.0) for x in "abcd"]
+    p = Problem(tasks, [Edge(a, b, 500.0) for a, b in ("ab", "bc", "cd")],
+                System((Device("gpu", 100.0), Device("cpu")), (Link("gpu", "cpu", 1e5),)))
+    opt = exhaustive_optimum(p)
+    assert opt == pytest.approx(27.0)
+    assert memory_chain_bound(p, dual_steps=0) == pytest.approx(23.0)
+    priced = memory_chain_bound(p)
+    assert 23.0 + 1.0 < priced <= opt * (1 + 1e-9)
+    assert lower_bound(p).value >= priced
+
+
+def test_the_prices_stop_at_the_time_limit():
+    p = chain_problem()
+    assert memory_chain_bound(p, time_limit=1e-9) == memory_chain_bound(p, dual_steps=0)
 
 
 def test_the_chain_rule_stays_below_the_path_rule_without_memory_limits():
