@@ -62,16 +62,19 @@ def torch_module(name: str, method: str) -> ModuleType:
                                         "or il,sim"),
         Option("hidden", int, 128, "embedding width of a new policy", positive=True, most=MAX_EDGE_HIDDEN),
         Option("rounds", int, 6, "message-passing rounds of a new policy", positive=True, most=MAX_ROUNDS),
+        Option("samples", int, 128, "rollouts drawn from the trained policy (softmax at temperature 0.3) "
+                                    "after training, within the time limit; the best assignment is kept"),
     ),
 )
 def doppler(problem: Problem, ctx: Any, policy: str, episodes: int | None, stages: str, hidden: int,
-            rounds: int) -> Schedule:
+            rounds: int, samples: int) -> Schedule:
     """DOPPLER (Yao et al. 2025), Stages I and II: :func:`mapsched.learned.doppler.solve_doppler`."""
     if policy == "shipped":
         policy = shipped_doppler(problem.m)
     if (unlearned := before_loading(problem, ctx, "doppler", policy)) is not None:
         return unlearned
-    return torch_module("doppler", "doppler").solve_doppler(problem, ctx, policy, episodes, stages, hidden, rounds)
+    return torch_module("doppler", "doppler").solve_doppler(problem, ctx, policy, episodes, stages, hidden, rounds,
+                                                            samples)
 
 
 @register(

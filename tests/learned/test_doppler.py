@@ -366,3 +366,18 @@ def test_the_shipped_policy_applies_to_its_device_count_only():
     assert validate(p, r) == [] and "doppler-4.pt" in r.log
     with pytest.raises(OptionError, match="no doppler policy is shipped for 3 devices"):
         solve(family_problem("layered", 1, tasks=(10, 20), devices=3), "doppler", policy="shipped")
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_samples_of_the_policy_never_raise_the_result_and_repeat_with_a_seed(seed):
+    """Issue 70: rollouts drawn from the kept policy after training only add candidates: with the
+    same seed the training is the same, so the result with samples is never above the one
+    without, and a seed repeats it."""
+    from mapsched.instances.families import family_problem
+
+    p = family_problem("giph-alt", 7 + seed, tasks=(10, 20), devices=4)
+    without = solve(p, "doppler", policy="shipped", seed=seed, samples=0)
+    sampled = solve(p, "doppler", policy="shipped", seed=seed, samples=16)
+    assert validate(p, sampled) == [] and "up to 16 sampled" in sampled.log
+    assert sampled.makespan <= without.makespan + 1e-9
+    assert solve(p, "doppler", policy="shipped", seed=seed, samples=16).makespan == sampled.makespan
