@@ -299,11 +299,12 @@ def memory_chain_bound(problem: Problem, chains: list[list[int]] | None = None,
     for chain in chains:
         if not chain:
             continue
+        cuts = _PathCuts(p, chain, head, t, tail, need)
         lam = np.zeros(p.m)
         found = -np.inf
         level = 0.1  # the target of each step: this much above the best priced time so far
         for _ in range(dual_steps + 1):
-            value, held = _cut_path(p, chain, head, t, tail, need, lam, room)
+            value, held = cuts(lam)
             if not np.isfinite(value):
                 break
             value -= float(lam @ room)
@@ -322,62 +323,74 @@ def memory_chain_bound(problem: Problem, chains: list[list[int]] | None = None,
     return best
 
 
-def _cut_path(p: Problem, chain: list[int], head: np.ndarray, t: np.ndarray, tail: np.ndarray, need: np.ndarray,
-              lam: np.ndarray, room: np.ndarray) -> tuple[float, np.ndarray]:
-    """The least priced time of ``chain`` cut into runs that each fit their device (see
-    :func:`memory_chain_bound`), and the memory each device holds of the path in such a cut
-    (``inf`` and zeros where no cut exists). O(K m^2)."""
-    from collections import deque
+class _PathCuts:
+    """The cuts of one path into runs that each fit their device (see
+    :func:`memory_chain_bound`): what does not depend on the prices is found once, and each
+    call runs the dynamic programme at one set of prices. O(K m^2) to set up and per call."""
 
-    c = np.asarray(chain)
-    K = len(c)
-    edges = _chain_edges(p, chain)
-    same = np.eye(p.m, dtype=bool)
-    cum_need = np.concatenate([[0.0], np.cumsum(need[c])])
-    tc = t[c] + lam[None, :] * need[c][:, None]  # (K, m), priced
-    cum_t = np.vstack([np.zeros(p.m), np.cumsum(np.where(np.isfinite(tc), tc, 0.0), axis=0)])
-    f = np.full((K, p.m), np.inf)
-    g = np.full((K, p.m), np.inf)  # enter[k, u] - cum_t[k, u]: a run on u starting at c_k
-    came = np.zeros((K, p.m), dtype=np.int64)  # the device a run starting at c_k comes from
-    run = np.zeros((K, p.m), dtype=np.int64)  # where the run ending at c_j on u starts
-    windows = [deque() for _ in range(p.m)]  # positions k, their g increasing
-    blocked = np.zeros(p.m, dtype=np.int64)  # runs start after the last task u cannot run
-    for j in range(K):
-        if j == 0:
-            enter = head[c[0]]
-        else:
-            e = edges[j - 1]
-            comm = p.link_latency + p.nbytes[e] * p.link_ms_per_byte
-            into = f[j - 1][:, None] + np.where(same, np.inf, comm)  # from another device
-            came[j] = into.argmin(axis=0)
-            enter = into.min(axis=0)
-        g[j] = enter - cum_t[j]
-        for u in range(p.m):
-            if not np.isfinite(tc[j, u]):
-                blocked[u] = j + 1
-                windows[u].clear()
-                continue
-            w = windows[u]
-            while w and g[w[-1], u] >= g[j, u]:
-                w.pop()
-            w.append(j)
-            lo = max(int(blocked[u]), int(np.searchsorted(cum_need, cum_need[j + 1] - p.room[u] * (1 + 1e-9),
-                                                            "left")))
-            while w and w[0] < lo:
-                w.popleft()
-            if w:
-                f[j, u] = cum_t[j + 1, u] + g[w[0], u]
-                run[j, u] = w[0]
-    last = f[K - 1] + tail[c[-1]]
-    held = np.zeros(p.m)
-    u = int(last.argmin())
-    value = float(last[u])
-    if not np.isfinite(value):
-        return np.inf, held
-    j = K - 1
-    while True:  # back along the cut, run by run
-        k = int(run[j, u])
-        held[u] += cum_need[j + 1] - cum_need[k]
-        if k == 0:
-            return value, held
-        u, j = int(came[k, u]), k - 1
+    def __init__(self, p: Problem, chain: list[int], head: np.ndarray, t: np.ndarray, tail: np.ndarray,
+                 need: np.ndarray) -> None:
+        c = np.asarray(chain)
+        K = len(c)
+        self.K, self.m = K, p.m
+        self.head, self.tail = head[c[0]], tail[c[-1]]
+        self.t, self.need = t[c], need[c]
+        self.ok = np.isfinite(self.t)
+        self.cum_need = np.concatenate([[0.0], np.cumsum(self.need)])
+        # hop[j - 1][v, u]: the transfer into c_j on u from c_(j-1) on another device v
+        e = np.asarray(_chain_edges(p, chain), dtype=np.int64)
+        hop = p.link_latency[None] + p.nbytes[e][:, None, None] * p.link_ms_per_byte[None]
+        self.hop = np.where(np.eye(p.m, dtype=bool)[None], np.inf, hop)
+        # lo[j, u]: the first start of a run on u that ends at c_j, its memory within the room
+        # (a hair more allowed: rounding only widens it) and after the last task u cannot run
+        lo = np.searchsorted(self.cum_need, self.cum_need[1:, None] - p.room[None, :] * (1 + 1e-9), "left")
+        blocked = np.maximum.accumulate(np.where(self.ok, 0, np.arange(1, K + 1)[:, None]), axis=0)
+        self.lo = np.maximum(lo, blocked).tolist()
+
+    def __call__(self, lam: np.ndarray) -> tuple[float, np.ndarray]:
+        """The least priced time of the path, and the memory each device holds of it in such a
+        cut (``inf`` and zeros where no cut exists)."""
+        from collections import deque
+
+        K, m, ok, lo = self.K, self.m, self.ok, self.lo
+        tc = np.where(ok, self.t + lam[None, :] * self.need[:, None], 0.0)  # (K, m), priced
+        cum_t = np.vstack([np.zeros(m), np.cumsum(tc, axis=0)])
+        f = np.full((K, m), np.inf)
+        g = np.full((K, m), np.inf)  # enter[k, u] - cum_t[k, u]: a run on u starting at c_k
+        came = np.zeros((K, m), dtype=np.int64)  # the device a run starting at c_k comes from
+        run = np.zeros((K, m), dtype=np.int64)  # where the run ending at c_j on u starts
+        windows = [deque() for _ in range(m)]  # positions k, their g increasing
+        for j in range(K):
+            if j == 0:
+                enter = self.head
+            else:
+                into = f[j - 1][:, None] + self.hop[j - 1]  # from another device
+                came[j] = into.argmin(axis=0)
+                enter = into.min(axis=0)
+            g[j] = enter - cum_t[j]
+            for u in range(m):
+                w = windows[u]
+                if not ok[j, u]:
+                    w.clear()
+                    continue
+                while w and g[w[-1], u] >= g[j, u]:
+                    w.pop()
+                w.append(j)
+                while w and w[0] < lo[j][u]:
+                    w.popleft()
+                if w:
+                    f[j, u] = cum_t[j + 1, u] + g[w[0], u]
+                    run[j, u] = w[0]
+        last = f[K - 1] + self.tail
+        held = np.zeros(m)
+        u = int(last.argmin())
+        value = float(last[u])
+        if not np.isfinite(value):
+            return np.inf, held
+        j = K - 1
+        while True:  # back along the cut, run by run
+            k = int(run[j, u])
+            held[u] += self.cum_need[j + 1] - self.cum_need[k]
+            if k == 0:
+                return value, held
+            u, j = int(came[k, u]), k - 1
