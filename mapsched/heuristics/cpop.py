@@ -14,7 +14,7 @@ from mapsched.engine.context import SolveContext
 from mapsched.engine.registry import register
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
-from mapsched.scheduling.construct import construct, finish
+from mapsched.scheduling.construct import construct, earliest_finish
 from mapsched.scheduling.decoder import ready_order
 from mapsched.scheduling.ranks import downward_rank, upward_rank
 
@@ -50,7 +50,7 @@ def cpop(problem: Problem, ctx: SolveContext) -> Schedule:
             on_cp = [t for t in tried if t[0][0][0] == cp_dev]
             if on_cp:
                 return on_cp[0]
-        return min(tried, key=lambda t: finish(t[1]))
+        return earliest_finish(i, tried, b)
 
     s = construct(p, ready_order(p, priority), rule, insertion=True)
     ctx.improved(s.makespan)

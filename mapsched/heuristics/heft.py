@@ -13,12 +13,25 @@ from mapsched.engine.context import SolveContext
 from mapsched.engine.registry import register
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
-from mapsched.scheduling.construct import construct, finish
+from mapsched.scheduling.construct import construct, earliest_finish
 from mapsched.scheduling.ranks import rank_order, upward_rank
 
 
+def heft_schedule(problem: Problem) -> Schedule:
+    """HEFT's schedule alone (no bound, no validation): O(n log n + E) for the ranks, then
+    O(n k) trials with insertion.
+
+    Examples
+    --------
+    >>> import mapsched
+    >>> heft_schedule(mapsched.instances.load("topcuoglu2002")).makespan
+    80.0
+    """
+    return construct(problem, rank_order(problem, upward_rank(problem)), earliest_finish, insertion=True)
+
+
 def _heft(problem: Problem, ctx: SolveContext) -> Schedule:
-    """O(n log n + E) for the ranks, then O(n k) trials with insertion.
+    """:func:`heft_schedule`.
 
     Examples
     --------
@@ -26,8 +39,7 @@ def _heft(problem: Problem, ctx: SolveContext) -> Schedule:
     >>> mapsched.solve(mapsched.instances.load("topcuoglu2002"), "heft").makespan
     80.0
     """
-    order = rank_order(problem, upward_rank(problem))
-    s = construct(problem, order, lambda i, tried, b: min(tried, key=lambda t: finish(t[1])), insertion=True)
+    s = heft_schedule(problem)
     ctx.improved(s.makespan)
     return s
 

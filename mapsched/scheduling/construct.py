@@ -80,6 +80,11 @@ def finish(trial: Trial) -> float:
     return max(e for _, _, _, e, _ in trial)
 
 
+def earliest_finish(i: int, tried: list[tuple[Option, Trial]], b: Builder) -> tuple[Option, Trial]:
+    """The :data:`Rule` of HEFT: the option that finishes first (the first of equals)."""
+    return min(tried, key=lambda t: finish(t[1]))
+
+
 def construct(problem: Problem, order: Sequence[int], rule: Rule, insertion: bool, **kwargs) -> Schedule:
     """List-schedule ``order`` with ``rule`` choosing among each task's feasible options.
 

@@ -96,7 +96,7 @@ def initial_schedule(problem: Problem, initial: Any) -> Initial:
     >>> start.afresh, mapsched.validate(p, start.schedule)
     (9, [])
     """
-    from mapsched.scheduling.construct import construct, finish
+    from mapsched.scheduling.construct import construct, earliest_finish
 
     p = problem
     if p.L != 1:
@@ -127,7 +127,7 @@ def initial_schedule(problem: Problem, initial: Any) -> Initial:
     dev = owner.tolist()
 
     def rule(i: int, tried: list, b: Any) -> Any:
-        return next((t for t in tried if t[0][0][0] == dev[i]), None) or min(tried, key=lambda t: finish(t[1]))
+        return next((t for t in tried if t[0][0][0] == dev[i]), None) or earliest_finish(i, tried, b)
 
     s = construct(p, order, rule, insertion=True)
     now = as_owner(p, s.mapping())[:, 0]

@@ -171,18 +171,15 @@ def test_simulated_searches_stop_at_a_proved_optimum(name, options, monkeypatch)
 
 def test_construct_refuses_an_order_that_is_not_topological():
     # The builder would time a task before its parents and return an invalid schedule.
-    from mapsched.scheduling.construct import construct, finish
-
-    def rule(i, tried, b):
-        return min(tried, key=lambda t: finish(t[1]))
+    from mapsched.scheduling.construct import construct, earliest_finish
 
     p = TOPCUOGLU
     for order, match in ((p.topo.tolist()[::-1], "expected a topological order"),
                          (p.topo.tolist()[1:], "expected a permutation"),
                          (p.topo.tolist()[:-1] + [p.topo[0]], "expected a permutation")):
         with pytest.raises(ValueError, match=match):
-            construct(p, order, rule, insertion=True)
-    assert validate(p, construct(p, p.topo.tolist(), rule, insertion=True)) == []
+            construct(p, order, earliest_finish, insertion=True)
+    assert validate(p, construct(p, p.topo.tolist(), earliest_finish, insertion=True)) == []
 
 
 def test_ea_on_throughput_where_only_input_by_input_links_fit():
