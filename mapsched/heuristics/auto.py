@@ -91,10 +91,11 @@ pipeline of the problem without contention takes, before ``exact`` (on problems 
 :data:`EXACT_JOBS` jobs) or ``lns``, which time the transfers taking turns, get the rest (see
 :func:`_contended`)."""
 
-RETIME_DECODES = 8
+RETIME_DECODES = 9
 """Where transfers take turns, the decodes' time kept back from the contention-free pipeline's
-share for re-timing its placement (about three decodes) and simulating it (about five): at
-34,711 tasks these took 3.4 s and 5.0 s after the share, past a 30 s limit."""
+share for re-timing its placement (about four decodes: both of
+:func:`~mapsched.scheduling.retime.redecoded`'s) and simulating it (about five): at 34,711 tasks
+these took 3.4 s (with one decode) and 5.0 s after the share, past a 30 s limit."""
 
 ROUND_SHARE = 0.25
 """The most of the time limit that ``relax-round``'s linear programme takes, where memory binds:

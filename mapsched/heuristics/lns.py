@@ -107,9 +107,18 @@ class _Incumbent:
         if p.contended:  # the resources transfers take turns on; each edge's times come with a decode
             self.res = Resources(p)
             self.capacity = [lanes.capacity for lanes in self.res.lanes]
+        self.send = False
         began = time.perf_counter()
         ok, c, starts, ends = self.decode(0, self.order.tolist(), self.dev.tolist(), math.inf)
         self.decode_s = time.perf_counter() - began
+        if p.contended and p.L == 1:  # every decode then sends transfers as the one that times the start better
+            self.send = True
+            sent = self.decode(0, self.order.tolist(), self.dev.tolist(), math.inf)
+            if sent[1] < c:
+                ok, c, starts, ends = sent
+            else:
+                self.send = False
+                self.decode(0, self.order.tolist(), self.dev.tolist(), math.inf)  # its transfers pending again
         self.start[self.order], self.end[self.order] = starts, ends
         self.kept()
         self.cmax = c
@@ -169,19 +178,27 @@ class _Incumbent:
         ts, te = np.full(self.p.E, np.nan), np.full(self.p.E, np.nan)
         for e, _, a, z in b.transfers:
             ts[e], te[e] = a, z
-        self._pending = ts, te
+        # Sending ahead (send), a task of the tail on another device moves the prefix's transfers
+        # out to it, and those can move the prefix's jobs: every time is kept, not only the tail's.
+        times = (np.array([b.placed[i][0][2] for i in range(self.p.n)]),
+                 np.array([b.placed[i][0][3] for i in range(self.p.n)])) if self.send else None
+        self._pending = ts, te, times
         return c <= cap, c if c <= cap else math.inf, [b.placed[i][0][2] for i in tail], ends
 
     def kept(self) -> None:
         """The last decode was kept: its transfers' times are the incumbent's."""
         if self.p.contended:
-            self.ts, self.te = self._pending
+            self.ts, self.te, times = self._pending
+            if times is not None:
+                self.start, self.end = times
 
     def builder(self, order: list[int], dev: list[int]) -> Builder:
         """The schedule of ``order`` and ``dev``, job by job (and transfer by transfer), with insertion."""
         b = Builder(self.p, insertion=True, check=False)
         for i in order:
             b.commit(i, b.trial(i, [(dev[i], 1)]))
+            if self.send:
+                b.send(i, dev)
         return b
 
     def refresh(self) -> None:

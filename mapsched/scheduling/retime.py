@@ -22,7 +22,7 @@ __all__ = ["in_order", "redecoded", "retimed"]
 def retimed(problem: Problem, schedule: Schedule) -> Schedule:
     """``schedule``, or where its transfers do not take turns as ``problem`` declares (a method
     that times without contention), its mapping re-timed by the decoder in its start order,
-    with insertion, every transfer on its resources. Its proved bound stays: contention only
+    with insertion, every transfer on its resources (:func:`redecoded`). Its proved bound stays: contention only
     adds constraints, so a bound without it holds. O(J log J + E L), plus a decode."""
     if not [v for v in validate(problem, schedule) if v.rule >= 8]:
         return schedule
@@ -35,14 +35,19 @@ def retimed(problem: Problem, schedule: Schedule) -> Schedule:
 
 def redecoded(problem: Problem, schedule: Schedule, **kwargs: Any) -> Schedule:
     """The mapping of ``schedule`` (of ``problem`` or of a problem with the same tasks and
-    devices) decoded on ``problem`` in its start order, with insertion; ``kwargs`` go to
-    :meth:`~mapsched.scheduling.decoder.Decoder.schedule`. O(J + n log n), plus a decode."""
+    devices) decoded on ``problem`` in its start order, with insertion; where transfers take
+    turns in a latency problem, the better of the decodes that reserve each transfer as its
+    destination or as its source is placed (``send`` of
+    :class:`~mapsched.scheduling.decoder.Decoder`; neither wins everywhere). ``kwargs`` go
+    to :meth:`~mapsched.scheduling.decoder.Decoder.schedule`. O(J + n log n), plus a decode or two."""
     first = np.full(problem.n, np.inf)
     for j in schedule.jobs:
         i = problem.task_index[j.task]
         first[i] = min(first[i], j.start)
-    return Decoder(problem, ready_order(problem, -first), insertion=True).schedule(
-        as_owner(problem, schedule.mapping()), **kwargs)
+    order, owner = ready_order(problem, -first), as_owner(problem, schedule.mapping())
+    ways = (False, True) if problem.contended and problem.L == 1 else (False,)
+    return min((Decoder(problem, order, insertion=True, send=send).schedule(owner, **kwargs) for send in ways),
+               key=lambda s: s.makespan)
 
 
 def in_order(problem: Problem, dev: Sequence[int], job_start: Sequence[float], transfer_start: Mapping[int, float],

@@ -12,7 +12,7 @@ import mapsched
 from mapsched import Device, Edge, Link, Problem, ProblemError, System, Task, Transfer, solve, validate
 from mapsched.bounds import lower_bound
 from mapsched.model.schedule import Schedule
-from mapsched.scheduling.decoder import decode
+from mapsched.scheduling.decoder import decode, ready_order
 from mapsched.scheduling.simulate import simulate
 from tests.strategies import problems, random_owner
 
@@ -186,6 +186,52 @@ def test_with_contention_per_device_and_link():
     assert not q.with_contention().contended and q.with_contention().name == p.name
     with pytest.raises(ProblemError, match="copy_engines: unknown device 'gpu'"):
         p.with_contention({"gpu": 0})
+
+
+def early_and_late() -> Problem:
+    """A's 12 ms copy is ready first, but A waits for z until 18; B's 4 ms copy is ready at 3
+    and B starts first: sent as its data is ready, A's copy keeps its turn on the one link."""
+    tasks = [Task("x", {"a": 1}), Task("y", {"a": 2}), Task("z", {"c": 18}), Task("A", {"b": 10}), Task("B", {"b": 1})]
+    edges = [Edge("x", "A", 12000), Edge("y", "B", 4000), Edge("z", "A", 0)]
+    return Problem(tasks, edges, System((Device("a"), Device("b"), Device("c")),
+                                        (Link("a", "b", 1e6, concurrency=1), Link("c", "b", 1e6))))
+
+
+def test_sending_ahead_keeps_an_early_copy_its_turn():
+    from mapsched.scheduling.decoder import Decoder
+    from mapsched.scheduling.retime import redecoded
+
+    p = early_and_late()
+    owner = np.array([[0], [0], [2], [1], [1]])
+    run = simulate(p, owner[:, 0])
+    assert run.makespan == pytest.approx(28.0)
+    by_start = [0, 2, 1, 4, 3]  # x, z, y, B, A
+    late = Decoder(p, by_start, insertion=True).schedule(owner)
+    sent = Decoder(p, by_start, insertion=True, send=True).schedule(owner)
+    # Placed with B, B's copy takes the link at 3, A's waits until 7 and A starts at 19.
+    assert late.makespan == pytest.approx(29.0) and sent.makespan == pytest.approx(28.0)
+    assert validate(p, late) == [] and validate(p, sent) == []
+    assert redecoded(p, run).makespan == pytest.approx(28.0)
+
+
+@SETTINGS
+@given(problems(max_tasks=9, max_devices=3, transfers=20.0), KINDS, st.integers(0, 2**16))
+def test_decodes_that_send_ahead_are_valid(p0, kind, seed):
+    from mapsched.scheduling.decoder import Decoder
+    from mapsched.scheduling.retime import redecoded
+
+    p = contended(p0, *kind)
+    owner = random_owner(p0, np.random.default_rng(seed))
+    if not decode_ok(p, owner):
+        return
+    order = ready_order(p, np.random.default_rng(seed).permutation(p.n))
+    assert validate(p, Decoder(p, order, insertion=True, send=True).schedule(owner)) == []
+    run = simulate(p, owner)
+    again = redecoded(p, run)  # the better of the two decodes in the run's start order
+    assert validate(p, again) == []
+    starts = np.array([min(j.start for j in run.jobs if j.task == name) for name in p.task_names])
+    late = Decoder(p, ready_order(p, -starts), insertion=True).schedule(owner)
+    assert again.makespan <= late.makespan
 
 
 def test_retimed_keeps_the_bound_and_marks_the_log():
