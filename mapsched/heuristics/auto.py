@@ -175,7 +175,8 @@ def _rounded(p: Problem, ctx: SolveContext) -> Schedule | None:
 def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
     """Where transfers take turns: the best of the list schedulers and the contiguous fills of
     m-TOPO (each device filled in topological order up to its memory, or to an even share; the
-    devices by index, and fastest first), all timed with contention; then
+    devices by index, and fastest first), all timed with contention (the fills both ways of
+    :func:`~mapsched.scheduling.retime.redecoded`); then
 
     - with a time limit, for latency, the pipeline of the problem without contention (its
       ``lns`` and ``cp-search`` time transfers without it) for :data:`FREE_SHARE` of the time
@@ -198,11 +199,12 @@ def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
         for cap, devices in fills:
             placed = topo_placement(p, cap, devices=devices)
             if (placed.owner >= 0).all():
-                began = time.perf_counter()
-                t = Decoder(p, placed.order, insertion=True).schedule(placed.owner[:, None])
-                decode_s = max(decode_s, time.perf_counter() - began)
-                if t.makespan < s.makespan:
-                    s, ran = t, [f"m-topo ({cap})"]
+                for send in (False, True):  # transfers reserved with their destination, or sent ahead
+                    began = time.perf_counter()
+                    t = Decoder(p, placed.order, insertion=True, send=send).schedule(placed.owner[:, None])
+                    decode_s = max(decode_s, time.perf_counter() - began)
+                    if t.makespan < s.makespan:
+                        s, ran = t, [f"m-topo ({cap})"]
     ctx.improved(s.makespan)
     small = p.n * p.L <= EXACT_JOBS
 
