@@ -79,7 +79,7 @@ from mapsched.scheduling.decoder import Decoder
 from mapsched.scheduling.retime import retimed
 from mapsched.scheduling.simulate import simulate
 
-__all__ = ["CP_SEARCH_SHARE", "EXACT_JOBS", "FREE_SHARE", "RETIME_DECODES", "ROUND_SHARE"]
+__all__ = ["CP_SEARCH_SHARE", "EXACT_JOBS", "FREE_SHARE", "LNS_DECODES", "RETIME_DECODES", "ROUND_SHARE"]
 
 EXACT_JOBS = 300
 """Problems of at most this many jobs (tasks times inputs) go to ``exact`` when there is a
@@ -96,6 +96,11 @@ RETIME_DECODES = 9
 share for re-timing its placement (about four decodes: both of
 :func:`~mapsched.scheduling.retime.redecoded`'s) and simulating it (about five): at 34,711 tasks
 these took 3.4 s (with one decode) and 5.0 s after the share, past a 30 s limit."""
+
+LNS_DECODES = 4
+"""Where transfers take turns, the decodes' time ``lns`` needs left to start: two of its start
+(both ways of :func:`~mapsched.scheduling.retime.redecoded`), one step and its result; with
+less it would only time its start, past the limit."""
 
 ROUND_SHARE = 0.25
 """The most of the time limit that ``relax-round``'s linear programme takes, where memory binds:
@@ -229,7 +234,8 @@ def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
         if ctx.remaining() > reserve / 2:
             t = min(t, simulate(p, found.mapping(), method=found.method), key=lambda x: x.makespan)
         better(t, "without contention: " + found.method.removeprefix("auto: "))
-    if ctx.time_limit is not None and p.L == 1 and not small and open_():
+    # lns decodes its start twice (transfers with their destination, and sent ahead), then a step and its result
+    if ctx.time_limit is not None and p.L == 1 and not small and open_() and ctx.remaining() > LNS_DECODES * decode_s:
         better(improve_lns(p, s, ctx), "lns")
     if open_() and (ctx.time_limit is None or small or p.L > 1):
         name = "exact" if ctx.time_limit is not None and small else "sa"

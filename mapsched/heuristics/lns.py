@@ -112,13 +112,12 @@ class _Incumbent:
         ok, c, starts, ends = self.decode(0, self.order.tolist(), self.dev.tolist(), math.inf)
         self.decode_s = time.perf_counter() - began
         if p.contended and p.L == 1:  # every decode then sends transfers as the one that times the start better
-            self.send = True
+            late, self.send = self._pending, True
             sent = self.decode(0, self.order.tolist(), self.dev.tolist(), math.inf)
             if sent[1] < c:
                 ok, c, starts, ends = sent
             else:
-                self.send = False
-                self.decode(0, self.order.tolist(), self.dev.tolist(), math.inf)  # its transfers pending again
+                self.send, self._pending = False, late
         self.start[self.order], self.end[self.order] = starts, ends
         self.kept()
         self.cmax = c
