@@ -500,7 +500,7 @@ class Builder:
             self.finish = max(self.finish, e)
 
     def send(self, q: int, dev: Sequence[int]) -> None:
-        """Where transfers take turns, a latency problem: reserve now the transfers out of the
+        """Where transfers take turns in a latency problem, reserve now the transfers out of the
         committed task q to its successors' devices ``dev`` (a whole mapping), each as early as
         its resources are free, as ``simulate`` starts a transfer when its data is ready. A
         successor committed later on that device takes its data from them. Without it each

@@ -22,8 +22,9 @@ __all__ = ["in_order", "redecoded", "retimed"]
 def retimed(problem: Problem, schedule: Schedule) -> Schedule:
     """``schedule``, or where its transfers do not take turns as ``problem`` declares (a method
     that times without contention), its mapping re-timed by the decoder in its start order,
-    with insertion, every transfer on its resources (:func:`redecoded`). Its proved bound stays: contention only
-    adds constraints, so a bound without it holds. O(J log J + E L), plus a decode."""
+    with insertion, every transfer on its resources (:func:`redecoded`). Its proved bound stays:
+    contention only adds constraints, so a bound without it holds. O(J log J + E L), plus two
+    decodes."""
     if not [v for v in validate(problem, schedule) if v.rule >= 8]:
         return schedule
     s = redecoded(problem, schedule, method=schedule.method, lower_bound=schedule.lower_bound)
