@@ -42,6 +42,7 @@ def main() -> None:
     ap.add_argument("--cases", type=int, default=20)
     ap.add_argument("--episodes", type=int, default=0)
     ap.add_argument("--tasks", default="10,60")
+    ap.add_argument("--samples", type=int, default=None, help="doppler's --samples (default: its own)")
     ap.add_argument("--bound-seconds", type=float, default=0.0,
                     help="add the median of mapsched's bound over critical-path's makespan: how far below it "
                          "any placement can go (full_bound with this many seconds a case)")
@@ -59,7 +60,8 @@ def main() -> None:
         ratios, floors = [], []
         for k in range(a.cases):
             p = family_problem(family, TEST_SEED + k, tasks=(lo, hi), devices=4)
-            r = solve(p, "doppler", policy=a.policy, episodes=a.episodes, seed=k)
+            extra = {} if a.samples is None else {"samples": a.samples}
+            r = solve(p, "doppler", policy=a.policy, episodes=a.episodes, seed=k, **extra)
             teacher = teacher_makespan(p)
             ratios.append(r.makespan / teacher)
             if bounded:
