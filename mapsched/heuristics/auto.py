@@ -234,7 +234,6 @@ def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
         if ctx.remaining() > reserve / 2:
             t = min(t, simulate(p, found.mapping(), method=found.method), key=lambda x: x.makespan)
         better(t, "without contention: " + found.method.removeprefix("auto: "))
-    # lns decodes its start twice (transfers with their destination, and sent ahead), then a step and its result
     if ctx.time_limit is not None and p.L == 1 and not small and open_() and ctx.remaining() > LNS_DECODES * decode_s:
         better(improve_lns(p, s, ctx), "lns")
     if open_() and (ctx.time_limit is None or small or p.L > 1):

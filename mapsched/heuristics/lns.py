@@ -167,8 +167,9 @@ class _Incumbent:
                           ) -> tuple[bool, float, list[float], list[float]]:
         """:meth:`decode` where transfers take turns: the whole order decoded with insertion,
         transfers on their resources' lanes. A later task never moves an earlier one, so the
-        prefix keeps its times and only the tail's are new; the resources' state after the
-        prefix is not kept, so each decode is whole, O(n + E) and the lanes' insertions.
+        prefix keeps its times and only the tail's are new (but sending ahead, where the tail's
+        devices move the prefix's transfers out); the resources' state after the prefix is not
+        kept, so each decode is whole, O(n + E) and the lanes' insertions.
         Insertion: appending, copies wait behind every copy decoded before them, and a
         re-timed placement decoded so ends 16% later (``gnmt-layer``, 385.7 against 332.6)."""
         b = self.builder(self.order[:k1].tolist() + tail, dev)
@@ -185,7 +186,8 @@ class _Incumbent:
         return c <= cap, c if c <= cap else math.inf, [b.placed[i][0][2] for i in tail], ends
 
     def kept(self) -> None:
-        """The last decode was kept: its transfers' times are the incumbent's."""
+        """The last decode was kept: its transfers' times (sending ahead, every job's too) are the
+        incumbent's."""
         if self.p.contended:
             self.ts, self.te, times = self._pending
             if times is not None:
