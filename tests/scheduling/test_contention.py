@@ -234,6 +234,25 @@ def test_decodes_that_send_ahead_are_valid(p0, kind, seed):
     assert again.makespan <= late.makespan
 
 
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_tasks=9, max_devices=3, transfers=20.0), KINDS, st.integers(0, 2**16))
+def test_cp_search_with_turns_is_never_worse_than_its_start(p0, kind, seed):
+    """``cp-search`` finds its moves on the timing without the turns but judges each with them,
+    so from any start (here a random mapping decoded with insertion, sending ahead, which its
+    own decodes do not) it ends no later, and valid."""
+    from mapsched.engine.context import SolveContext
+    from mapsched.heuristics.critical_path_search import improve
+    from mapsched.scheduling.decoder import Decoder
+
+    p = contended(p0, *kind)
+    owner = random_owner(p0, np.random.default_rng(seed))
+    if not decode_ok(p, owner):
+        return
+    start = Decoder(p, ready_order(p, np.arange(p.n)), insertion=True, send=True).schedule(owner)
+    r = improve(p, start, SolveContext(), moves=50)
+    assert validate(p, r) == [] and r.makespan <= start.makespan + 1e-9
+
+
 def test_retimed_keeps_the_bound_and_marks_the_log():
     from mapsched.scheduling.retime import retimed
 
