@@ -40,11 +40,11 @@ bound, or ``lns`` solved the whole problem exactly. When the time limit
 leaves no room past the first list scheduler, that schedule is returned with status
 ``feasible``.
 
-Coarsening is not a stage: on traced training graphs and random DAGs, ``heft`` on the
-co-placement quotient, expanded, ends above ``heft`` on the full graph (a group's tasks
-lose the freedom to go to different devices), and ``exact`` or ``split`` on a quotient of
-thousands of groups is still too large a model to find anything in the time.
-:mod:`mapsched.scheduling.coarsen` stays for methods and users that want it.
+Coarsening is a stage only where transfers take turns (the fused fills of
+:func:`_contended`): on traced training graphs and random DAGs without contention, ``heft``
+on the co-placement quotient, expanded, ends above ``heft`` on the full graph (a group's
+tasks lose the freedom to go to different devices), and ``exact`` or ``split`` on a
+quotient of thousands of groups is still too large a model to find anything in the time.
 
 Examples
 --------
@@ -60,6 +60,7 @@ Examples
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 
 import numpy as np
@@ -68,18 +69,22 @@ from mapsched.bounds.memory import memory_binds
 from mapsched.bounds.relaxation import RELAXATION_TASKS
 from mapsched.engine.context import SolveContext
 from mapsched.engine.registry import Option, get, register
+from mapsched.errors import InfeasibleError, OptionError
 from mapsched.heuristics.critical_path_search import improve
+from mapsched.heuristics.heft import heft_schedule
 from mapsched.heuristics.lns import improve_lns
 from mapsched.heuristics.relax_round import rounded_schedule
 from mapsched.model.problem import Problem
 from mapsched.model.schedule import Schedule
 from mapsched.scheduling.best_list import best_start
+from mapsched.scheduling.coarsen import expand, fuse_intervals, quotient
 from mapsched.scheduling.construct import topo_placement
 from mapsched.scheduling.decoder import Decoder
-from mapsched.scheduling.retime import retimed
+from mapsched.scheduling.retime import redecoded, retimed
 from mapsched.scheduling.simulate import simulate
 
-__all__ = ["CP_SEARCH_SHARE", "EXACT_JOBS", "FREE_SHARE", "LNS_DECODES", "RETIME_DECODES", "ROUND_SHARE"]
+__all__ = ["CP_SEARCH_SHARE", "EXACT_JOBS", "FREE_SHARE", "FUSED_GROUPS", "FUSED_SHARE", "LNS_DECODES",
+           "RETIME_DECODES", "ROUND_SHARE"]
 
 EXACT_JOBS = 300
 """Problems of at most this many jobs (tasks times inputs) go to ``exact`` when there is a
@@ -90,6 +95,20 @@ FREE_SHARE = 0.7
 pipeline of the problem without contention takes, before ``exact`` (on problems of at most
 :data:`EXACT_JOBS` jobs) or ``lns``, which time the transfers taking turns, get the rest (see
 :func:`_contended`)."""
+
+FUSED_GROUPS = (16, 8, 4, 2)
+"""Where transfers take turns, the most tasks a group holds in each of the fused fills (coarsest,
+so cheapest, first): Celeritas's fusion of a topological order into intervals that cut the
+least data, ``heft`` on the quotient, expanded (:mod:`mapsched.scheduling.coarsen`). A group's
+transfers stay on its device, so the copies that take turns are fewer. With every
+accelerator's copies on the accelerator, the fill of pairs ends at 248.4 on ``gnmt-op`` where
+the default reached 326.5 without it (60 s), and the fill of at most 8 at 748.2 on
+``resnet50-train-op`` (770.5)."""
+
+FUSED_SHARE = 0.1
+"""Where transfers take turns and there is a time limit, the most of the time left that the
+fused fills take together: a fill runs only while the last one's seconds fit in what is left
+of this share (at tens of thousands of tasks one takes seconds)."""
 
 RETIME_DECODES = 9
 """Where transfers take turns, the decodes' time kept back from the contention-free pipeline's
@@ -159,6 +178,32 @@ def auto(problem: Problem, ctx: SolveContext, moves: int) -> Schedule:
     return s
 
 
+def _fused(p: Problem, ctx: SolveContext) -> Iterator[tuple[int, Schedule]]:
+    """The fused fills of :data:`FUSED_GROUPS` that fit :data:`FUSED_SHARE` of the time left
+    (all of them without a time limit), each with its most tasks a group: ``heft`` on the
+    quotient, its mapping decoded on ``p`` both ways of
+    :func:`~mapsched.scheduling.retime.redecoded`. A fusion that no device can hold, or whose
+    quotient ``heft`` cannot place, gives none. O(n R + E) for each fusion of at most R tasks a
+    group, then ``heft`` on the quotient and three decodes."""
+    budget = None if ctx.time_limit is None else FUSED_SHARE * ctx.remaining()
+    last = 0.0
+    for most in FUSED_GROUPS:
+        if budget is not None and last > budget:
+            return
+        began = time.perf_counter()
+        try:
+            groups = fuse_intervals(p, R=most)
+            q, _ = quotient(p, groups)
+            t = redecoded(p, expand(p, heft_schedule(q), groups), method="heft")
+        except (InfeasibleError, OptionError):  # a group no device holds, or a quotient heft cannot place
+            continue
+        finally:
+            last = time.perf_counter() - began
+            if budget is not None:
+                budget -= last
+        yield most, t
+
+
 def _share(ctx: SolveContext, share: float) -> SolveContext:
     """``ctx`` with its limit at ``share`` of the time it has left; it shares the clock,
     generator and history."""
@@ -178,11 +223,14 @@ def _rounded(p: Problem, ctx: SolveContext) -> Schedule | None:
 
 
 def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
-    """Where transfers take turns: the best of the list schedulers and the contiguous fills of
+    """Where transfers take turns: the best of the list schedulers, the contiguous fills of
     m-TOPO (each device filled in topological order up to its memory, or to an even share; the
-    devices by index, and fastest first), all timed with contention (the fills both ways of
+    devices by index, and fastest first) and the fused fills (:data:`FUSED_GROUPS`; with a time
+    limit, within :data:`FUSED_SHARE` of it), all timed with contention (the fills both ways of
     :func:`~mapsched.scheduling.retime.redecoded`); then
 
+    - with a time limit, for latency, ``cp-search`` with the turns on the best of these, for at
+      most :data:`CP_SEARCH_SHARE` of the time left;
     - with a time limit, for latency, the pipeline of the problem without contention (its
       ``lns`` and ``cp-search`` time transfers without it) for :data:`FREE_SHARE` of the time
       left after :data:`RETIME_DECODES` decodes (none where that leaves nothing); its
@@ -210,6 +258,9 @@ def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
                     decode_s = max(decode_s, time.perf_counter() - began)
                     if t.makespan < s.makespan:
                         s, ran = t, [f"m-topo ({cap})"]
+        for most, t in _fused(p, ctx):
+            if t.makespan < s.makespan:
+                s, ran = t, [f"fused heft ({most})"]
     ctx.improved(s.makespan)
     small = p.n * p.L <= EXACT_JOBS
 
@@ -223,6 +274,8 @@ def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
     def open_() -> bool:
         return not ctx.expired() and not ctx.optimal(s.makespan)
 
+    if ctx.time_limit is not None and p.L == 1 and open_():
+        better(improve(p, s, _share(ctx, CP_SEARCH_SHARE), 2**62), "cp-search")
     reserve = RETIME_DECODES * decode_s
     if ctx.time_limit is not None and p.L == 1 and open_() and ctx.remaining() > reserve:
         # Its makespans are not this problem's: no callback, a history of its own. Its share

@@ -279,6 +279,36 @@ def test_auto_is_never_worse_than_the_contiguous_fill():
     assert r.makespan <= fill.makespan + 1e-9
 
 
+@SETTINGS
+@given(p0=problems(max_tasks=8, max_devices=3, transfers=20.0), kind=KINDS)
+def test_fused_fills_are_valid_and_the_default_never_loses_to_them(p0, kind):
+    """Each fused fill (``heft`` on a fusion of the topological order, expanded) is a valid
+    schedule under the turns, and the default, which takes them among its starts, is never
+    worse than any of them."""
+    from mapsched.engine.context import SolveContext
+    from mapsched.heuristics.auto import _fused
+
+    p = contended(p0, *kind)
+    fills = list(_fused(p, SolveContext()))
+    for _, t in fills:
+        assert validate(p, t) == []
+    r = solve(p, moves=20, seed=0)
+    assert validate(p, r) == []
+    assert all(r.makespan <= t.makespan + 1e-9 for _, t in fills)
+
+
+def test_a_fused_fill_starts_the_default_where_copies_take_the_accelerators():
+    """On a layer graph whose accelerators make their own copies (``copy_engines: 0``), a fused
+    fill keeps pieces of the graph whole on a device and beats every list scheduler: the
+    default starts from it."""
+    p0 = mapsched.instances.load("real/inception-v3-layer")
+    whole = float((p0.weight + p0.act).sum())
+    p = p0.with_contention({d: 0 for u, d in enumerate(p0.device_names) if p0.mem[u] < whole})
+    r = solve(p, moves=20, seed=0)
+    assert validate(p, r) == [] and r.method.startswith("auto: fused heft (")
+    assert r.makespan < min(solve(p, m).makespan for m in ("heft", "peft", "cpop", "m-etf"))
+
+
 def test_auto_improves_large_contended_problems_with_lns():
     """Past 300 jobs the default's last stage is ``lns`` with the turns, from the contention-free
     placement re-timed: its result is valid as found (not re-timed) and never worse."""
