@@ -107,8 +107,9 @@ the default reached 326.5 without it (60 s), and the fill of at most 8 at 748.2 
 
 FUSED_SHARE = 0.1
 """Where transfers take turns and there is a time limit, the most of the time left that the
-fused fills take together: a fill runs only while the last one's seconds fit in what is left
-of this share (at tens of thousands of tasks one takes seconds)."""
+fused fills take together: a fill runs only while its likely seconds (the last fill's; before
+the first, four decodes': ``heft`` on the quotient and three decodes) fit in what is left of
+this share. At 34,711 tasks one fill took 6 s of a 30 s limit."""
 
 RETIME_DECODES = 9
 """Where transfers take turns, the decodes' time kept back from the contention-free pipeline's
@@ -178,15 +179,15 @@ def auto(problem: Problem, ctx: SolveContext, moves: int) -> Schedule:
     return s
 
 
-def _fused(p: Problem, ctx: SolveContext) -> Iterator[tuple[int, Schedule]]:
+def _fused(p: Problem, ctx: SolveContext, decode_s: float) -> Iterator[tuple[int, Schedule]]:
     """The fused fills of :data:`FUSED_GROUPS` that fit :data:`FUSED_SHARE` of the time left
-    (all of them without a time limit), each with its most tasks a group: ``heft`` on the
-    quotient, its mapping decoded on ``p`` both ways of
+    (all of them without a time limit; a decode of ``p`` takes ``decode_s``), each with its
+    most tasks a group: ``heft`` on the quotient, its mapping decoded on ``p`` both ways of
     :func:`~mapsched.scheduling.retime.redecoded`. A fusion that no device can hold, or whose
     quotient ``heft`` cannot place, gives none. O(n R + E) for each fusion of at most R tasks a
     group, then ``heft`` on the quotient and three decodes."""
     budget = None if ctx.time_limit is None else FUSED_SHARE * ctx.remaining()
-    last = 0.0
+    last = 4 * decode_s
     for most in FUSED_GROUPS:
         if budget is not None and last > budget:
             return
@@ -230,7 +231,7 @@ def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
     :func:`~mapsched.scheduling.retime.redecoded`); then
 
     - with a time limit, for latency, ``cp-search`` with the turns on the best of these, for at
-      most :data:`CP_SEARCH_SHARE` of the time left;
+      most :data:`CP_SEARCH_SHARE` of the time left, where that holds two decodes;
     - with a time limit, for latency, the pipeline of the problem without contention (its
       ``lns`` and ``cp-search`` time transfers without it) for :data:`FREE_SHARE` of the time
       left after :data:`RETIME_DECODES` decodes (none where that leaves nothing); its
@@ -258,7 +259,7 @@ def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
                     decode_s = max(decode_s, time.perf_counter() - began)
                     if t.makespan < s.makespan:
                         s, ran = t, [f"m-topo ({cap})"]
-        for most, t in _fused(p, ctx):
+        for most, t in _fused(p, ctx, decode_s):
             if t.makespan < s.makespan:
                 s, ran = t, [f"fused heft ({most})"]
     ctx.improved(s.makespan)
@@ -274,7 +275,8 @@ def _contended(p: Problem, ctx: SolveContext, moves: int) -> Schedule:
     def open_() -> bool:
         return not ctx.expired() and not ctx.optimal(s.makespan)
 
-    if ctx.time_limit is not None and p.L == 1 and open_():
+    if ctx.time_limit is not None and p.L == 1 and open_() and CP_SEARCH_SHARE * ctx.remaining() > 2 * decode_s:
+        # Its share holds a move and the final decode (each move decodes with the turns).
         better(improve(p, s, _share(ctx, CP_SEARCH_SHARE), 2**62), "cp-search")
     reserve = RETIME_DECODES * decode_s
     if ctx.time_limit is not None and p.L == 1 and open_() and ctx.remaining() > reserve:

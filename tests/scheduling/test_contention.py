@@ -289,7 +289,7 @@ def test_fused_fills_are_valid_and_the_default_never_loses_to_them(p0, kind):
     from mapsched.heuristics.auto import _fused
 
     p = contended(p0, *kind)
-    fills = list(_fused(p, SolveContext()))
+    fills = list(_fused(p, SolveContext(), 0.0))
     for _, t in fills:
         assert validate(p, t) == []
     r = solve(p, moves=20, seed=0)
