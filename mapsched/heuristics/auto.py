@@ -96,14 +96,16 @@ pipeline of the problem without contention takes, before ``exact`` (on problems 
 :data:`EXACT_JOBS` jobs) or ``lns``, which time the transfers taking turns, get the rest (see
 :func:`_contended`)."""
 
-FUSED_GROUPS = (16, 8, 4, 2)
+FUSED_GROUPS = (24, 16, 12, 8, 6, 4, 3, 2)
 """Where transfers take turns, the most tasks a group holds in each of the fused fills (coarsest,
 so cheapest, first): Celeritas's fusion of a topological order into intervals that cut the
 least data, ``heft`` on the quotient, expanded (:mod:`mapsched.scheduling.coarsen`). A group's
 transfers stay on its device, so the copies that take turns are fewer. With every
 accelerator's copies on the accelerator, the fill of pairs ends at 248.4 on ``gnmt-op`` where
-the default reached 326.5 without it (60 s), and the fill of at most 8 at 748.2 on
-``resnet50-train-op`` (770.5)."""
+the default reached 326.5 without fills (60 s), and the fill of at most 3 at 731.1 on
+``resnet50-train-op`` (770.5). Which size wins varies from graph to graph and not in step with
+the size (``resnet50-train-op``: 779.6, 731.1, 761.2 for 2, 3, 4), hence the many; ``heft``
+beat ``peft``, ``cpop`` and ``m-etf`` on the quotients of five of six real models."""
 
 FUSED_SHARE = 0.1
 """Where transfers take turns and there is a time limit, the most of the time left that the
