@@ -28,9 +28,10 @@
 - With a relocation cost (:mod:`mapsched.engine.relocation`), ``sa``, which weighs it, within
   the time limit or its iterations.
 - Where transfers take turns (:mod:`mapsched.scheduling.contention`): the best of the list
-  schedulers, Baechi's contiguous fills and the contention-free pipeline's placement
-  re-timed, improved by ``exact`` or ``lns`` with the turns (``sa`` without a time limit;
-  see :func:`_contended`).
+  schedulers, Baechi's contiguous fills, the fused fills (``heft`` on a fusion of the graph
+  into small groups that keep their copies on one device) and the contention-free pipeline's
+  placement re-timed, improved by ``cp-search``, ``exact`` or ``lns`` with the turns (``sa``
+  without a time limit; see :func:`_contended`).
 
 Every stage starts from the best schedule so far, so the result is never worse than
 ``heft``'s (``bheft``'s). Its ``method`` names the stages that ran, as
