@@ -521,6 +521,7 @@ class _Sub:
         self.s = {}
         self.d: dict[tuple[int, int], int] = {}  # ticks
         ends = {}
+        opts: dict[int, list[int]] = {}  # each free task's devices, in the order of its x
         intervals: list[list] = [[] for _ in range(m)]
         for j in fixed_mid.tolist():
             a, b = tk(start[j]), tk(end[j])
@@ -549,7 +550,7 @@ class _Sub:
                     tail = np.maximum(tail, c + qt[j])
                 else:
                     deadlines.append((float(start[j]), c))
-            on = np.flatnonzero(allow).tolist()
+            on = opts[i] = np.flatnonzero(allow).tolist()
             if not on:
                 return  # its fixed neighbours leave it no device (cannot happen from a valid incumbent)
             si = self.s[i] = mdl.new_int_var(0, horizon, f"s{i}")
@@ -578,8 +579,8 @@ class _Sub:
                 if not inF[j]:
                     continue
                 mdl.add(self.s[j] >= ends[i])
-                for u in [u for (a, u) in self.x if a == i]:
-                    for v in [v for (b, v) in self.x if b == j]:
+                for u in opts[i]:
+                    for v in opts[j]:
                         if u == v:
                             continue
                         if not linked[u, v]:
