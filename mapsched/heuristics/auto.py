@@ -105,8 +105,9 @@ transfers stay on its device, so the copies that take turns are fewer. With ever
 accelerator's copies on the accelerator, the fill of pairs ends at 248.4 on ``gnmt-op`` where
 the default reached 326.5 without fills (60 s), and the fill of at most 3 at 731.1 on
 ``resnet50-train-op`` (770.5). Which size wins varies from graph to graph and not in step with
-the size (``resnet50-train-op``: 779.6, 731.1, 761.2 for 2, 3, 4), hence the many; ``heft``
-beat ``peft``, ``cpop`` and ``m-etf`` on the quotients of five of six real models."""
+the size (``resnet50-train-op``: 779.6, 731.1, 761.2 for 2, 3, 4), hence the many; on the
+quotients of five of six real models no other list scheduler (``peft``, ``cpop``, ``m-etf``)
+did better than ``heft``."""
 
 FUSED_SHARE = 0.1
 """Where transfers take turns and there is a time limit, the most of the time left that the
