@@ -573,22 +573,34 @@ class _Sub:
         for u in range(m):
             if len(intervals[u]) > 1:
                 mdl.add_no_overlap(intervals[u])
-        # Edges inside F: data crosses devices at a cost, and missing links forbid pairs.
+        # Edges inside F: data crosses devices at a cost, and missing links forbid pairs. From
+        # each device u of the source, the least cost to any other device holds wherever the
+        # destination is not on u (one row), and only dearer pairs need rows of their own:
+        # on systems whose transfers cost the same between any two devices (staged through
+        # the host) an edge takes O(m) rows, not O(m^2).
         for i in F:
             for j, e in inc.se[i]:
                 if not inF[j]:
                     continue
                 mdl.add(self.s[j] >= ends[i])
+                scaled = p.comm[e] * res
+                cost = np.where(scaled < cut, np.floor(scaled), cut).astype(np.int64)  # ln of every pair
+                to = np.array(opts[j])
                 for u in opts[i]:
-                    for v in opts[j]:
-                        if u == v:
-                            continue
-                        if not linked[u, v]:
-                            mdl.add_bool_or([self.x[i, u].Not(), self.x[j, v].Not()])
-                        else:
-                            c = ln(p.comm[e, u, v])
-                            if c > 0:
-                                mdl.add(self.s[j] >= ends[i] + c).only_enforce_if([self.x[i, u], self.x[j, v]])
+                    others = to[to != u]
+                    near = linked[u, others]
+                    for v in others[~near].tolist():
+                        mdl.add_bool_or([self.x[i, u].Not(), self.x[j, v].Not()])
+                    vs = others[near]
+                    if not len(vs):
+                        continue
+                    cs = cost[u, vs]
+                    least = int(cs.min())
+                    if least > 0:
+                        away = [self.x[i, u], self.x[j, u].Not()] if (j, u) in self.x else [self.x[i, u]]
+                        mdl.add(self.s[j] >= ends[i] + least).only_enforce_if(away)
+                    for v, c in zip(vs[cs > least].tolist(), cs[cs > least].tolist()):
+                        mdl.add(self.s[j] >= ends[i] + c).only_enforce_if([self.x[i, u], self.x[j, v]])
         # Memory: what the fixed tasks leave on each limited device.
         for u in range(m):
             if not math.isfinite(p.mem[u]):

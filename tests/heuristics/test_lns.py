@@ -1,11 +1,14 @@
 """``lns``: large-neighbourhood search over CP-SAT sub-models, alone and as ``auto``'s last stage."""
 
+import math
 import time
 
 import numpy as np
 import pytest
+from exhaustive import exhaustive_optimum
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ortools.sat.python import cp_model
 from strategies import problems
 
 import mapsched
@@ -97,3 +100,26 @@ def test_extreme_times_and_sizes(edit):
     for size in (3, 12):
         r = improve_lns(p, start, SolveContext(rng=np.random.default_rng(1)), steps=10, size=size)
         assert validate(p, r) == [] and r.makespan <= start.makespan
+
+
+@settings(max_examples=40, deadline=None)
+@given(p=problems(max_tasks=6, max_devices=3, min_tasks=2, transfers=20.0), seed=st.integers(0, 99))
+def test_a_neighbourhood_of_every_task_is_the_latency_model(p, seed):
+    # Links of different speeds and missing ones, transfers as long as the tasks: the rows of
+    # the edges (the least cost from each device, dearer pairs on their own) neither lose nor
+    # add a constraint, so the model of every task proves the exhaustive optimum, to its
+    # rounding of times down to ticks.
+    from mapsched.heuristics import lns as lns_module
+    from mapsched.scheduling.decoder import as_owner
+
+    start = planted_start(p)
+    inc = lns_module._Incumbent(p, as_owner(p, start.mapping())[:, 0], p.topo.copy())
+    sub = lns_module._Sub(inc, 0, p.n, np.arange(p.n))
+    best = exhaustive_optimum(p, start.makespan)
+    if not sub.ok:  # nothing to free: the start is already as short as its fixed part allows
+        assert start.makespan <= best * (1 + 1e-9)
+        return
+    status, out = sub.solve(math.inf, 10**6, seed)
+    assert status == cp_model.OPTIMAL
+    ticks = out["M"] / sub.res
+    assert best - (p.n + 2) / sub.res <= ticks <= best * (1 + 1e-9) + 1 / sub.res
