@@ -482,6 +482,10 @@ class _Sub:
         def ln(x: float) -> int:  # a length: rounded down, so that the incumbent stays a solution
             return math.floor(x * res) if x * res < cut else cut
 
+        def lengths(x: np.ndarray) -> np.ndarray:  # ln of every entry at once
+            scaled = x * res
+            return np.where(scaled < cut, np.floor(scaled), cut).astype(np.int64)
+
         self.tk = tk
         order, pos, dev, start, end = inc.order, inc.pos, inc.dev, inc.start, inc.end
         mid = order[k1:k2]
@@ -584,8 +588,7 @@ class _Sub:
                 if not inF[j]:
                     continue
                 mdl.add(self.s[j] >= ends[i])
-                scaled = p.comm[e] * res
-                cost = np.where(scaled < cut, np.floor(scaled), cut).astype(np.int64)  # ln of every pair
+                cost = lengths(p.comm[e])
                 to = np.array(opts[j])
                 for u in opts[i]:
                     others = to[to != u]
